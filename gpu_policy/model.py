@@ -1,0 +1,115 @@
+"""The cluster snapshot the planner reads: nodes, queues (teams) and jobs.
+
+Plain dataclasses that store what they are given; `gpu_policy.scenario` checks
+them at the edge, so the planner can trust every field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Jobs at or above this priority are non-preemptible unless they say otherwise.
+NON_PREEMPTIBLE_PRIORITY = 100
+
+
+@dataclass
+class Node:
+    name: str
+    gpus: int
+    gpu_model: str | None = None
+    cpu: float | None = None
+    memory_gib: float | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    unhealthy_gpus: list[int] = field(default_factory=list)
+
+    @property
+    def healthy_gpus(self) -> list[int]:
+        bad = set(self.unhealthy_gpus)
+        return [i for i in range(self.gpus) if i not in bad]
+
+
+@dataclass
+class Queue:
+    name: str
+    parent: str | None = None
+    deserved: float = 0
+    limit: float | None = None
+    over_quota_weight: float = 1
+    priority: int = 0
+
+
+@dataclass
+class Job:
+    name: str
+    queue: str
+    gpus: float
+    replicas: int = 1
+    priority: int = 50
+    preemptible: bool | None = None
+    gpu_model: list[str] | None = None
+    cpu: float | None = None
+    memory_gib: float | None = None
+    running: list[str] = field(default_factory=list)
+    gpu_indices: list[list[int]] | None = None
+    submitted_at: float = 0
+    checkpoint_age_s: float | None = None
+
+    @property
+    def is_running(self) -> bool:
+        return bool(self.running)
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.gpus < 1
+
+    @property
+    def is_preemptible(self) -> bool:
+        if self.preemptible is not None:
+            return self.preemptible
+        return self.priority < NON_PREEMPTIBLE_PRIORITY
+
+    @property
+    def total_gpus(self) -> float:
+        """GPUs the whole gang holds when it runs."""
+        return self.gpus * self.replicas
+
+    def fits_model(self, node: Node) -> bool:
+        return not self.gpu_model or node.gpu_model in self.gpu_model
+
+
+@dataclass
+class Scenario:
+    nodes: list[Node]
+    queues: list[Queue]
+    jobs: list[Job]
+    expect: dict | None = None
+    source: str = ""
+
+    def node(self, name: str) -> Node:
+        return self._nodes_by_name()[name]
+
+    def queue(self, name: str) -> Queue:
+        return {q.name: q for q in self.queues}[name]
+
+    def _nodes_by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    @property
+    def gpus_total(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def gpus_schedulable(self) -> int:
+        """GPUs that may receive work: all but the unhealthy ones."""
+        return sum(len(n.healthy_gpus) for n in self.nodes)
+
+    def children(self, queue: str | None) -> list[Queue]:
+        """Queues whose parent is `queue` (None: the top level)."""
+        return [q for q in self.queues if q.parent == queue]
+
+    def leaf_queue_names(self, queue: str) -> list[str]:
+        """`queue` itself when it has no children, else every leaf below it."""
+        kids = self.children(queue)
+        if not kids:
+            return [queue]
+        return [leaf for kid in kids for leaf in self.leaf_queue_names(kid.name)]

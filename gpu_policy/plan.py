@@ -1,0 +1,79 @@
+"""The Plan: what the planner decided for every job and queue, and why."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from gpu_policy.scenario import API_VERSION
+
+
+@dataclass
+class Placement:
+    """Where one replica runs (or ran, for a preempted job)."""
+
+    node: str
+    gpus: float
+    gpu_indices: list[int]
+
+
+@dataclass
+class JobDecision:
+    name: str
+    queue: str
+    action: str  # keep | start | preempt | move | wait
+    replicas: list[Placement] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass
+class QueueReport:
+    name: str
+    deserved: float
+    fair_share: int
+    pending_demand: float
+    allocated_before: float
+    allocated_after: float
+    parent: str | None = None
+    limit: float | None = None
+
+
+@dataclass
+class SolverReport:
+    backend: str
+    status: str
+    seconds: float
+    variables: int
+    constraints: int
+    gap: float | None = None
+    stages: list[dict] = field(default_factory=list)
+    build_seconds: float = 0.0  # reading the snapshot and building the program
+
+
+@dataclass
+class Plan:
+    jobs: list[JobDecision]
+    queues: list[QueueReport]
+    summary: dict
+    solver: SolverReport
+    warnings: list[str] = field(default_factory=list)
+
+    def job(self, name: str) -> JobDecision:
+        return next(j for j in self.jobs if j.name == name)
+
+    def to_dict(self, with_timing: bool = True) -> dict:
+        """The Plan as JSON-ready data; `with_timing=False` drops solver seconds."""
+        solver = asdict(self.solver)
+        if not with_timing:
+            solver.pop("seconds")
+            solver.pop("build_seconds")
+            for stage in solver["stages"]:
+                stage.pop("seconds", None)
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Plan",
+            "jobs": [asdict(j) for j in self.jobs],
+            "queues": [asdict(q) for q in self.queues],
+            "summary": dict(self.summary),
+            "solver": solver,
+            "warnings": list(self.warnings),
+        }

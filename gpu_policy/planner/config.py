@@ -1,0 +1,43 @@
+"""Settings of the planner, each with its unit and the reason for its default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SOLVERS = ("cbc", "highs")
+
+
+@dataclass
+class PlannerConfig:
+    solver: str = "cbc"
+    """``cbc`` (bundled with PuLP, always there) or ``highs`` (needs ``highspy``;
+    in-process, so it skips writing the model to a file: faster on large clusters)."""
+
+    time_limit_s: float = 10.0
+    """Seconds each solver stage may run. A stage that hits it keeps the best
+    solution found and the Plan's solver status says so."""
+
+    gap_rel: float = 0.0
+    """Relative optimality gap at which a stage stops. 0 means proven optimal,
+    which keeps plans reproducible."""
+
+    threads: int = 1
+    """Solver threads. One thread makes runs deterministic."""
+
+    candidate_nodes_per_job: int = 32
+    """Most nodes the program considers for one waiting job. Clusters with at
+    most this many nodes are searched whole; on larger ones the best-fitting
+    free nodes and the cheapest nodes to reclaim are kept (docs/policy.md)."""
+
+    default_checkpoint_age_s: float = 1800.0
+    """Work a job loses when preempted, in seconds since its last checkpoint,
+    assumed when a job does not say (half an hour: a common checkpoint interval)."""
+
+    def validate(self) -> None:
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver: must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
+        for name in ("time_limit_s", "candidate_nodes_per_job", "threads"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        if not 0 <= self.gap_rel < 1:
+            raise ValueError(f"gap_rel: must be in [0, 1), got {self.gap_rel!r}")

@@ -1,0 +1,118 @@
+"""Which GPU index of which node each running replica holds.
+
+Given ``gpu_indices`` are kept. The rest are assigned the same way every time:
+whole-GPU replicas take the lowest free healthy indices; fractional replicas go
+first-fit onto GPUs already shared, else onto the lowest free healthy GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpu_policy.errors import ScenarioError
+from gpu_policy.model import Job, Node, Scenario
+
+
+@dataclass
+class GpuSlot:
+    """One GPU: held whole by one replica, shared by fractions, or free."""
+
+    whole: str | None = None
+    fractions: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def used(self) -> float:
+        return 1.0 if self.whole else sum(f for _, f in self.fractions)
+
+    @property
+    def free(self) -> bool:
+        return self.whole is None and not self.fractions
+
+
+@dataclass
+class NodeLayout:
+    node: Node
+    slots: list[GpuSlot]
+
+    def healthy(self, index: int) -> bool:
+        return index not in self.node.unhealthy_gpus
+
+    def free_indices(self) -> list[int]:
+        return [i for i, s in enumerate(self.slots) if s.free and self.healthy(i)]
+
+
+@dataclass
+class Layout:
+    nodes: dict[str, NodeLayout]
+    indices: dict[str, list[list[int]]]  # job name -> indices per running replica
+
+
+def running_layout(s: Scenario) -> Layout:
+    """Place every running replica on GPU indices; raise if one cannot fit."""
+    nodes = {n.name: NodeLayout(n, [GpuSlot() for _ in range(n.gpus)]) for n in s.nodes}
+    indices: dict[str, list[list[int]]] = {}
+    running = [j for j in s.jobs if j.is_running]
+    for job in running:  # given indices first: they are facts about the cluster
+        if job.gpu_indices is not None:
+            indices[job.name] = [list(ix) for ix in job.gpu_indices]
+            for node_name, ix in zip(job.running, job.gpu_indices):
+                for i in ix:
+                    _occupy(nodes[node_name].slots[i], job)
+    for fractional in (False, True):  # then whole jobs, then fractions
+        for job in running:
+            if job.gpu_indices is None and job.is_fractional == fractional:
+                indices[job.name] = [
+                    _assign(nodes[n], job, s) for n in job.running
+                ]
+    return Layout(nodes, indices)
+
+
+def _occupy(slot: GpuSlot, job: Job) -> None:
+    if job.is_fractional:
+        slot.fractions.append((job.name, job.gpus))
+    else:
+        slot.whole = job.name
+
+
+def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
+    order = sorted(range(len(layout.slots)), key=lambda i: (not layout.healthy(i), i))
+    if job.is_fractional:
+        shared = [i for i in order if layout.slots[i].fractions and layout.slots[i].used + job.gpus <= 1 + 1e-9]
+        fresh = [i for i in order if layout.slots[i].free]
+        picked = (shared or fresh)[:1]
+    else:
+        picked = [i for i in order if layout.slots[i].free][: int(job.gpus)]
+    if len(picked) < (1 if job.is_fractional else int(job.gpus)):
+        where = next(i for i, j in enumerate(s.jobs) if j.name == job.name)
+        raise ScenarioError(s.source, f"jobs[{where}].running",
+                            f"node {layout.node.name!r} has no free GPU indices left for it")
+    for i in picked:
+        _occupy(layout.slots[i], job)
+    return picked
+
+
+def layout_after(layout: Layout, gone: set[str]) -> Layout:
+    """A copy of `layout` without the replicas of the jobs in `gone`."""
+    nodes = {}
+    for name, nl in layout.nodes.items():
+        slots = [GpuSlot(None if s.whole in gone else s.whole,
+                         [(j, f) for j, f in s.fractions if j not in gone]) for s in nl.slots]
+        nodes[name] = NodeLayout(nl.node, slots)
+    return Layout(nodes, {j: ix for j, ix in layout.indices.items() if j not in gone})
+
+
+def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[int]:
+    """Put one replica of a starting job on `node` (a fraction on GPU `gpu`)."""
+    nl = layout.nodes[node]
+    if job.is_fractional:
+        picked = [gpu]
+    else:
+        picked = nl.free_indices()[: int(job.gpus)]
+    for i in picked:
+        _occupy(nl.slots[i], job)
+    layout.indices.setdefault(job.name, []).append(picked)
+    return picked
+
+
+def largest_free_block(layout: Layout) -> int:
+    return max((len(nl.free_indices()) for nl in layout.nodes.values()), default=0)

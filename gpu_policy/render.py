@@ -1,0 +1,82 @@
+"""Plans and cluster layouts as text a person reads at a glance."""
+
+from __future__ import annotations
+
+import string
+
+from gpu_policy.model import Scenario
+from gpu_policy.plan import Placement, Plan
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = [header] + rows
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def _where(replicas: list[Placement]) -> str:
+    parts = []
+    for r in replicas:
+        ix = r.gpu_indices
+        span = f"{ix[0]}-{ix[-1]}" if len(ix) > 2 and ix == list(range(ix[0], ix[-1] + 1)) else ",".join(map(str, ix))
+        share = f"x{r.gpus:g}" if r.gpus < 1 else ""
+        parts.append(f"{r.node}[{span}]{share}")
+    return " ".join(parts)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def queue_table(plan: Plan) -> str:
+    rows = [[q.name if not q.parent else f"{q.parent}/{q.name}", _num(q.deserved), _num(q.limit),
+             str(q.fair_share), _num(q.pending_demand), _num(q.allocated_before), _num(q.allocated_after)]
+            for q in plan.queues]
+    return _table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "PENDING", "BEFORE", "AFTER"], rows)
+
+
+def plan_table(plan: Plan) -> str:
+    """The whole plan: jobs, queues, summary and solver, as aligned text."""
+    jobs = _table(["JOB", "QUEUE", "ACTION", "WHERE", "REASON"],
+                  [[j.name, j.queue, j.action, _where(j.replicas), j.reason] for j in plan.jobs])
+    s, v = plan.summary, plan.solver
+    summary = (f"summary: {s['starts']} starts, {s['preemptions']} preemptions, {s['moves']} moves, "
+               f"{s['waiting']} waiting; GPUs allocated {s['gpus_allocated_before']:g} -> "
+               f"{s['gpus_allocated_after']:g} of {s['gpus_total']}; empty nodes {s['empty_nodes_after']}, "
+               f"largest free block {s['largest_free_block_after']}")
+    solver = (f"solver: {v.backend} {v.status} in {v.seconds:.2f} s "
+              f"({len(v.stages)} stages, {v.variables} variables, {v.constraints} constraints)")
+    warnings = "".join(f"\nwarning: {w}" for w in plan.warnings)
+    return f"{jobs}\n\n{queue_table(plan)}\n\n{summary}\n{solver}{warnings}"
+
+
+def layout_before_after(s: Scenario, plan: Plan) -> str:
+    """Each node's GPUs before and after the plan, one letter per GPU.
+
+    A letter names the queue holding the GPU (lower case: already running;
+    upper case: started by this plan); '.' is free, '!' unhealthy and free.
+    """
+    leaves = [q for q in s.queues if not s.children(q.name)]
+    letters = {q.name: string.ascii_lowercase[i % 26] for i, q in enumerate(leaves)}
+    before = {n.name: ["."] * n.gpus for n in s.nodes}
+    after = {n.name: ["."] * n.gpus for n in s.nodes}
+    for n in s.nodes:
+        for i in n.unhealthy_gpus:
+            before[n.name][i] = after[n.name][i] = "!"
+    for d in plan.jobs:
+        mark = letters[d.queue]
+        for r in d.replicas:
+            for i in r.gpu_indices:
+                if d.action in ("keep", "preempt"):
+                    before[r.node][i] = mark
+                if d.action == "keep":
+                    after[r.node][i] = mark
+                elif d.action in ("start", "move"):
+                    after[r.node][i] = mark.upper()
+    width = max(len(n.name) for n in s.nodes)
+    gpus = max(n.gpus for n in s.nodes)
+    lines = [f"{'':{width}}  {'before':{gpus}}    after"]
+    lines += [f"{n.name:{width}}  {''.join(before[n.name]):{gpus}} -> {''.join(after[n.name])}" for n in s.nodes]
+    legend = ", ".join(f"{v}={k}" for k, v in letters.items())
+    lines.append(f"({legend}; UPPER CASE: started by this plan; '.': free)")
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Packaging for gpu-policy: GPU fair share and packing for ML pipelines."""
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(
+    r'__version__ = "([^"]+)"', (HERE / "gpu_policy" / "_version.py").read_text()
+).group(1)
+
+setup(
+    name="gpu-policy",
+    version=VERSION,
+    description="GPU fair share, reclaim and packing as PuLP integer programs, "
+    "for Kubeflow Pipelines and Airflow",
+    long_description=(HERE / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["gpu_policy", "gpu_policy.*"]),
+    package_data={"gpu_policy": ["examples/*.yaml"]},
+    install_requires=[
+        "pulp>=3.3,<4",  # 3.x bundles CBC; 4.x changes how variables are made
+        "pyyaml>=6",
+        "kubernetes>=28",  # kfp 2.17 needs <31, the Airflow provider >=36: both work
+        "prometheus-api-client>=0.5",
+    ],
+    extras_require={
+        "highs": ["highspy>=1.7"],
+        "kfp": ["kfp>=2.17,<3", "kfp-kubernetes>=2.17"],
+        "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10"],
+        "dev": ["pytest>=8", "highspy>=1.7"],
+    },
+    entry_points={"console_scripts": ["gpu-policy=gpu_policy.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: System :: Distributed Computing",
+    ],
+)

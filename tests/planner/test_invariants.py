@@ -1,0 +1,59 @@
+"""Invariants on seeded random clusters: capacity, gangs, non-preemptible work."""
+
+import random
+from collections import defaultdict
+
+import pytest
+
+from gpu_policy import parse_scenario, plan
+
+
+def random_scenario(seed: int) -> dict:
+    rng = random.Random(seed)
+    nodes = [{"name": f"n{i}", "gpus": rng.choice([4, 8]), "cpu": 64} for i in range(rng.randint(2, 5))]
+    queues = [{"name": f"q{i}", "deserved": rng.randint(0, 8), "over_quota_weight": rng.choice([0, 1, 2])}
+              for i in range(3)]
+    free = {n["name"]: n["gpus"] for n in nodes}
+    cpu = {n["name"]: 64 for n in nodes}
+    jobs = []
+    for i in range(rng.randint(4, 14)):
+        gpus = rng.choice([0.5, 1, 2, 4])
+        replicas = rng.choice([1, 1, 2])
+        job = {"name": f"j{i}", "queue": rng.choice(queues)["name"], "gpus": gpus, "replicas": replicas,
+               "priority": rng.choice([10, 50, 50, 100]), "submitted_at": i, "cpu": rng.choice([1, 8])}
+        hosts = [n for n in free if free[n] >= gpus and cpu[n] >= job["cpu"]]
+        if rng.random() < 0.5 and hosts and gpus >= 1:
+            where = [rng.choice(hosts) for _ in range(replicas)]
+            if all(free[w] >= gpus * where.count(w) and cpu[w] >= job["cpu"] * where.count(w) for w in set(where)):
+                for w in where:
+                    free[w] -= gpus
+                    cpu[w] -= job["cpu"]
+                job["running"] = where
+        jobs.append(job)
+    return {"nodes": nodes, "queues": queues, "jobs": jobs}
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_invariants(seed):
+    s = parse_scenario(random_scenario(seed))
+    result = plan(s)
+    jobs = {j.name: j for j in s.jobs}
+    per_gpu = defaultdict(float)
+    cpu = defaultdict(float)
+    for d in result.jobs:
+        job = jobs[d.name]
+        if d.action in ("keep", "start"):
+            assert len(d.replicas) == job.replicas  # gangs all or nothing
+            for r in d.replicas:
+                cpu[r.node] += job.cpu or 0
+                for i in r.gpu_indices:
+                    per_gpu[r.node, i] += job.gpus if job.is_fractional else 1
+        if d.action == "preempt":
+            assert job.is_preemptible, d.name
+        if d.action == "wait":
+            assert d.reason
+    nodes = {n.name: n for n in s.nodes}
+    for (node, i), used in per_gpu.items():
+        assert i < nodes[node].gpus and used <= 1 + 1e-9, (node, i, used)
+    for node, used in cpu.items():
+        assert used <= nodes[node].cpu

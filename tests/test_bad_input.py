@@ -1,0 +1,95 @@
+"""Every rejected case of the contract: one line naming file and field, exit 2."""
+
+import pytest
+
+from gpu_policy import ScenarioError, load_scenario
+from gpu_policy.cli import main
+
+BASE_NODES = "nodes: [{name: n1, gpus: 4}]\n"
+BASE_QUEUES = "queues: [{name: q1, deserved: 2}]\n"
+
+CASES = {
+    "unknown top-level key": (BASE_NODES + BASE_QUEUES + "jobs: []\nextra: 1\n",
+                              r"extra: unknown field"),
+    "unknown job key": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, gpu: 2}]\n",
+                        r"jobs\[0\]\.gpu: unknown field"),
+    "unknown queue": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: nope, gpus: 1}]\n",
+                      r"jobs\[0\]\.queue: unknown queue \"nope\""),
+    "negative gpus": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1}, {name: k, queue: q1, gpus: -1}]\n",
+                      r"jobs\[1\]\.gpus: must be > 0, got -1"),
+    "non-numeric gpus": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: many}]\n",
+                         r"jobs\[0\]\.gpus: must be a number, got \"many\""),
+    "fraction above 1": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1.5}]\n",
+                         r"jobs\[0\]\.gpus: a fraction of a GPU must be below 1, got 1.5"),
+    "more running than replicas": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, running: [n1, n1]}]\n",
+                                   r"jobs\[0\]\.running: names 2 nodes but the job has 1 replicas"),
+    "no room on node": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 3, running: [n1]}, "
+                        "{name: k, queue: q1, gpus: 2, running: [n1]}]\n",
+                        r"jobs\[0\]\.running: node \"n1\" has no room: its running jobs use 5 gpus of 4"),
+    "duplicate job": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1}, {name: j, queue: q1, gpus: 1}]\n",
+                      r"jobs\[1\]\.name: duplicate name \"j\""),
+    "duplicate node": ("nodes: [{name: n1, gpus: 4}, {name: n1, gpus: 2}]\n" + BASE_QUEUES + "jobs: []\n",
+                       r"nodes\[1\]\.name: duplicate name \"n1\""),
+    "parent cycle": (BASE_NODES + "queues: [{name: a, parent: b}, {name: b, parent: a}]\njobs: []\n",
+                     r"queues\[0\]\.parent: makes a cycle through \"a\""),
+    "unknown parent": (BASE_NODES + "queues: [{name: a, parent: ghost}]\njobs: []\n",
+                       r"queues\[0\]\.parent: unknown queue \"ghost\""),
+    "running on unknown node": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, running: [n9]}]\n",
+                                r"jobs\[0\]\.running\[0\]: unknown node \"n9\""),
+    "partial gang": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, replicas: 2, running: [n1]}]\n",
+                     r"jobs\[0\]\.running: a gang runs all 2 replicas or none"),
+    "index out of range": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, running: [n1], gpu_indices: [[7]]}]\n",
+                           r"jobs\[0\]\.gpu_indices\[0\]: GPU 7 does not exist on n1"),
+    "shared whole GPU": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, running: [n1], gpu_indices: [[0]]}, "
+                         "{name: k, queue: q1, gpus: 1, running: [n1], gpu_indices: [[0]]}]\n",
+                         r"jobs\[1\]\.gpu_indices\[0\]: GPU 0 of n1 is already fully used"),
+    "job on a department": (BASE_NODES + "queues: [{name: d}, {name: t, parent: d}]\njobs: [{name: j, queue: d, gpus: 1}]\n",
+                            r"jobs\[0\]\.queue: \"d\" is a department"),
+    "bad expect action": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1}]\nexpect: {jobs: {j: run}}\n",
+                          r"expect\.jobs\.j: must be one of keep, start, preempt, move, wait, got \"run\""),
+    "wrong kind": ("kind: Plan\n" + BASE_NODES + BASE_QUEUES + "jobs: []\n", r"kind: must be Scenario, got \"Plan\""),
+    "not yaml": ("nodes: [\n", r"not valid YAML or JSON at line"),
+    "not a mapping": ("- 1\n- 2\n", r"must be a mapping with nodes, queues and jobs"),
+    "negative deserved": (BASE_NODES + "queues: [{name: q1, deserved: -2}]\njobs: []\n",
+                          r"queues\[0\]\.deserved: must be >= 0, got -2"),
+    "missing gpus": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1}]\n", r"jobs\[0\]\.gpus: is required"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rejected_with_field_path(case, write_scenario):
+    text, pattern = CASES[case]
+    path = write_scenario(text)
+    with pytest.raises(ScenarioError, match=pattern) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+
+
+@pytest.mark.parametrize("case", ["negative gpus", "parent cycle", "not yaml"])
+def test_cli_exit_2_one_line_no_traceback(case, write_scenario, capsys):
+    path = write_scenario(CASES[case][0])
+    assert main(["plan", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"gpu-policy: {path}: ")
+    assert "Traceback" not in captured.err
+
+
+def test_missing_file(capsys, tmp_path):
+    assert main(["plan", str(tmp_path / "nope.yaml")]) == 2
+    assert "cannot read the file" in capsys.readouterr().err
+
+
+def test_json_is_accepted(write_scenario):
+    path = write_scenario('{"nodes": [{"name": "n", "gpus": 1}], "queues": [{"name": "q"}],'
+                          ' "jobs": [{"name": "j", "queue": "q", "gpus": 1}]}', "s.json")
+    assert load_scenario(path).jobs[0].gpus == 1
+
+
+def test_bad_solver_option(capsys):
+    from conftest import scenario_files
+
+    assert main(["plan", str(scenario_files()[0]), "--time-limit", "0"]) == 2
+    assert "time_limit_s: must be > 0" in capsys.readouterr().err
