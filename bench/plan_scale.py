@@ -5,7 +5,7 @@ Prints, per solver, the median of 5 runs of: model build, solve and total
 seconds, with the program's size and what the plan decided. The figures go to
 docs/benchmarks.md with this command:
 
-    .venv/bin/python bench/plan_scale.py [--runs 5] [--solvers cbc,highs]
+    .venv/bin/python bench/plan_scale.py [--runs 5] [--solvers cbc,highs] [--candidate-nodes K]
 """
 
 from __future__ import annotations
@@ -53,13 +53,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--solvers", default="cbc,highs")
+    parser.add_argument("--candidate-nodes", type=int, default=PlannerConfig.candidate_nodes_per_job)
     args = parser.parse_args()
     t0 = time.perf_counter()
     scenario = parse_scenario(build_instance(), "bench")
     print(f"instance: {NODES} nodes x {GPUS} GPUs, {QUEUES} queues, {RUNNING} running, {WAITING} waiting; "
-          f"validated in {time.perf_counter() - t0:.2f} s")
+          f"validated in {time.perf_counter() - t0:.2f} s; candidate nodes per job: {args.candidate_nodes}; "
+          f"median of {args.runs}")
     print(f"{'solver':8} {'build s':>8} {'solve s':>8} {'total s':>8} {'vars':>6} {'cons':>6} "
-          f"{'victims':>7} {'starts':>6} {'preempt':>7} {'status'}")
+          f"{'stages':>6} {'starts':>6} {'preempt':>7} {'status'}")
     for name in args.solvers.split(","):
         if name == "highs" and not pulp.HiGHS().available():
             print(f"{name:8} skipped: highspy is not installed")
@@ -67,15 +69,15 @@ def main() -> int:
         runs = []
         for _ in range(args.runs):
             began = time.perf_counter()
-            result = plan(scenario, PlannerConfig(solver=name, time_limit_s=60))
+            result = plan(scenario, PlannerConfig(solver=name, time_limit_s=60,
+                                                  candidate_nodes_per_job=args.candidate_nodes))
             runs.append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began, result))
             print(".", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
         build, solve, total = (statistics.median(r[i] for r in runs) for i in range(3))
         r = runs[-1][3]
-        victims = sum(1 for v in r.solver.stages if v["name"].startswith("preemption"))
         print(f"{name:8} {build:8.2f} {solve:8.2f} {total:8.2f} {r.solver.variables:6d} {r.solver.constraints:6d} "
-              f"{victims:>7} {r.summary['starts']:6d} {r.summary['preemptions']:7d} {r.solver.status}")
+              f"{len(r.solver.stages):>6} {r.summary['starts']:6d} {r.summary['preemptions']:7d} {r.solver.status}")
     return 0
 
 

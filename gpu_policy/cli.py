@@ -26,8 +26,9 @@ def _add_solver_options(p: argparse.ArgumentParser) -> None:
                    help="integer-program solver (default cbc; highs needs highspy)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S",
                    help="seconds each solver stage may run (default 10)")
-    p.add_argument("--candidate-nodes", type=int, default=32, metavar="K",
-                   help="most nodes considered per waiting job (default 32)")
+    p.add_argument("--candidate-nodes", type=int, default=PlannerConfig.candidate_nodes_per_job, metavar="K",
+                   help="most nodes considered per waiting job on large clusters "
+                        f"(default {PlannerConfig.candidate_nodes_per_job})")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:

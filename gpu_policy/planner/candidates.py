@@ -105,11 +105,18 @@ def find_candidates(s: Scenario, layout: Layout, fair: dict[str, int], before: d
                 count[slot.whole] += 1
         held[name] = sorted((cost[v], v, g) for v, g in count.items())
     free = {name: len(nl.free_indices()) for name, nl in layout.nodes.items()}
+    free0, held0 = dict(free), dict(held)  # the real cluster; free and held become virtual
 
     nodes = _distinct_nodes(s, layout, pending)
     fractions = sum(j.replicas for j in pending if j.is_fractional)
     out = Candidates(standing=st, victims=[], cost=cost)
-    for job in pending:
+    # In claim order, each job's candidates are judged on what earlier jobs left: a greedy
+    # pass reserves room for each job, so candidate lists spread over the cluster instead of
+    # all naming the same best nodes, and the greedy placement is always among them.
+    claim_order = sorted(pending, key=lambda j: (j.queue not in st.below_deserved, j.queue not in st.below_share,
+                                                 -j.priority, j.submitted_at, j.name))
+    whole: dict[str, list[str]] = {}
+    for job in claim_order:
         legal = {v.name for v in victims if legal_victim(v, job, st)}
         if any(v.queue != job.queue for v in victims if v.name in legal):
             q = s.queue(job.queue)
@@ -117,7 +124,9 @@ def find_candidates(s: Scenario, layout: Layout, fair: dict[str, int], before: d
         if job.is_fractional:
             out.gpus[job.name] = _fraction_slots(job, nodes, layout, legal, fractions, cfg)
         else:
-            out.nodes[job.name] = _whole_nodes(job, nodes, free, held, legal, cfg)
+            whole[job.name] = _whole_nodes(job, nodes, free, held, legal, cfg, free0, held0)
+            _reserve(job, whole[job.name], free, held, legal)
+    out.nodes = {j.name: whole[j.name] for j in pending if j.name in whole}
     useful = {n for ns in out.nodes.values() for n in ns} | {n for gs in out.gpus.values() for n, _ in gs}
     out.victims = [v for v in victims if useful & set(v.running)]
     out.cost = {v.name: cost[v.name] for v in out.victims}
@@ -150,15 +159,32 @@ def _fits_node(job: Job, node: Node) -> bool:
 
 
 def _whole_nodes(job: Job, nodes: list[Node], free: dict[str, int], held: dict[str, list[tuple[float, str, int]]],
-                 legal: set[str], cfg: PlannerConfig) -> list[str]:
-    """Nodes where a whole-GPU job fits now (best fit first) or after reclaim (cheapest first).
+                 legal: set[str], cfg: PlannerConfig, free0: dict[str, int],
+                 held0: dict[str, list[tuple[float, str, int]]]) -> list[str]:
+    """Candidate nodes of a whole-GPU job, ranked on what earlier jobs left (`free`, `held`).
 
-    `free` is each node's free healthy GPUs; `held` lists (cost, victim, GPUs) per node, cheapest first.
+    Reservations only rank: on clusters of at most `exact_nodes` nodes every node the
+    job could use in the real cluster (`free0`, `held0`) stays a candidate. Larger
+    clusters keep the best `candidate_nodes_per_job` of the ranking, and fall back on
+    the real cluster only when earlier jobs left this one nothing.
     """
+    fitting = [n for n in nodes if _fits_node(job, n)]
+    small = len(fitting) <= cfg.exact_nodes
+    k = len(fitting) if small else cfg.candidate_nodes_per_job
+    ranked = _rank_nodes(job, fitting, free, held, legal, k)
+    if ranked and not small:
+        return ranked
+    seen = set(ranked)
+    real = [n for n in _rank_nodes(job, fitting, free0, held0, legal, len(fitting)) if n not in seen]
+    return ranked + real[: len(real) if small else k]
+
+
+def _rank_nodes(job: Job, nodes: list[Node], free: dict[str, int], held: dict[str, list[tuple[float, str, int]]],
+                legal: set[str], k: int) -> list[str]:
+    """Nodes with room now (best fit first), then nodes where legal victims would free
+    room (cheapest first); at most `k`, half from each list when both are long."""
     room_now, reclaim = [], []
     for node in nodes:
-        if not _fits_node(job, node):
-            continue
         have = free[node.name]
         if have >= job.gpus:
             room_now.append((have, node.name))
@@ -172,12 +198,31 @@ def _whole_nodes(job: Job, nodes: list[Node], free: dict[str, int], held: dict[s
                     break
     room_now.sort()
     reclaim.sort()
-    k = cfg.candidate_nodes_per_job
     if len(room_now) + len(reclaim) <= k:
         return [n for _, n in room_now + reclaim]
     take_now = min(len(room_now), max(k // 2, k - len(reclaim)))
-    chosen = room_now[:take_now] + reclaim[: k - take_now]
-    return [n for _, n in chosen]
+    return [n for _, n in room_now[:take_now] + reclaim[: k - take_now]]
+
+
+def _reserve(job: Job, chosen: list[str], free: dict[str, int], held: dict[str, list[tuple[float, str, int]]],
+             legal: set[str]) -> None:
+    """Greedily place the job's replicas on its first candidates that fit, taking
+    legal victims where needed, and record what that uses up."""
+    for _ in range(job.replicas):
+        for n in chosen:
+            freeable = [(c, v, g) for c, v, g in held.get(n, ()) if v in legal]
+            taken, room = [], free[n]
+            for item in freeable:
+                if room >= job.gpus:
+                    break
+                taken.append(item)
+                room += item[2]
+            if room >= job.gpus:
+                held[n] = [item for item in held[n] if item not in taken]
+                free[n] = room - int(job.gpus)
+                break
+        else:
+            return  # no room for this replica: the job will likely wait
 
 
 def _fraction_slots(job: Job, nodes: list[Node], layout: Layout, legal: set[str], fractions: int,
@@ -208,4 +253,6 @@ def _fraction_slots(job: Job, nodes: list[Node], layout: Layout, legal: set[str]
             if room >= job.gpus - _EPS:
                 slots.append((room, node.name, i))  # least room first: best fit
     slots.sort()
+    if len(nodes) <= cfg.exact_nodes:
+        return [(n, i) for _, n, i in slots]
     return [(n, i) for _, n, i in slots[: cfg.candidate_nodes_per_job * max(job.replicas, fractions)]]

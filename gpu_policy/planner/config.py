@@ -24,10 +24,16 @@ class PlannerConfig:
     threads: int = 1
     """Solver threads. One thread makes runs deterministic."""
 
-    candidate_nodes_per_job: int = 32
-    """Most nodes the program considers for one waiting job. Clusters with at
-    most this many nodes are searched whole; on larger ones the best-fitting
-    free nodes and the cheapest nodes to reclaim are kept (docs/policy.md)."""
+    candidate_nodes_per_job: int = 4
+    """Most nodes the program considers for one waiting job on clusters larger
+    than `exact_nodes`: the best-fitting nodes with room and the cheapest to
+    reclaim, judged after earlier jobs' greedy reservations. On the scale
+    benchmark 4 starts 198 of 200 waiting jobs and 16 starts 200, but 8 or more
+    make the preemption stages 5-30 times slower (docs/benchmarks.md)."""
+
+    exact_nodes: int = 16
+    """Clusters with at most this many nodes are searched whole: every node is a
+    candidate for every job, so small clusters get exactly optimal plans."""
 
     default_checkpoint_age_s: float = 1800.0
     """Work a job loses when preempted, in seconds since its last checkpoint,
@@ -36,7 +42,7 @@ class PlannerConfig:
     def validate(self) -> None:
         if self.solver not in SOLVERS:
             raise ValueError(f"solver: must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
-        for name in ("time_limit_s", "candidate_nodes_per_job", "threads"):
+        for name in ("time_limit_s", "candidate_nodes_per_job", "exact_nodes", "threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
         if not 0 <= self.gap_rel < 1:

@@ -107,6 +107,7 @@ def _node_constraints(m: Program, s: Scenario, layout: Layout, jobs: dict[str, J
         nl = layout.nodes[n]
         gpu_terms: dict = defaultdict(float)
         gpu_const = 0.0
+        opened_free: list = []  # z of free GPUs that may receive fractions, in index order
         for i, slot in enumerate(nl.slots):
             if not nl.healthy(i):
                 continue
@@ -125,6 +126,8 @@ def _node_constraints(m: Program, s: Scenario, layout: Layout, jobs: dict[str, J
                 else:
                     shared = pulp.LpVariable(f"z_{n}_{i}", cat="Binary")
                     gpu_terms[shared] += 1
+                    if slot.free:
+                        opened_free.append(shared)
                     for keep, _f in var_fracs:
                         m.prob += shared >= keep, f"shared_{n}_{i}_{keep.name}"
                     for job, var in new_fracs:
@@ -142,6 +145,9 @@ def _node_constraints(m: Program, s: Scenario, layout: Layout, jobs: dict[str, J
                 m.prob += affine(terms, fixed_frac) <= 1, f"gpu_{n}_{i}"
             elif slot.fractions:
                 gpu_const += 1
+        for lower, higher in zip(opened_free, opened_free[1:]):
+            # free GPUs of a node are interchangeable: open them for fractions in index order
+            m.prob += lower >= higher, f"order_{higher.name}"
         for job, var in x_by_node.get(n, []):
             gpu_terms[var] += job.gpus
         # whole GPUs kept + started + shared GPUs <= healthy GPUs of n

@@ -14,18 +14,38 @@ from gpu_policy.planner.program import Program
 _STATUS = {1: "Optimal", 2: "Feasible (time limit)", 0: "Not solved", -1: "Infeasible", -2: "Unbounded"}
 
 
+class _WarmHiGHS(pulp.HiGHS):
+    """PuLP's in-process HiGHS, started from the variables' current values.
+
+    Each stage's solution is feasible for the next stage (the next only adds the
+    bound that keeps this one's optimum), so it is a good incumbent to start from.
+    """
+
+    def callSolver(self, lp):  # noqa: N802 (PuLP's name)
+        import highspy
+
+        values = [v.varValue for v in lp.variables()]
+        if all(x is not None for x in values):
+            start = highspy.HighsSolution()
+            start.col_value = values
+            start.value_valid = True
+            lp.solverModel.setSolution(start)
+        super().callSolver(lp)
+
+
 def make_solver(cfg: PlannerConfig) -> pulp.LpSolver:
     """The solver named in the config, with deterministic, bounded options."""
     if cfg.solver == "highs":
-        solver = pulp.HiGHS(msg=False, timeLimit=cfg.time_limit_s, gapRel=cfg.gap_rel,
+        solver = _WarmHiGHS(msg=False, timeLimit=cfg.time_limit_s, gapRel=cfg.gap_rel,
                             threads=cfg.threads, random_seed=0)
         if not solver.available():
             raise GpuPolicyError("solver 'highs' needs highspy: pip install 'gpu-policy[highs]'")
         return solver
     # CBC's `-threads 1` switches on its threaded code, which here hung for the whole
     # time limit in about 1 solve in 100 under load; without the option CBC runs serially.
+    # warmStart: each stage starts from the last stage's solution (a MIP start file).
     return pulp.PULP_CBC_CMD(msg=False, timeLimit=cfg.time_limit_s, gapRel=cfg.gap_rel,
-                             threads=None if cfg.threads == 1 else cfg.threads,
+                             threads=None if cfg.threads == 1 else cfg.threads, warmStart=True,
                              options=["randomSeed 1", "randomCbcSeed 1"])
 
 

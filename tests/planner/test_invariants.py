@@ -5,18 +5,18 @@ from collections import defaultdict
 
 import pytest
 
-from gpu_policy import parse_scenario, plan
+from gpu_policy import PlannerConfig, parse_scenario, plan
 
 
-def random_scenario(seed: int) -> dict:
+def random_scenario(seed: int, nodes_range: tuple[int, int] = (2, 5), jobs_range: tuple[int, int] = (4, 14)) -> dict:
     rng = random.Random(seed)
-    nodes = [{"name": f"n{i}", "gpus": rng.choice([4, 8]), "cpu": 64} for i in range(rng.randint(2, 5))]
+    nodes = [{"name": f"n{i}", "gpus": rng.choice([4, 8]), "cpu": 64} for i in range(rng.randint(*nodes_range))]
     queues = [{"name": f"q{i}", "deserved": rng.randint(0, 8), "over_quota_weight": rng.choice([0, 1, 2])}
               for i in range(3)]
     free = {n["name"]: n["gpus"] for n in nodes}
     cpu = {n["name"]: 64 for n in nodes}
     jobs = []
-    for i in range(rng.randint(4, 14)):
+    for i in range(rng.randint(*jobs_range)):
         gpus = rng.choice([0.5, 1, 2, 4])
         replicas = rng.choice([1, 1, 2])
         job = {"name": f"j{i}", "queue": rng.choice(queues)["name"], "gpus": gpus, "replicas": replicas,
@@ -33,10 +33,16 @@ def random_scenario(seed: int) -> dict:
     return {"nodes": nodes, "queues": queues, "jobs": jobs}
 
 
-@pytest.mark.parametrize("seed", range(25))
-def test_invariants(seed):
-    s = parse_scenario(random_scenario(seed))
-    result = plan(s)
+CASES = [(seed, (2, 5), (4, 14)) for seed in range(25)]
+# clusters above PlannerConfig.exact_nodes: candidate nodes are pruned and reserved greedily
+CASES += [(seed, (20, 40), (40, 90)) for seed in range(100, 108)]
+
+
+@pytest.mark.parametrize("seed,nodes,jobs", CASES)
+def test_invariants(seed, nodes, jobs):
+    s = parse_scenario(random_scenario(seed, nodes, jobs))
+    # a short stage limit: a plan cut off by its time limit must keep every invariant too
+    result = plan(s, PlannerConfig(time_limit_s=2))
     jobs = {j.name: j for j in s.jobs}
     per_gpu = defaultdict(float)
     cpu = defaultdict(float)
