@@ -23,6 +23,8 @@ setup(
     install_requires=[
         "pulp>=3.3,<4",  # 3.x bundles CBC; 4.x changes how variables are made
         "pyyaml>=6",
+        "fsspec>=2023.1",  # checkpoint stores: local, memory://, s3:// and gs:// with their backends
+        "numpy>=1.24",  # the example trainer
         "kubernetes>=28",  # kfp 2.17 needs <31, the Airflow provider >=36: both work
         "prometheus-api-client>=0.5",
     ],

@@ -61,6 +61,35 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train_example(args: argparse.Namespace) -> int:
+    from gpu_policy.checkpoint.example import accuracy, train_example
+
+    summary = train_example(args.checkpoint_dir, args.steps, step_seconds=args.step_seconds,
+                            interval_s=args.checkpoint_every, mean_time_to_preemption_s=args.mean_time_to_preemption,
+                            grace_period_s=args.grace_period, keep_last=args.keep_last)
+    report = summary.to_dict()
+    if not summary.preempted:
+        from gpu_policy.checkpoint import CheckpointStore
+
+        store = CheckpointStore(args.checkpoint_dir)
+        report["accuracy"] = accuracy(store.load(store.latest()))
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(json.dumps(report))
+    # preempted: exit as the signal would have ended us (143 for SIGTERM), checkpoint saved
+    return 128 + summary.signal if summary.preempted else 0
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-policy", description="GPU fair share and packing for ML pipelines.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="the three seed problems on the embedded simulated cluster")
     _add_solver_options(d)
     d.set_defaults(func=_cmd_demo)
+    t = sub.add_parser("train-example", help="train the example model in preemption-safe checkpointed steps")
+    t.add_argument("--checkpoint-dir", required=True, metavar="URL", help="local path or fsspec URL")
+    t.add_argument("--steps", type=_positive(int), required=True, help="steps in all (a rerun resumes)")
+    t.add_argument("--step-seconds", type=float, default=0.0, help="extra seconds per step (for demos and tests)")
+    t.add_argument("--checkpoint-every", type=float, default=None, metavar="S",
+                   help="seconds between checkpoints (default: Young/Daly from the measured save time)")
+    t.add_argument("--mean-time-to-preemption", type=_positive(float), default=3600.0, metavar="S",
+                   help="expected seconds between preemptions (default 3600)")
+    t.add_argument("--grace-period", type=_positive(float), default=None, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL (default $GPU_POLICY_TERMINATION_GRACE_S or 30)")
+    t.add_argument("--keep-last", type=_positive(int), default=3, help="checkpoints to keep (default 3)")
+    t.set_defaults(func=_cmd_train_example)
     return parser
 
 

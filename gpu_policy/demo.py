@@ -20,6 +20,36 @@ SEEDS = [
 ]
 
 
+def training_demo() -> str:
+    """A checkpointed training run preempted halfway, then resumed: nothing lost or repeated."""
+    import signal
+
+    from gpu_policy.checkpoint import CheckpointPolicy, CheckpointStore, PreemptionGuard, run_training_steps
+    from gpu_policy.checkpoint.example import accuracy, initial_state, make_step
+
+    store = CheckpointStore("memory://gpu-policy-demo", keep_last=2)
+    for info in store.list():
+        store.delete(info.step)
+    step, guard = make_step(), PreemptionGuard(grace_period_s=30)
+
+    def step_until_evicted(state, k):
+        if k == 120:  # the planner reclaims the borrowed GPUs: Kubernetes sends SIGTERM
+            guard.trigger(signal.SIGTERM)
+        return step(state, k)
+
+    policy = CheckpointPolicy(mean_time_to_preemption_s=600)
+    first = run_training_steps(step_until_evicted, initial_state, store, steps=200, guard=guard, policy=policy)
+    second = run_training_steps(step, initial_state, store, steps=200, policy=policy)
+    return "\n".join([
+        "== Preemption-safe training: the example trainer (gpu-policy train-example)",
+        f"   run 1: steps {first.first_step} -> {first.last_step}, SIGTERM; checkpoint of step "
+        f"{first.last_step} saved in {first.seconds_saving * 1000:.1f} ms, well inside the 30 s grace period",
+        f"   run 2: resumed at step {second.resumed_from} -> {second.last_step}; accuracy "
+        f"{accuracy(store.load(store.latest())):.3f}; no step lost, none repeated",
+        "",
+    ])
+
+
 def run_demo(config: PlannerConfig | None = None) -> str:
     """Plan each seed problem and show every node before and after, with the team table."""
     out = []
@@ -39,4 +69,5 @@ def run_demo(config: PlannerConfig | None = None) -> str:
         waits = [f"   {j.name} waits: {j.reason}" for j in result.jobs if j.action == "wait"]
         preempts = [f"   {j.name} preempted: {j.reason}" for j in result.jobs if j.action == "preempt"]
         out += preempts + waits + [""]
+    out.append(training_demo())
     return "\n".join(out)

@@ -89,7 +89,7 @@ def test_json_is_accepted(write_scenario):
 
 
 def test_bad_solver_option(capsys):
-    from conftest import scenario_files
+    from tests.conftest import scenario_files
 
     assert main(["plan", str(scenario_files()[0]), "--time-limit", "0"]) == 2
     assert "time_limit_s: must be > 0" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import scenario_files
+from tests.conftest import scenario_files
 from gpu_policy import load_scenario, plan
 
 

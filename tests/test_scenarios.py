@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import NEEDS_MOVES, scenario_files
+from tests.conftest import NEEDS_MOVES, scenario_files
 from gpu_policy import load_scenario, plan
 from gpu_policy.cli import main
 
@@ -68,6 +68,7 @@ def test_demo_shows_every_seed(capsys):
     for seed in ("seed1-greedy-team", "seed2-fragmentation", "seed3-idle-borrow", "seed3b-owner-returns"):
         assert seed in out
     assert "BBBBBBBBBB" in out  # team-b starts on the node freed by reclaim
+    assert "no step lost, none repeated" in out
 
 
 @pytest.mark.skipif(not __import__("pulp").HiGHS().available(), reason="highspy is not installed")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import scenario_files
+from tests.conftest import scenario_files
 from gpu_policy import load_scenario, plan
 from gpu_policy.apply import apply_plan
 from gpu_policy.cli import main
