@@ -24,4 +24,9 @@ def apply_plan(s: Scenario, plan: Plan) -> Scenario:
         else:
             running, indices = [], None
         jobs.append(dataclasses.replace(job, running=running, gpu_indices=indices))
-    return Scenario(nodes=list(s.nodes), queues=list(s.queues), jobs=jobs, expect=None, source=s.source)
+    telemetry = s.telemetry
+    if telemetry and telemetry.get("jobs"):  # a preempted job's profile no longer describes a GPU
+        gone = {d.name for d in plan.jobs if d.action == "preempt"}
+        telemetry = {**telemetry, "jobs": {j: p for j, p in telemetry["jobs"].items() if j not in gone}}
+    return Scenario(nodes=list(s.nodes), queues=list(s.queues), jobs=jobs, expect=None, source=s.source,
+                    telemetry=telemetry)

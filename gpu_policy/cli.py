@@ -11,6 +11,7 @@ import yaml
 from gpu_policy.apply import apply_plan
 from gpu_policy.check import differences
 from gpu_policy.errors import GpuPolicyError
+from gpu_policy.model import Scenario
 from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.render import plan_table
 from gpu_policy.scenario import dump_scenario, load_scenario
@@ -31,9 +32,18 @@ def _add_solver_options(p: argparse.ArgumentParser) -> None:
                         f"(default {PlannerConfig.candidate_nodes_per_job})")
 
 
+def _settings(args: argparse.Namespace):
+    from gpu_policy.telemetry import TelemetrySettings
+
+    return TelemetrySettings(window_s=args.window)
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
+    from gpu_policy.telemetry import dcgm_source, plan_with_telemetry
+
     scenario = load_scenario(args.scenario)
-    result = plan(scenario, _config(args))
+    settings = _settings(args)
+    result = plan_with_telemetry(scenario, dcgm_source(args.prometheus, scenario, settings), _config(args), settings)
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))
     elif args.format == "yaml":
@@ -54,11 +64,49 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_telemetry(args: argparse.Namespace) -> int:
+    from gpu_policy.render import telemetry_table
+    from gpu_policy.telemetry import cluster_signals, dcgm_source
+
+    if not args.prometheus and not args.scenario:
+        print("gpu-policy telemetry: give --prometheus URL, or a --scenario FILE to simulate", file=sys.stderr)
+        return 2
+    scenario = load_scenario(args.scenario) if args.scenario else None
+    settings = _settings(args)
+    source = dcgm_source(args.prometheus, scenario, settings)
+    known = scenario or Scenario(nodes=[], queues=[], jobs=[])  # no scenario: signals per GPU only
+    signals = cluster_signals(source.collect(settings), known, settings)
+    print(telemetry_table(signals, scenario))
+    return 0
+
+
+def _cmd_exporter(args: argparse.Namespace) -> int:
+    from gpu_policy.telemetry.exporter import make_exporter
+
+    server = make_exporter(load_scenario(args.scenario), args.host, args.port, args.hostname_label)
+    host, port = server.server_address[:2]
+    print(f"serving simulated dcgm-exporter metrics on http://{host}:{port}/metrics (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from gpu_policy.demo import run_demo
 
     print(run_demo(_config(args)))
     return 0
+
+
+def _add_telemetry_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prometheus", metavar="URL", help="read DCGM telemetry from this Prometheus "
+                                                         "(default: simulated from the scenario)")
+    p.add_argument("--window", type=_positive(float), default=600.0, metavar="S",
+                   help="seconds of telemetry judged (default 600)")
 
 
 def _cmd_train_example(args: argparse.Namespace) -> int:
@@ -99,10 +147,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="compare with the file's expect: block; exit 1 on a difference")
     p.add_argument("--apply-to", metavar="OUT.yaml", help="write the scenario as it is after the plan")
     _add_solver_options(p)
+    _add_telemetry_options(p)
     p.set_defaults(func=_cmd_plan)
     d = sub.add_parser("demo", help="the three seed problems on the embedded simulated cluster")
     _add_solver_options(d)
     d.set_defaults(func=_cmd_demo)
+    tm = sub.add_parser("telemetry", help="per-GPU table of DCGM signals (idle, busy, XID, memory)")
+    tm.add_argument("--scenario", metavar="FILE", help="a scenario: simulate its telemetry, or name the jobs")
+    _add_telemetry_options(tm)
+    tm.set_defaults(func=_cmd_telemetry)
+    ex = sub.add_parser("dcgm-exporter-sim", help="serve a scenario's simulated DCGM metrics for Prometheus")
+    ex.add_argument("scenario", help="scenario file (its telemetry: section sets the profiles)")
+    ex.add_argument("--port", type=int, default=9400, help="port (default 9400, as dcgm-exporter)")
+    ex.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ex.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname",
+                    help="label naming the node (older exporters: Hostname; newer: hostname)")
+    ex.set_defaults(func=_cmd_exporter)
     t = sub.add_parser("train-example", help="train the example model in preemption-safe checkpointed steps")
     t.add_argument("--checkpoint-dir", required=True, metavar="URL", help="local path or fsspec URL")
     t.add_argument("--steps", type=_positive(int), required=True, help="steps in all (a rerun resumes)")

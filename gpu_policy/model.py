@@ -84,6 +84,7 @@ class Scenario:
     jobs: list[Job]
     expect: dict | None = None
     source: str = ""
+    telemetry: dict | None = None  # simulated DCGM profiles (docs/telemetry.md)
 
     def node(self, name: str) -> Node:
         return self._nodes_by_name()[name]

@@ -56,6 +56,7 @@ class Plan:
     summary: dict
     solver: SolverReport
     warnings: list[str] = field(default_factory=list)
+    telemetry: dict | None = None  # what telemetry the plan used, and how old it was
 
     def job(self, name: str) -> JobDecision:
         return next(j for j in self.jobs if j.name == name)
@@ -76,4 +77,6 @@ class Plan:
             "summary": dict(self.summary),
             "solver": solver,
             "warnings": list(self.warnings),
+            "telemetry": self.telemetry if with_timing or self.telemetry is None
+            else {k: v for k, v in self.telemetry.items() if k != "age_s"},
         }

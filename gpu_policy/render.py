@@ -80,3 +80,31 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
     legend = ", ".join(f"{v}={k}" for k, v in letters.items())
     lines.append(f"({legend}; UPPER CASE: started by this plan; '.': free)")
     return "\n".join(lines)
+
+
+def telemetry_table(signals, scenario: Scenario | None = None) -> str:
+    """One row per GPU: utilisation, memory, and the signals the planner uses."""
+    holders = {}
+    if scenario is not None:
+        from gpu_policy.planner.layout import running_layout
+
+        layout = running_layout(scenario)
+        for job in scenario.jobs:
+            for node, ix in zip(job.running, layout.indices.get(job.name, [])):
+                for i in ix:
+                    holders.setdefault((node, i), []).append(job.name)
+    rows = []
+    for key, g in sorted(signals.gpus.items()):
+        marks = []
+        if g.idle:
+            marks.append(f"idle {g.idle_for_s / 60:.0f} min")
+        if g.busy:
+            marks.append("busy")
+        marks += [f"XID {code} ({text})" for code, text in g.critical_xids]
+        memory = "-" if g.memory_total_mib is None else f"{g.memory_total_mib - g.memory_free_mib:.0f}/{g.memory_total_mib:.0f}"
+        rows.append([key.node, str(key.gpu), _num(g.utilization), memory, g.status, ", ".join(marks),
+                     ",".join(holders.get((key.node, key.gpu), []))])
+    header = ["NODE", "GPU", "UTIL %", "MEM MiB", "STATUS", "SIGNALS", "JOB"]
+    age = "-" if signals.age_s is None else f"{signals.age_s:.0f} s"
+    return (f"{_table(header, rows)}\n\nsource: {signals.source}; window {signals.window_s:g} s; newest data {age} old; "
+            f"idle jobs: {', '.join(f'{j} ({s / 60:.0f} min)' for j, s in sorted(signals.idle_jobs.items())) or 'none'}")

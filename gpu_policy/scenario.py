@@ -20,7 +20,7 @@ from gpu_policy.model import Job, Node, Queue, Scenario
 
 API_VERSION = "gpu-policy/v1alpha1"
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
-_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "expect"}
+_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "expect", "telemetry"}
 
 
 class _Invalid(Exception):
@@ -176,10 +176,12 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         jobs=_build_all(data, "jobs", Job, _JOB_FIELDS, source),
         expect=data.get("expect"),
         source=source,
+        telemetry=data.get("telemetry"),
     )
     _check_references(scenario)
     _check_placements(scenario)
     _check_expect(scenario)
+    _check_telemetry(scenario)
     return scenario
 
 
@@ -197,18 +199,7 @@ def _build_all(data: dict, section: str, cls: type, checks: dict, source: str) -
     built, seen = [], set()
     for i, item in enumerate(items):
         path = f"{section}[{i}]"
-        if not isinstance(item, dict):
-            raise ScenarioError(source, path, f"must be a mapping, got {_show(item)}")
-        _no_unknown_keys(item, set(checks), path, source)
-        for name in _REQUIRED[cls]:
-            if item.get(name) is None:
-                raise ScenarioError(source, f"{path}.{name}", "is required")
-        values = {}
-        for key, value in item.items():
-            try:
-                values[key] = checks[key](value)
-            except _Invalid as e:
-                raise ScenarioError(source, f"{path}.{key}", str(e)) from None
+        values = _checked_fields(item, checks, _REQUIRED[cls], path, source)
         if values.get("running") is None:
             values.pop("running", None)
         obj = cls(**values)
@@ -217,6 +208,33 @@ def _build_all(data: dict, section: str, cls: type, checks: dict, source: str) -
         seen.add(obj.name)
         built.append(obj)
     return built
+
+
+def _checked_fields(item: Any, checks: dict, required: tuple[str, ...], path: str, source: str) -> dict:
+    """A mapping's fields after their checks; the first bad or missing one raises."""
+    if not isinstance(item, dict):
+        raise ScenarioError(source, path, f"must be a mapping, got {_show(item)}")
+    _no_unknown_keys(item, set(checks), path, source)
+    for name in required:
+        if item.get(name) is None:
+            raise ScenarioError(source, f"{path}.{name}", "is required")
+    values = {}
+    for key, value in item.items():
+        try:
+            values[key] = checks[key](value)
+        except _Invalid as e:
+            raise ScenarioError(source, f"{path}.{key}", str(e)) from None
+    return values
+
+
+def _section(s: Scenario, value: Any, name: str, allowed: set[str]) -> bool:
+    """Whether an optional top-level section is there; if so it must be a mapping of `allowed` keys."""
+    if value is None:
+        return False
+    if not isinstance(value, dict):
+        raise ScenarioError(s.source, name, f"must be a mapping, got {_show(value)}")
+    _no_unknown_keys(value, allowed, name, s.source)
+    return True
 
 
 def _check_references(s: Scenario) -> None:
@@ -298,11 +316,8 @@ def _check_indices(s: Scenario, path: str, job: Job, node: Node, idx: list[int],
 
 def _check_expect(s: Scenario) -> None:
     e = s.expect
-    if e is None:
+    if not _section(s, e, "expect", {"jobs", "queues", "summary"}):
         return
-    if not isinstance(e, dict):
-        raise ScenarioError(s.source, "expect", f"must be a mapping, got {_show(e)}")
-    _no_unknown_keys(e, {"jobs", "queues", "summary"}, "expect", s.source)
     jobs = {j.name for j in s.jobs}
     for name, action in (e.get("jobs") or {}).items():
         if name not in jobs:
@@ -317,6 +332,53 @@ def _check_expect(s: Scenario) -> None:
             raise ScenarioError(s.source, f"expect.queues.{name}", f"must be a mapping, got {_show(values)}")
 
 
+def _percent(value: Any) -> float:
+    if not 0 <= _number(value) <= 100:
+        raise _Invalid(f"must be a percentage from 0 to 100, got {_show(value)}")
+    return value
+
+
+def _series_names(value: Any) -> list[str]:
+    from gpu_policy.telemetry.model import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE
+
+    known = (ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE)
+    if not isinstance(value, list) or any(v not in known for v in value):
+        raise _Invalid(f"must be a list of series among {', '.join(known)}, got {_show(value)}")
+    return value
+
+
+_PROFILE_FIELDS = {"utilization": _percent, "before": _percent, "for_s": _non_negative,
+                   "memory_used_mib": _non_negative}
+_FAULT_FIELDS = {"node": _text, "gpu": _non_negative_whole, "xid": _positive_whole, "xid_ago_s": _non_negative,
+                 "utilization": _percent, "memory_used_mib": _non_negative, "unsupported": _series_names}
+
+
+def _check_telemetry(s: Scenario) -> None:
+    """The optional `telemetry:` section: per-job utilisation profiles and per-GPU faults."""
+    t = s.telemetry
+    if not _section(s, t, "telemetry", {"memory_mib", "jobs", "gpus"}):
+        return
+    _checked_fields({k: v for k, v in t.items() if k == "memory_mib"}, {"memory_mib": _positive}, (),
+                    "telemetry", s.source)
+    running = {j.name for j in s.jobs if j.is_running}
+    for name, profile in (t.get("jobs") or {}).items():
+        if name not in running:
+            raise ScenarioError(s.source, f"telemetry.jobs.{name}", "names no running job of the scenario")
+        _checked_fields(profile, _PROFILE_FIELDS, (), f"telemetry.jobs.{name}", s.source)
+    faults = t.get("gpus") or []
+    if not isinstance(faults, list):
+        raise ScenarioError(s.source, "telemetry.gpus", f"must be a list, got {_show(faults)}")
+    nodes = {n.name: n for n in s.nodes}
+    for i, fault in enumerate(faults):
+        path = f"telemetry.gpus[{i}]"
+        _checked_fields(fault, _FAULT_FIELDS, ("node", "gpu"), path, s.source)
+        if fault["node"] not in nodes:
+            raise ScenarioError(s.source, f"{path}.node", f"unknown node {_show(fault['node'])}")
+        if fault["gpu"] >= nodes[fault["node"]].gpus:
+            raise ScenarioError(s.source, f"{path}.gpu",
+                                f"GPU {fault['gpu']} does not exist on {fault['node']} ({nodes[fault['node']].gpus} GPUs)")
+
+
 def scenario_to_dict(s: Scenario) -> dict:
     """The scenario as a mapping that `parse_scenario` reads back unchanged."""
     def plain(obj, skip_defaults: bool) -> dict:
@@ -328,13 +390,16 @@ def scenario_to_dict(s: Scenario) -> dict:
             out[f.name] = value
         return out
 
-    return {
+    out = {
         "apiVersion": API_VERSION,
         "kind": "Scenario",
         "nodes": [plain(n, True) for n in s.nodes],
         "queues": [plain(q, True) for q in s.queues],
         "jobs": [plain(j, True) for j in s.jobs],
     }
+    if s.telemetry:
+        out["telemetry"] = s.telemetry
+    return out
 
 
 def dump_scenario(s: Scenario, path: str | Path) -> None:

@@ -53,6 +53,16 @@ CASES = {
     "negative deserved": (BASE_NODES + "queues: [{name: q1, deserved: -2}]\njobs: []\n",
                           r"queues\[0\]\.deserved: must be >= 0, got -2"),
     "missing gpus": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1}]\n", r"jobs\[0\]\.gpus: is required"),
+    "telemetry unknown key": (BASE_NODES + BASE_QUEUES + "jobs: []\ntelemetry: {jobz: {}}\n",
+                              r"telemetry\.jobz: unknown field"),
+    "telemetry profile of a waiting job": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1}]\n"
+                                           "telemetry: {jobs: {j: {utilization: 5}}}\n",
+                                           r"telemetry\.jobs\.j: names no running job"),
+    "telemetry utilization above 100": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, running: [n1]}]\n"
+                                        "telemetry: {jobs: {j: {utilization: 150}}}\n",
+                                        r"telemetry\.jobs\.j\.utilization: must be a percentage from 0 to 100, got 150"),
+    "telemetry gpu out of range": (BASE_NODES + BASE_QUEUES + "jobs: []\ntelemetry: {gpus: [{node: n1, gpu: 9, xid: 79}]}\n",
+                                   r"telemetry\.gpus\[0\]\.gpu: GPU 9 does not exist on n1"),
 }
 
 

@@ -31,6 +31,7 @@ class Candidates:
     victims: list[Job]
     cost: dict[str, float]  # victim name -> preemption cost (stage 2)
     receivers: dict[str, float] = field(default_factory=dict)  # queue that may reclaim -> its cap
+    idle: dict[str, float] = field(default_factory=dict)  # idle victim of a queue above its share -> seconds
     nodes: dict[str, list[str]] = field(default_factory=dict)  # whole-GPU job -> nodes
     gpus: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # fractional job -> (node, index)
 
@@ -90,8 +91,24 @@ def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
     return {j.name: max(lost[j.name] / top, 1e-3) + 1e-4 * (rank[j.name] + 1) / (n + 1) for j in victims}
 
 
+@dataclass(frozen=True)
+class GpuLimits:
+    """What telemetry says about GPUs, as far as placement cares."""
+
+    busy: frozenset[tuple[str, int]] = frozenset()  # no new fractional job
+    memory_free_mib: dict = field(default_factory=dict)  # (node, gpu) -> (free, total)
+    idle_jobs: dict = field(default_factory=dict)  # running job -> seconds idle
+
+    def room_for_fraction(self, node: str, gpu: int, fraction: float) -> bool:
+        if (node, gpu) in self.busy:
+            return False
+        free, total = self.memory_free_mib.get((node, gpu), (None, None))
+        return free is None or total is None or free >= fraction * total
+
+
 def find_candidates(s: Scenario, layout: Layout, fair: dict[str, int], before: dict[str, float],
-                    cfg: PlannerConfig) -> Candidates:
+                    cfg: PlannerConfig, limits: GpuLimits | None = None) -> Candidates:
+    limits = limits or GpuLimits()
     pending = [j for j in s.jobs if not j.is_running]
     st = standing(s, fair, before)
     running = [j for j in s.jobs if j.is_running]
@@ -122,7 +139,7 @@ def find_candidates(s: Scenario, layout: Layout, fair: dict[str, int], before: d
             q = s.queue(job.queue)
             out.receivers[q.name] = fair[q.name] if q.name in st.below_share else q.deserved
         if job.is_fractional:
-            out.gpus[job.name] = _fraction_slots(job, nodes, layout, legal, fractions, cfg)
+            out.gpus[job.name] = _fraction_slots(job, nodes, layout, legal, fractions, cfg, limits)
         else:
             whole[job.name] = _whole_nodes(job, nodes, free, held, legal, cfg, free0, held0)
             _reserve(job, whole[job.name], free, held, legal)
@@ -130,6 +147,8 @@ def find_candidates(s: Scenario, layout: Layout, fair: dict[str, int], before: d
     useful = {n for ns in out.nodes.values() for n in ns} | {n for gs in out.gpus.values() for n, _ in gs}
     out.victims = [v for v in victims if useful & set(v.running)]
     out.cost = {v.name: cost[v.name] for v in out.victims}
+    out.idle = {v.name: limits.idle_jobs[v.name] for v in out.victims
+                if v.name in limits.idle_jobs and v.queue in st.reclaimable}
     return out
 
 
@@ -226,8 +245,9 @@ def _reserve(job: Job, chosen: list[str], free: dict[str, int], held: dict[str, 
 
 
 def _fraction_slots(job: Job, nodes: list[Node], layout: Layout, legal: set[str], fractions: int,
-                    cfg: PlannerConfig) -> list[tuple[str, int]]:
-    """GPUs a fractional job could share: with room now, free, or held by legal victims.
+                    cfg: PlannerConfig, limits: GpuLimits) -> list[tuple[str, int]]:
+    """GPUs a fractional job could share: with room now, free, or held by legal victims;
+    never a busy GPU or one without the framebuffer the fraction needs.
 
     Free GPUs of one node are interchangeable, so each node offers only as many
     as there are fractional replicas waiting in the whole scenario.
@@ -240,6 +260,8 @@ def _fraction_slots(job: Job, nodes: list[Node], layout: Layout, legal: set[str]
         free_taken = 0
         for i, sl in enumerate(nl.slots):
             if not nl.healthy(i):
+                continue
+            if not sl.free and not limits.room_for_fraction(node.name, i, job.gpus):
                 continue
             if sl.free:
                 if free_taken < fractions:

@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 
 from gpu_policy.fair_share import fair_shares, queue_demands
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
-from gpu_policy.planner.candidates import find_candidates
+from gpu_policy.planner.candidates import GpuLimits, find_candidates
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.layout import Layout, largest_free_block, layout_after, place, running_layout
 from gpu_policy.planner.program import build_program
 from gpu_policy.planner.reasons import preempt_reason, wait_reason
 from gpu_policy.planner.solve import solve_stages
+from gpu_policy.telemetry.signals import ClusterSignals
 
 
-def plan(scenario: Scenario, config: PlannerConfig | None = None) -> Plan:
-    """Decide keep / start / preempt / wait for every job of a validated scenario."""
+def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: ClusterSignals | None = None) -> Plan:
+    """Decide keep / start / preempt / wait for every job of a validated scenario.
+
+    With `signals` (DCGM telemetry, see `plan_with_telemetry`): unhealthy GPUs get
+    no new work, idle jobs of queues above their share are the first victims, and
+    fractional jobs avoid busy GPUs and GPUs without the memory they need.
+    """
     cfg = config or PlannerConfig()
     cfg.validate()
-    s = scenario
+    s = _with_unhealthy(scenario, signals) if signals else scenario
+    limits = _limits(signals) if signals else None
     began = time.perf_counter()
     layout = running_layout(s)
     fair = fair_shares(s)
     before = held_gpus(s, {j.name for j in s.jobs if j.is_running})
-    cand = find_candidates(s, layout, fair, before, cfg)
+    cand = find_candidates(s, layout, fair, before, cfg, limits)
     program = build_program(s, layout, cand, fair, before)
     built = time.perf_counter() - began
     report = solve_stages(program, cfg)
@@ -43,18 +51,37 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None) -> Plan:
     for job in s.jobs:
         if job.is_running:
             action = "preempt" if job.name in preempted else "keep"
-            reason = preempt_reason(job, s, before, fair, started) if action == "preempt" else ""
+            reason = preempt_reason(job, s, before, fair, started, cand.idle.get(job.name)) if action == "preempt" else ""
             decisions.append(JobDecision(job.name, job.queue, action, _placements(job, layout), reason))
         elif job.name in placements:
             decisions.append(JobDecision(job.name, job.queue, "start", placements[job.name]))
         else:
             decisions.append(JobDecision(job.name, job.queue, "wait", [],
-                                         wait_reason(job, s, after, held_after, fair, spare)))
+                                         wait_reason(job, s, after, held_after, fair, spare, limits)))
     return Plan(
         jobs=decisions,
         queues=_queue_reports(s, fair, before, held_after),
         summary=_summary(s, decisions, before, held_after, after),
         solver=report,
+        telemetry=signals.describe() if signals else None,
+    )
+
+
+def _with_unhealthy(s: Scenario, signals: ClusterSignals) -> Scenario:
+    """The scenario with GPUs that telemetry finds unhealthy marked so: no new work."""
+    bad: dict[str, set[int]] = defaultdict(set)
+    for key in signals.unhealthy():
+        bad[key.node].add(key.gpu)
+    nodes = [dataclasses.replace(n, unhealthy_gpus=sorted(set(n.unhealthy_gpus) | {g for g in bad[n.name] if g < n.gpus}))
+             for n in s.nodes]
+    return dataclasses.replace(s, nodes=nodes)
+
+
+def _limits(signals: ClusterSignals) -> GpuLimits:
+    return GpuLimits(
+        busy=frozenset((k.node, k.gpu) for k, g in signals.gpus.items() if g.busy),
+        memory_free_mib={(k.node, k.gpu): (g.memory_free_mib, g.memory_total_mib) for k, g in signals.gpus.items()},
+        idle_jobs=dict(signals.idle_jobs),
     )
 
 

@@ -12,7 +12,8 @@ Variables (only where a decision exists; everything else is a constant):
 Stages (each fixes the optimum of the one before, see docs/policy.md):
   1 fairness   min sum short          every queue reaches its fair share
   2 preemption min sum cost[j](1-keep) as little work lost as possible, one stage
-               per victim priority (highest first), so lower priorities go first
+               per victim priority (highest first), so lower priorities go first,
+               and idle jobs of queues above their share before any other
   3 starts     max sum value[p]start  most waiting work started, older first
   4 packing    min sum opened + ...   whole free nodes and best fit kept
 """
@@ -309,10 +310,14 @@ def _stages(m: Program, s: Scenario, alloc: dict, fair: dict[str, int], before: 
             shortfall[short] = 1
     if shortfall:
         m.stages.append(("fairness", affine(shortfall)))
-    # stage 2, one per victim priority, highest first: lower priorities are preempted first
-    for tier in sorted({jobs[name].priority for name in m.keep}, reverse=True):
-        tiered = [name for name in m.keep if jobs[name].priority == tier]
-        m.stages.append((f"preemption_p{tier}",
+    # stage 2, one per victim tier, solved busiest first so that the last tiers go first:
+    # by priority, highest first, and idle jobs of queues above their share last of all
+    def tier(name: str) -> tuple[int, int]:
+        return (0, 0) if name in cand.idle else (1, jobs[name].priority)
+
+    for key in sorted({tier(name) for name in m.keep}, reverse=True):
+        tiered = [name for name in m.keep if tier(name) == key]
+        m.stages.append(("preemption_idle" if key[0] == 0 else f"preemption_p{key[1]}",
                          affine({m.keep[n]: -cand.cost[n] for n in tiered}, sum(cand.cost[n] for n in tiered))))
     if m.start:
         order = sorted(m.start, key=lambda p: (-jobs[p].priority, jobs[p].submitted_at, p))

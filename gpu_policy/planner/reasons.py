@@ -30,7 +30,7 @@ def never_fits(job: Job, s: Scenario) -> str | None:
 
 
 def wait_reason(job: Job, s: Scenario, after: Layout, held_after: dict[str, float],
-                fair: dict[str, int], spare: dict[str, dict[str, float]]) -> str:
+                fair: dict[str, int], spare: dict[str, dict[str, float]], limits=None) -> str:
     """Why `job` waits, judged on the cluster as the plan leaves it.
 
     `spare` maps node -> {"cpu": free cores, "memory_gib": free GiB} after the plan
@@ -51,6 +51,13 @@ def wait_reason(job: Job, s: Scenario, after: Layout, held_after: dict[str, floa
                     if nl.healthy(i) and not sl.whole and job.fits_model(nl.node)), default=0)
         if room < job.gpus - 1e-9:
             return f"needs {job.gpus:g} of a GPU; the most room on any GPU is {room:g}"
+        if limits is not None:
+            shareable = [(nl.node.name, i) for nl in after.nodes.values() for i, sl in enumerate(nl.slots)
+                         if nl.healthy(i) and not sl.whole and 1 - sl.used >= job.gpus - 1e-9 and job.fits_model(nl.node)]
+            fresh = any(after.nodes[n].slots[i].free for n, i in shareable)
+            if shareable and not fresh and not any(limits.room_for_fraction(n, i, job.gpus) for n, i in shareable):
+                return (f"needs {job.gpus:g} of a GPU; every GPU with room is busy (above the utilisation "
+                        "limit for sharing) or lacks the framebuffer memory")
     else:
         block = max((len(nl.free_indices()) for nl in after.nodes.values() if job.fits_model(nl.node)),
                     default=0)
@@ -74,7 +81,12 @@ def wait_reason(job: Job, s: Scenario, after: Layout, held_after: dict[str, floa
 
 
 def preempt_reason(job: Job, s: Scenario, before: dict[str, float], fair: dict[str, int],
-                   starters: list[Job]) -> str:
+                   starters: list[Job], idle_s: float | None = None) -> str:
+    why = _preempt_why(job, before, fair, starters)
+    return f"{why}; idle for {idle_s / 60:.0f} min" if idle_s is not None else why
+
+
+def _preempt_why(job: Job, before: dict[str, float], fair: dict[str, int], starters: list[Job]) -> str:
     q = job.queue
     mine = [p.name for p in starters if p.queue == q and p.priority > job.priority]
     if before[q] > fair[q] and any(p.queue != q for p in starters):

@@ -1,0 +1,58 @@
+"""DCGM telemetry: what the GPUs are really doing (docs/telemetry.md).
+
+`dcgm_source(url, scenario)` picks the backend from the URL, as fsspec does:
+none means the embedded simulated source, ``http://`` or ``https://`` a
+Prometheus server that scrapes dcgm-exporter.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gpu_policy.model import Scenario
+from gpu_policy.telemetry.model import CRITICAL_XIDS, GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
+from gpu_policy.telemetry.prometheus import PrometheusDcgmSource, TelemetryUnavailable
+from gpu_policy.telemetry.signals import ClusterSignals, GpuSignals, cluster_signals
+from gpu_policy.telemetry.simulated import SimulatedDcgmSource
+
+
+class DcgmSource(Protocol):
+    """What the planner needs from a telemetry backend."""
+
+    def collect(self, settings: TelemetrySettings | None = None) -> GpuTelemetry: ...
+
+
+def dcgm_source(url: str | None, scenario: Scenario, settings: TelemetrySettings | None = None) -> DcgmSource:
+    if not url or url == "simulated":
+        return SimulatedDcgmSource(scenario)
+    if url.startswith(("http://", "https://")):
+        return PrometheusDcgmSource(url, settings)
+    raise ValueError(f"telemetry: must be 'simulated' or a Prometheus http(s):// URL, got {url!r}")
+
+
+def plan_with_telemetry(scenario: Scenario, source: DcgmSource | None = None, config=None,
+                        settings: TelemetrySettings | None = None):
+    """Observe, then decide: collect telemetry and plan with it.
+
+    When monitoring fails (unreachable, slow, 5xx, malformed data) the plan is made
+    from allocations alone and carries a warning: a pipeline step never fails
+    because monitoring is down.
+    """
+    from gpu_policy.planner import plan
+
+    settings = settings or TelemetrySettings()
+    source = source or SimulatedDcgmSource(scenario)
+    try:
+        signals = cluster_signals(source.collect(settings), scenario, settings)
+    except TelemetryUnavailable as e:
+        result = plan(scenario, config)
+        result.warnings.append(f"planned without telemetry: {e}")
+        return result
+    return plan(scenario, config, signals)
+
+
+__all__ = [
+    "CRITICAL_XIDS", "ClusterSignals", "DcgmSource", "GpuKey", "GpuReading", "GpuSignals", "GpuTelemetry",
+    "PrometheusDcgmSource", "SimulatedDcgmSource", "TelemetrySettings", "TelemetryUnavailable", "cluster_signals",
+    "dcgm_source", "plan_with_telemetry",
+]
