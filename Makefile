@@ -1,9 +1,10 @@
 # Two commands: `make demo` and `make test` (each sets up .venv first).
 PYTHON ?= python3
 VENV ?= .venv
+KFP_VENV ?= .venv-kfp
 BIN = $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench components clean
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -11,14 +12,25 @@ $(VENV)/.installed: setup.py
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# kfp 2.17 pins kubernetes<31 while the Airflow provider needs >=36: each extra has its own venv
+$(KFP_VENV)/.installed: setup.py
+	$(PYTHON) -m venv $(KFP_VENV)
+	$(KFP_VENV)/bin/pip install -q --upgrade pip
+	$(KFP_VENV)/bin/pip install -q -e '.[kfp,dev]'
+	touch $@
+
 demo: $(VENV)/.installed
 	$(BIN)/gpu-policy demo
 
-test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q
+test: $(VENV)/.installed $(KFP_VENV)/.installed
+	$(BIN)/python -m pytest -q --ignore=tests/kfp
+	$(KFP_VENV)/bin/python -m pytest -q tests/kfp
+
+components: $(KFP_VENV)/.installed
+	$(KFP_VENV)/bin/python scripts/generate_kfp.py
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(KFP_VENV) build *.egg-info

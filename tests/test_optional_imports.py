@@ -30,3 +30,14 @@ def test_core_without_optional_libraries():
                          cwd=Path(__file__).parent.parent)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["2", "kfp blocked: blocked for the test: kfp"]
+
+
+def test_integration_without_its_framework_names_the_extra():
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("kfp") is not None:
+        pytest.skip("kfp is installed in this environment")
+    with pytest.raises(ImportError, match=r"pip install 'gpu-policy\[kfp\]'"):
+        import gpu_policy.kfp  # noqa: F401

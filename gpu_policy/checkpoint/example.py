@@ -54,6 +54,16 @@ def make_step(seed: int = 0, learning_rate: float = 0.5, step_seconds: float = 0
     return step
 
 
+_STEP: dict[str, Callable[[Any, int], Any]] = {}
+
+
+def example_step(state: dict, k: int) -> dict:
+    """Step `k` of the example trainer, as a plain function (`module:function` references)."""
+    if "step" not in _STEP:
+        _STEP["step"] = make_step()
+    return _STEP["step"](state, k)
+
+
 def accuracy(state: dict, seed: int = 0) -> float:
     x, y = make_data(seed)
     return float((((x @ state["w"] + state["b"]) > 0) == (y > 0.5)).mean())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from gpu_policy.model import Scenario
 from gpu_policy.telemetry.model import CRITICAL_XIDS, GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
@@ -68,6 +68,21 @@ class ClusterSignals:
 
     def unhealthy(self) -> list[GpuKey]:
         return sorted(k for k, g in self.gpus.items() if g.unhealthy)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: what a pipeline passes from the telemetry step to the plan step."""
+        return {"source": self.source, "age_s": self.age_s, "window_s": self.window_s,
+                "idle_jobs": dict(self.idle_jobs),
+                "gpus": [{"node": k.node, "gpu": k.gpu, **asdict(g)} for k, g in sorted(self.gpus.items())]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ClusterSignals:
+        gpus = {}
+        for g in data["gpus"]:
+            fields = {k: v for k, v in g.items() if k not in ("node", "gpu")}
+            fields["critical_xids"] = [tuple(x) for x in fields.get("critical_xids", [])]
+            gpus[GpuKey(g["node"], g["gpu"])] = GpuSignals(**fields)
+        return cls(gpus, dict(data["idle_jobs"]), data["source"], data["age_s"], data["window_s"])
 
     def describe(self) -> dict:
         """What the Plan records about the telemetry it used."""

@@ -1,0 +1,85 @@
+"""What one pipeline step needs from a plan: where to run, how many GPUs, go or not yet.
+
+`decide_step` adds the step's job to the cluster snapshot (unless it is already
+there), plans, and turns the job's decision into the settings a Kubernetes pod
+needs: a node affinity, a node selector, a GPU count. `wait_for_step` re-plans
+until the step may start or a time budget runs out. The KFP components and the
+Airflow operators call these; no policy lives in the integrations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from gpu_policy.model import Job, Scenario
+from gpu_policy.plan import Plan
+from gpu_policy.planner import PlannerConfig, plan
+from gpu_policy.telemetry.signals import ClusterSignals
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass
+class StepDecision:
+    can_start: bool
+    reason: str
+    nodes: list[str]
+    gpu_count: int  # GPUs per replica for the pod's limit (a fraction still needs one GPU)
+    node_affinity: dict  # V1NodeAffinity as JSON; {} when the step may not start
+    node_selector: dict  # {kubernetes.io/hostname: node} for a one-replica step
+    plan: Plan
+    attempts: int = 1
+
+    def outputs(self) -> dict:
+        """The plain outputs a pipeline passes on (everything but the plan itself)."""
+        return {"can_start": self.can_start, "reason": self.reason, "nodes": self.nodes,
+                "gpu_count": self.gpu_count, "node_affinity": self.node_affinity,
+                "node_selector": self.node_selector, "attempts": self.attempts}
+
+
+def with_step_job(s: Scenario, job: Job) -> Scenario:
+    """The scenario with the step's job in it (waiting), unless a job of that name is there."""
+    if any(j.name == job.name for j in s.jobs):
+        return s
+    if job.queue not in {q.name for q in s.queues}:
+        raise ValueError(f"queue: {job.queue!r} is not a queue of the cluster "
+                         f"({', '.join(q.name for q in s.queues)})")
+    return dataclasses.replace(s, jobs=[*s.jobs, job])
+
+
+def decide_step(s: Scenario, job: Job, signals: ClusterSignals | None = None,
+                config: PlannerConfig | None = None) -> StepDecision:
+    scenario = with_step_job(s, job)
+    result = plan(scenario, config, signals)
+    decision = result.job(job.name)
+    go = decision.action in ("start", "keep", "move")
+    nodes = [r.node for r in decision.replicas] if go else []
+    affinity = {}
+    if nodes:
+        affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(set(nodes))}]}]}}
+    reason = decision.reason or (f"{decision.action} on {', '.join(nodes)}" if go else "")
+    return StepDecision(
+        can_start=go, reason=reason, nodes=nodes, gpu_count=max(1, math.ceil(job.gpus)),
+        node_affinity=affinity, node_selector={HOSTNAME_LABEL: nodes[0]} if len(set(nodes)) == 1 else {},
+        plan=result,
+    )
+
+
+def wait_for_step(observe: Callable[[], tuple[Scenario, ClusterSignals | None]], job: Job, max_wait_s: float = 0.0,
+                  poll_interval_s: float = 30.0, config: PlannerConfig | None = None,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> StepDecision:
+    """Observe and decide until the step may start or `max_wait_s` has passed (bounded)."""
+    began, attempts = clock(), 0
+    while True:
+        attempts += 1
+        scenario, signals = observe()
+        decision = decide_step(scenario, job, signals, config)
+        decision.attempts = attempts
+        if decision.can_start or clock() - began + poll_interval_s > max_wait_s:
+            return decision
+        sleep(poll_interval_s)
