@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 KFP_VENV ?= .venv-kfp
+AIRFLOW_VENV ?= .venv-airflow
 BIN = $(VENV)/bin
 
 .PHONY: demo test bench components clean
@@ -19,12 +20,19 @@ $(KFP_VENV)/.installed: setup.py
 	$(KFP_VENV)/bin/pip install -q -e '.[kfp,dev]'
 	touch $@
 
+$(AIRFLOW_VENV)/.installed: setup.py
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install -q --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install -q -e '.[airflow,dev]'
+	touch $@
+
 demo: $(VENV)/.installed
 	$(BIN)/gpu-policy demo
 
-test: $(VENV)/.installed $(KFP_VENV)/.installed
-	$(BIN)/python -m pytest -q --ignore=tests/kfp
+test: $(VENV)/.installed $(KFP_VENV)/.installed $(AIRFLOW_VENV)/.installed
+	$(BIN)/python -m pytest -q --ignore=tests/kfp --ignore=tests/airflow
 	$(KFP_VENV)/bin/python -m pytest -q tests/kfp
+	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
 
 components: $(KFP_VENV)/.installed
 	$(KFP_VENV)/bin/python scripts/generate_kfp.py
@@ -33,4 +41,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
 
 clean:
-	rm -rf $(VENV) $(KFP_VENV) build *.egg-info
+	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) build *.egg-info

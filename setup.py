@@ -31,10 +31,14 @@ setup(
     extras_require={
         "highs": ["highspy>=1.7"],
         "kfp": ["kfp>=2.17,<3", "kfp-kubernetes>=2.17"],
-        "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10"],
-        "dev": ["pytest>=8", "highspy>=1.7"],
+        "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10", "matplotlib>=3.7"],
+        "report": ["matplotlib>=3.7"],
+        "dev": ["pytest>=8", "highspy>=1.7", "matplotlib>=3.7"],
     },
-    entry_points={"console_scripts": ["gpu-policy=gpu_policy.cli:main"]},
+    entry_points={
+        "console_scripts": ["gpu-policy=gpu_policy.cli:main"],
+        "apache_airflow_provider": ["provider_info=gpu_policy.airflow:get_provider_info"],
+    },
     classifiers=[
         "Programming Language :: Python :: 3",
         "License :: OSI Approved :: Apache Software License",

@@ -21,6 +21,8 @@ from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.telemetry.signals import ClusterSignals
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: GPU nodes are commonly tainted so that only GPU work lands there (NVIDIA's GPU operator does it).
+GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 @dataclass
@@ -31,6 +33,7 @@ class StepDecision:
     gpu_count: int  # GPUs per replica for the pod's limit (a fraction still needs one GPU)
     node_affinity: dict  # V1NodeAffinity as JSON; {} when the step may not start
     node_selector: dict  # {kubernetes.io/hostname: node} for a one-replica step
+    tolerations: list[dict]  # for the GPU nodes' usual taint
     plan: Plan
     attempts: int = 1
 
@@ -38,7 +41,7 @@ class StepDecision:
         """The plain outputs a pipeline passes on (everything but the plan itself)."""
         return {"can_start": self.can_start, "reason": self.reason, "nodes": self.nodes,
                 "gpu_count": self.gpu_count, "node_affinity": self.node_affinity,
-                "node_selector": self.node_selector, "attempts": self.attempts}
+                "node_selector": self.node_selector, "tolerations": self.tolerations, "attempts": self.attempts}
 
 
 def with_step_job(s: Scenario, job: Job) -> Scenario:
@@ -66,7 +69,7 @@ def decide_step(s: Scenario, job: Job, signals: ClusterSignals | None = None,
     return StepDecision(
         can_start=go, reason=reason, nodes=nodes, gpu_count=max(1, math.ceil(job.gpus)),
         node_affinity=affinity, node_selector={HOSTNAME_LABEL: nodes[0]} if len(set(nodes)) == 1 else {},
-        plan=result,
+        tolerations=list(GPU_TOLERATIONS) if go else [], plan=result,
     )
 
 

@@ -1,0 +1,41 @@
+"""Example DAG: the per-team fair-share report of the cluster, every hour (docs/airflow.md).
+
+Observes (DCGM telemetry, simulated on the embedded cluster), plans, and writes
+report.md (the per-team table) and fair_share.png (a bar chart) to
+$GPU_POLICY_REPORT_DIR/<run date>.
+"""
+
+import os
+from datetime import datetime
+from importlib import resources
+
+from airflow.sdk import DAG, task
+
+SCENARIO = os.environ.get("GPU_POLICY_SCENARIO",
+                          str(resources.files("gpu_policy") / "examples" / "seed3b-owner-returns.yaml"))
+REPORT_DIR = os.environ.get("GPU_POLICY_REPORT_DIR", "/tmp/gpu-policy-reports")
+
+with DAG(
+    dag_id="fair_share_report",
+    description="Per-team GPU fair-share report: a table and a plot",
+    schedule="@hourly",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["gpu-policy", "example"],
+) as dag:
+
+    @task
+    def fair_share_report(ds=None) -> list[str]:
+        from gpu_policy.airflow._observe import load, observe
+        from gpu_policy.planner import plan
+        from gpu_policy.report import write_report
+
+        scenario = load(SCENARIO)
+        signals, warning = observe(scenario, os.environ.get("GPU_POLICY_DCGM_CONN_ID") or None)
+        result = plan(scenario, None, signals)
+        if warning:
+            result.warnings.append(warning)
+        return [str(p) for p in write_report(result, os.path.join(REPORT_DIR, ds or "latest"),
+                                             title=f"GPU fair share, {ds}")]
+
+    fair_share_report()

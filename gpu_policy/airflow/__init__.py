@@ -1,0 +1,28 @@
+"""An Airflow provider for gpu-policy (docs/airflow.md).
+
+Airflow finds it through the ``apache_airflow_provider`` entry point, which calls
+`get_provider_info`; importing this package does not import Airflow.
+"""
+
+from gpu_policy._version import __version__
+
+MODULES = {
+    "hooks": ["gpu_policy.airflow.hooks.dcgm"],
+    "operators": ["gpu_policy.airflow.operators.telemetry", "gpu_policy.airflow.operators.plan",
+                  "gpu_policy.airflow.operators.training", "gpu_policy.airflow.operators.pod"],
+    "sensors": ["gpu_policy.airflow.sensors.plan"],
+}
+
+
+def get_provider_info() -> dict:
+    return {
+        "package-name": "gpu-policy",
+        "name": "gpu-policy",
+        "description": "GPU fair share, reclaim and packing before each training step, with DCGM telemetry "
+                       "and preemption-safe checkpointed training.",
+        "versions": [__version__],
+        "integrations": [{"integration-name": "gpu-policy", "tags": ["software"]}],
+        **{kind: [{"integration-name": "gpu-policy", "python-modules": modules}] for kind, modules in MODULES.items()},
+        "connection-types": [{"hook-class-name": "gpu_policy.airflow.hooks.dcgm.DcgmHook",
+                              "connection-type": "gpu_policy_dcgm"}],
+    }

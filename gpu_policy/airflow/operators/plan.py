@@ -1,0 +1,45 @@
+"""GpuPlanOperator: plan the next training step and publish where and how it runs."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+
+from gpu_policy.airflow._observe import StepJobArgs
+
+__all__ = ["GpuPlanOperator"]
+
+#: XCom keys the operator (and GpuPlanSensor) push, besides the return value.
+XCOM_KEYS = ("plan", "node_affinity", "node_selector", "tolerations", "gpu_count", "can_start", "reason")
+
+
+def push_decision(context, decision) -> dict:
+    """Push each output under its own key; the return value is all of them but the plan."""
+    outputs = decision.outputs()
+    ti = context["ti"]
+    ti.xcom_push(key="plan", value=decision.plan.to_dict())
+    for key in XCOM_KEYS[1:]:
+        ti.xcom_push(key=key, value=outputs[key])
+    return outputs
+
+
+class GpuPlanOperator(StepJobArgs, BaseOperator):
+    """Plan GPUs for a training step of team (queue) ``team``: the job is added to the
+    cluster snapshot (waiting) unless it is there, and the plan's decision for it is pushed
+    to XCom: ``plan``, ``node_affinity``, ``node_selector``, ``tolerations``,
+    ``gpu_count``, ``can_start``, ``reason``. It does not wait: use GpuPlanSensor for that.
+    (The argument is ``team``, not ``queue``: every Airflow operator already has a
+    ``queue``, the executor's.)"""
+
+    template_fields: Sequence[str] = StepJobArgs.template_fields
+
+    def __init__(self, *, scenario_path: str, job_name: str, team: str, gpus: float, replicas: int = 1,
+                 priority: int = 50, dcgm_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.set_job_args(scenario_path, job_name, team, gpus, replicas, priority, dcgm_conn_id)
+
+    def execute(self, context) -> dict:
+        decision = self.decide()
+        self.log.info("%s: %s", "start" if decision.can_start else "not yet", decision.reason)
+        return push_decision(context, decision)

@@ -1,0 +1,39 @@
+"""GpuPlanSensor: re-plan until the training step may start (bounded by the sensor's timeout)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow.exceptions import AirflowException
+from airflow.sdk import BaseSensorOperator
+
+from gpu_policy.airflow._observe import StepJobArgs
+from gpu_policy.airflow.operators.plan import push_decision
+
+__all__ = ["GpuPlanSensor"]
+
+
+class GpuPlanSensor(StepJobArgs, BaseSensorOperator):
+    """Observe and plan at every poke; succeed, pushing the same XComs as GpuPlanOperator,
+    once the step may start. A job that can never fit fails at once; waiting longer than
+    ``timeout`` fails as sensors do."""
+
+    template_fields: Sequence[str] = StepJobArgs.template_fields
+    #: reasons that waiting cannot change
+    FAILURE_PREFIXES = ("can never fit",)
+
+    def __init__(self, *, scenario_path: str, job_name: str, team: str, gpus: float, replicas: int = 1,
+                 priority: int = 50, dcgm_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.set_job_args(scenario_path, job_name, team, gpus, replicas, priority, dcgm_conn_id)
+
+    def poke(self, context) -> bool:
+        decision = self.decide()
+        if decision.reason.startswith(self.FAILURE_PREFIXES):
+            raise AirflowException(f"{self.job_name} will never start: {decision.reason}")
+        if not decision.can_start:
+            self.log.info("not yet: %s", decision.reason)
+            return False
+        push_decision(context, decision)
+        self.log.info("may start: %s", decision.reason)
+        return True
