@@ -3,20 +3,24 @@
 import pytest
 
 from tests.conftest import scenario_files
-from gpu_policy import load_scenario, plan
+from gpu_policy import load_scenario, parse_scenario, plan
 from gpu_policy.apply import apply_plan
 from gpu_policy.cli import main
 
 
-@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
-def test_five_rounds_settle(path):
-    s = load_scenario(path)
+def assert_settles(s, rounds: int) -> None:
+    """After the first plan is applied, `rounds` more plans start, preempt and move nothing."""
     s = apply_plan(s, plan(s))
-    for round_ in range(5):
+    for round_ in range(rounds):
         result = plan(s)
         acted = [(j.name, j.action) for j in result.jobs if j.action not in ("keep", "wait")]
         assert acted == [], f"round {round_ + 2}: {acted}"
         s = apply_plan(s, result)
+
+
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+def test_five_rounds_settle(path):
+    assert_settles(load_scenario(path), 5)
 
 
 def test_apply_to_writes_a_loadable_scenario(tmp_path):
@@ -29,3 +33,19 @@ def test_apply_to_writes_a_loadable_scenario(tmp_path):
     assert {"b-3", "b-4"} <= running and not {"a-5", "a-6"} & running
     again = plan(after)
     assert again.summary["starts"] == again.summary["preemptions"] == 0
+
+
+#: Random clusters whose next plan still acts with no new input (a late start, or a reclaim
+#: of work the plan before let a queue borrow): the planner judges who is above or below
+#: its fair share on the state before the plan. docs/policy.md, "Known approximations".
+#: strict: when a change makes one of these stable, take it off the list.
+KNOWN_UNSTABLE = {12, 26, 31, 32, 33, 34, 36}
+
+
+@pytest.mark.parametrize("seed", [
+    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="known: reclaim judged on the state before the plan"))
+    if s in KNOWN_UNSTABLE else s for s in range(40)])
+def test_random_clusters_settle(seed):
+    from tests.planner.test_invariants import random_scenario
+
+    assert_settles(parse_scenario(random_scenario(seed)), 4)

@@ -57,7 +57,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
             decisions.append(JobDecision(job.name, job.queue, "start", placements[job.name]))
         else:
             decisions.append(JobDecision(job.name, job.queue, "wait", [],
-                                         wait_reason(job, s, after, held_after, fair, spare, limits)))
+                                         wait_reason(job, s, after, held_after, fair, spare, running_after, limits)))
     return Plan(
         jobs=decisions,
         queues=_queue_reports(s, fair, before, held_after),

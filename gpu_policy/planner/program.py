@@ -112,7 +112,11 @@ def _node_constraints(m: Program, s: Scenario, layout: Layout, jobs: dict[str, J
         for i, slot in enumerate(nl.slots):
             if not nl.healthy(i):
                 continue
-            var_fracs = [(m.keep[name], f) for name, f in slot.fractions if name in m.keep]
+            shares: dict[str, float] = defaultdict(float)  # a fractional gang may put two replicas here
+            for name, f in slot.fractions:
+                if name in m.keep:
+                    shares[name] += f
+            var_fracs = [(m.keep[name], f) for name, f in shares.items()]
             fixed_frac = sum(f for name, f in slot.fractions if name not in m.keep)
             new_fracs = y_by_gpu.get((n, i), [])
             if slot.whole:
@@ -218,12 +222,16 @@ def _queue_constraints(m: Program, s: Scenario, alloc: dict, fair: dict[str, int
             # allocated_after[q] >= min(allocated_before[q], fair_share[q]): a queue that no
             # other queue may reclaim from loses GPUs only to its own higher-priority work
             m.prob += affine(terms, const) >= min(held, fair[q.name]), f"floor_{q.name}"
-        for job in jobs_of[q.name]:
-            if job.name in m.start and not job.is_preemptible:
-                # a non-preemptible start keeps its queue within deserved
-                t = dict(terms)
+        _no_swap_inside(m, q.name, jobs_of[q.name])
+        pinned = [j for j in jobs_of[q.name] if not j.is_preemptible]
+        np_terms, np_const = _held_after(m, pinned)
+        for job in pinned:
+            if job.name in m.start:
+                # non-preemptible work of q after the plan <= deserved[q] when this job starts
+                # (preemptible work may still borrow beyond deserved)
+                t = dict(np_terms)
                 t[m.start[job.name]] = t.get(m.start[job.name], 0) + big
-                m.prob += affine(t, const) <= q.deserved + big, f"deserved_{job.name}"
+                m.prob += affine(t, np_const) <= q.deserved + big, f"deserved_{job.name}"
     if m.keep:
         free_before = sum(len(nl.free_indices()) for nl in layout.nodes.values())
         borrow = {}
@@ -241,6 +249,31 @@ def _queue_constraints(m: Program, s: Scenario, alloc: dict, fair: dict[str, int
         # borrowing beyond a fair share uses GPUs that were free, never reclaimed ones
         m.prob += affine({b: 1 for b in borrow.values()}) <= free_before, "borrow_from_free"
         _receiving_constraints(m, s, alloc, layout, cand, jobs_of)
+
+
+def _no_swap_inside(m: Program, queue: str, mine: list[Job]) -> None:
+    """Inside a queue only a strictly higher priority preempts: when the plan preempts one
+    of the queue's jobs of priority >= P, none of its waiting jobs of priority <= P starts.
+    Without it, a job preempted as a legal victim for another queue could be swapped for
+    its own queue's lower-priority work, and the next plan would swap back.
+
+    sum of preempted[v] over own victims v with priority >= P <= count * swap[q,P], and
+    sum of start[p] over own waiting p with priority <= P <= count * (1 - swap[q,P]).
+    """
+    victims = [j for j in mine if j.name in m.keep]
+    waiting = [j for j in mine if j.name in m.start]
+    for level in sorted({p.priority for p in waiting}):
+        hit = [v for v in victims if v.priority >= level]
+        held = [p for p in waiting if p.priority <= level]
+        if not hit or not held:
+            continue
+        swap = pulp.LpVariable(f"swap_{queue}_{level}", cat="Binary")
+        preempted = {m.keep[v.name]: -1 for v in hit}
+        preempted[swap] = -len(hit)
+        m.prob += affine(preempted, len(hit)) <= 0, f"swap_{queue}_{level}"
+        starts = {m.start[p.name]: 1 for p in held}
+        starts[swap] = len(held)
+        m.prob += affine(starts) <= len(held), f"no_swap_{queue}_{level}"
 
 
 def _receiving_constraints(m: Program, s: Scenario, alloc: dict, layout: Layout, cand: Candidates,

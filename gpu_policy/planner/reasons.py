@@ -30,11 +30,11 @@ def never_fits(job: Job, s: Scenario) -> str | None:
 
 
 def wait_reason(job: Job, s: Scenario, after: Layout, held_after: dict[str, float],
-                fair: dict[str, int], spare: dict[str, dict[str, float]], limits=None) -> str:
+                fair: dict[str, int], spare: dict[str, dict[str, float]], running: set[str], limits=None) -> str:
     """Why `job` waits, judged on the cluster as the plan leaves it.
 
     `spare` maps node -> {"cpu": free cores, "memory_gib": free GiB} after the plan
-    (only for nodes that declare them).
+    (only for nodes that declare them); `running` names the jobs that run after it.
     """
     q = s.queue(job.queue)
     permanent = never_fits(job, s)
@@ -43,9 +43,10 @@ def wait_reason(job: Job, s: Scenario, after: Layout, held_after: dict[str, floa
     held = held_after[q.name]
     if q.limit is not None and held + job.total_gpus > q.limit:
         return f"{q.name} is at its limit: holds {held:g} of {_gpus(q.limit)}"
-    if not job.is_preemptible and held + job.total_gpus > q.deserved:
-        return (f"non-preemptible jobs start only within deserved: {q.name} would hold "
-                f"{held + job.total_gpus:g} of its {q.deserved:g} deserved")
+    pinned = sum(j.total_gpus for j in s.jobs if j.queue == q.name and not j.is_preemptible and j.name in running)
+    if not job.is_preemptible and pinned + job.total_gpus > q.deserved:
+        return (f"non-preemptible jobs start only within deserved: {q.name}'s would hold "
+                f"{pinned + job.total_gpus:g} of its {q.deserved:g} deserved GPUs")
     if job.is_fractional:
         room = max((1 - sl.used for nl in after.nodes.values() for i, sl in enumerate(nl.slots)
                     if nl.healthy(i) and not sl.whole and job.fits_model(nl.node)), default=0)
