@@ -64,7 +64,8 @@ def run_demo(config: PlannerConfig | None = None) -> str:
         out.append("")
         out.append(queue_table(result))
         out.append(f"\n-> {s['starts']} started, {s['preemptions']} preempted, {s['waiting']} waiting; "
-                   f"{s['empty_nodes_after']} empty nodes, largest free block {s['largest_free_block_after']} "
+                   f"{s['empty_nodes_after']} empty node{'' if s['empty_nodes_after'] == 1 else 's'}, "
+                   f"largest free block {s['largest_free_block_after']} "
                    f"({result.solver.backend}, {result.solver.seconds:.2f} s)")
         waits = [f"   {j.name} waits: {j.reason}" for j in result.jobs if j.action == "wait"]
         preempts = [f"   {j.name} preempted: {j.reason}" for j in result.jobs if j.action == "preempt"]
