@@ -26,15 +26,13 @@ with DAG(
 
     @task
     def fair_share_report(ds=None) -> list[str]:
-        from gpu_policy.airflow._observe import load, observe
-        from gpu_policy.planner import plan
+        from gpu_policy.airflow._observe import load, telemetry_source
         from gpu_policy.report import write_report
+        from gpu_policy.telemetry import plan_with_telemetry
 
         scenario = load(SCENARIO)
-        signals, warning = observe(scenario, os.environ.get("GPU_POLICY_DCGM_CONN_ID") or None)
-        result = plan(scenario, None, signals)
-        if warning:
-            result.warnings.append(warning)
+        source, settings = telemetry_source(scenario, os.environ.get("GPU_POLICY_DCGM_CONN_ID") or None)
+        result = plan_with_telemetry(scenario, source, settings=settings)
         return [str(p) for p in write_report(result, os.path.join(REPORT_DIR, ds or "latest"),
                                              title=f"GPU fair share, {ds}")]
 

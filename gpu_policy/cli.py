@@ -12,7 +12,7 @@ from gpu_policy.apply import apply_plan
 from gpu_policy.check import differences
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.model import Scenario
-from gpu_policy.planner import PlannerConfig, plan
+from gpu_policy.planner import PlannerConfig
 from gpu_policy.render import plan_table
 from gpu_policy.scenario import dump_scenario, load_scenario
 

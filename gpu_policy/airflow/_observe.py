@@ -9,8 +9,7 @@ from airflow.exceptions import AirflowException
 from gpu_policy import Job, ScenarioError, load_scenario
 from gpu_policy.model import Scenario
 from gpu_policy.step import StepDecision, decide_step
-from gpu_policy.telemetry import ClusterSignals, TelemetrySettings, TelemetryUnavailable, cluster_signals
-from gpu_policy.telemetry.simulated import SimulatedDcgmSource
+from gpu_policy.telemetry import ClusterSignals, DcgmSource, SimulatedDcgmSource, TelemetrySettings, observe
 
 log = logging.getLogger(__name__)
 
@@ -22,25 +21,27 @@ def load(scenario_path: str) -> Scenario:
         raise AirflowException(str(e)) from e
 
 
-def observe(scenario: Scenario, dcgm_conn_id: str | None) -> tuple[ClusterSignals | None, str | None]:
-    """Signals from the connection's Prometheus, or simulated; (None, warning) when monitoring is down."""
+def telemetry_source(scenario: Scenario, dcgm_conn_id: str | None) -> tuple[DcgmSource, TelemetrySettings]:
+    """The connection's Prometheus with its settings, or simulated telemetry when there is none."""
     if dcgm_conn_id:
         from gpu_policy.airflow.hooks.dcgm import DcgmHook
 
         source = DcgmHook(dcgm_conn_id).get_conn()
-        settings = source.settings
-    else:
-        source, settings = SimulatedDcgmSource(scenario), TelemetrySettings()
-    try:
-        return cluster_signals(source.collect(settings), scenario, settings), None
-    except TelemetryUnavailable as e:
-        log.warning("planning without telemetry: %s", e)
-        return None, f"planned without telemetry: {e}"
+        return source, source.settings
+    return SimulatedDcgmSource(scenario), TelemetrySettings()
+
+
+def signals_for(scenario: Scenario, dcgm_conn_id: str | None) -> tuple[ClusterSignals | None, str | None]:
+    """`gpu_policy.telemetry.observe` through the connection; a warning is also logged."""
+    signals, warning = observe(scenario, *telemetry_source(scenario, dcgm_conn_id))
+    if warning:
+        log.warning("%s", warning)
+    return signals, warning
 
 
 def decide(scenario_path: str, job: Job, dcgm_conn_id: str | None) -> StepDecision:
     scenario = load(scenario_path)
-    signals, warning = observe(scenario, dcgm_conn_id)
+    signals, warning = signals_for(scenario, dcgm_conn_id)
     try:
         decision = decide_step(scenario, job, signals)
     except ValueError as e:

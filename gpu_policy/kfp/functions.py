@@ -29,16 +29,15 @@ def collect_gpu_telemetry(scenario_yaml: str, telemetry: Output[Artifact], prome
     import yaml
 
     from gpu_policy import parse_scenario
-    from gpu_policy.telemetry import TelemetrySettings, TelemetryUnavailable, cluster_signals, dcgm_source
+    from gpu_policy.telemetry import TelemetrySettings, dcgm_source, observe
 
     scenario = parse_scenario(yaml.safe_load(scenario_yaml), "scenario_yaml")
     settings = TelemetrySettings(window_s=window_s)
-    try:
-        signals = cluster_signals(dcgm_source(prometheus_url or None, scenario, settings).collect(settings),
-                                  scenario, settings)
+    signals, warning = observe(scenario, dcgm_source(prometheus_url or None, scenario, settings), settings)
+    if signals is None:
+        data, summary = {"unavailable": warning}, warning
+    else:
         data, summary = signals.to_dict(), json.dumps(signals.describe())
-    except TelemetryUnavailable as e:
-        data, summary = {"unavailable": str(e)}, f"telemetry unavailable: {e}"
     with open(telemetry.path, "w") as f:
         json.dump(data, f)
     return summary
@@ -88,7 +87,7 @@ def plan_gpu_allocation(scenario_yaml: str, job_name: str, queue: str, gpus: flo
     decision = wait_for_step(lambda: (scenario, signals), job, max_wait_s, poll_interval_s)
     result = decision.plan.to_dict()
     if warning:
-        result["warnings"].append(f"planned without telemetry: {warning}")
+        result["warnings"].append(warning)
     with open(plan.path, "w") as f:
         json.dump(result, f, indent=2)
     outputs = namedtuple("StepPlan", ["node_affinity", "gpu_count", "can_start", "reason"])

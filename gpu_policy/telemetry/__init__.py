@@ -30,29 +30,36 @@ def dcgm_source(url: str | None, scenario: Scenario, settings: TelemetrySettings
     raise ValueError(f"telemetry: must be 'simulated' or a Prometheus http(s):// URL, got {url!r}")
 
 
-def plan_with_telemetry(scenario: Scenario, source: DcgmSource | None = None, config=None,
-                        settings: TelemetrySettings | None = None):
-    """Observe, then decide: collect telemetry and plan with it.
+def observe(scenario: Scenario, source: DcgmSource | None = None,
+            settings: TelemetrySettings | None = None) -> tuple[ClusterSignals | None, str | None]:
+    """Collect telemetry (simulated when `source` is None) and judge it.
 
-    When monitoring fails (unreachable, slow, 5xx, malformed data) the plan is made
-    from allocations alone and carries a warning: a pipeline step never fails
-    because monitoring is down.
+    When monitoring fails (unreachable, slow, 5xx, malformed data) the result is
+    ``(None, warning)``, never an error: a pipeline step never fails because
+    monitoring is down.
     """
-    from gpu_policy.planner import plan
-
     settings = settings or TelemetrySettings()
     source = source or SimulatedDcgmSource(scenario)
     try:
-        signals = cluster_signals(source.collect(settings), scenario, settings)
+        return cluster_signals(source.collect(settings), scenario, settings), None
     except TelemetryUnavailable as e:
-        result = plan(scenario, config)
-        result.warnings.append(f"planned without telemetry: {e}")
-        return result
-    return plan(scenario, config, signals)
+        return None, f"planned without telemetry: {e}"
+
+
+def plan_with_telemetry(scenario: Scenario, source: DcgmSource | None = None, config=None,
+                        settings: TelemetrySettings | None = None):
+    """Observe, then decide; without telemetry the plan uses allocations alone and says so."""
+    from gpu_policy.planner import plan
+
+    signals, warning = observe(scenario, source, settings)
+    result = plan(scenario, config, signals)
+    if warning:
+        result.warnings.append(warning)
+    return result
 
 
 __all__ = [
     "CRITICAL_XIDS", "ClusterSignals", "DcgmSource", "GpuKey", "GpuReading", "GpuSignals", "GpuTelemetry",
     "PrometheusDcgmSource", "SimulatedDcgmSource", "TelemetrySettings", "TelemetryUnavailable", "cluster_signals",
-    "dcgm_source", "plan_with_telemetry",
+    "dcgm_source", "observe", "plan_with_telemetry",
 ]

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
 
-from gpu_policy.airflow._observe import load, observe
+from gpu_policy.airflow._observe import load, signals_for
 
 __all__ = ["GpuTelemetryOperator"]
 
@@ -27,7 +27,7 @@ class GpuTelemetryOperator(BaseOperator):
     def execute(self, context) -> dict:
         if not self.scenario_path:
             raise AirflowException("GpuTelemetryOperator: `scenario_path` is empty; give a scenario file")
-        signals, warning = observe(load(self.scenario_path), self.dcgm_conn_id)
+        signals, warning = signals_for(load(self.scenario_path), self.dcgm_conn_id)
         if signals is None:
             return {"unavailable": warning}
         self.log.info("telemetry: %s", signals.describe())
