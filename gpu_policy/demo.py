@@ -13,6 +13,8 @@ SEEDS = [
      "seed1-greedy-team.yaml"),
     ("Seed 2, fragmentation: six 3-GPU jobs and one 8-GPU job on four 10-GPU nodes",
      "seed2-fragmentation.yaml"),
+    ("Seed 2, as found running: team-a's jobs already spread out, team-b's 8-GPU job waits",
+     "seed2b-fragmentation-running.yaml"),
     ("Seed 3, idle share: team-b uses 5 of its 20 GPUs; team-a borrows the rest",
      "seed3-idle-borrow.yaml"),
     ("Seed 3, continued: team-b comes back and the borrowed GPUs are reclaimed",
@@ -63,12 +65,13 @@ def run_demo(config: PlannerConfig | None = None) -> str:
         out.append(layout_before_after(scenario, result))
         out.append("")
         out.append(queue_table(result))
-        out.append(f"\n-> {s['starts']} started, {s['preemptions']} preempted, {s['waiting']} waiting; "
+        out.append(f"\n-> {s['starts']} started, {s['preemptions']} preempted, {s['moves']} moved, {s['waiting']} waiting; "
                    f"{s['empty_nodes_after']} empty node{'' if s['empty_nodes_after'] == 1 else 's'}, "
                    f"largest free block {s['largest_free_block_after']} "
                    f"({result.solver.backend}, {result.solver.seconds:.2f} s)")
         waits = [f"   {j.name} waits: {j.reason}" for j in result.jobs if j.action == "wait"]
         preempts = [f"   {j.name} preempted: {j.reason}" for j in result.jobs if j.action == "preempt"]
-        out += preempts + waits + [""]
+        moves = [f"   {j.name} {j.reason}" for j in result.jobs if j.action == "move"]
+        out += preempts + moves + waits + [""]
     out.append(training_demo())
     return "\n".join(out)

@@ -6,9 +6,10 @@ import string
 
 from gpu_policy.model import Scenario
 from gpu_policy.plan import Placement, Plan
+from gpu_policy.planner.layout import running_layout
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def text_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     lines = [header] + rows
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
@@ -32,16 +33,21 @@ def queue_table(plan: Plan) -> str:
     rows = [[q.name if not q.parent else f"{q.parent}/{q.name}", _num(q.deserved), _num(q.limit),
              str(q.fair_share), _num(q.pending_demand), _num(q.allocated_before), _num(q.allocated_after)]
             for q in plan.queues]
-    return _table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "PENDING", "BEFORE", "AFTER"], rows)
+    return text_table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "PENDING", "BEFORE", "AFTER"], rows)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def plan_table(plan: Plan) -> str:
     """The whole plan: jobs, queues, summary and solver, as aligned text."""
-    jobs = _table(["JOB", "QUEUE", "ACTION", "WHERE", "REASON"],
+    jobs = text_table(["JOB", "QUEUE", "ACTION", "WHERE", "REASON"],
                   [[j.name, j.queue, j.action, _where(j.replicas), j.reason] for j in plan.jobs])
     s, v = plan.summary, plan.solver
-    summary = (f"summary: {s['starts']} starts, {s['preemptions']} preemptions, {s['moves']} moves, "
-               f"{s['waiting']} waiting; GPUs allocated {s['gpus_allocated_before']:g} -> "
+    counts = ", ".join(_count(s[key], noun) for key, noun in
+                       (("starts", "start"), ("preemptions", "preemption"), ("moves", "move")))
+    summary = (f"summary: {counts}, {s['waiting']} waiting; GPUs allocated {s['gpus_allocated_before']:g} -> "
                f"{s['gpus_allocated_after']:g} of {s['gpus_total']}; empty nodes {s['empty_nodes_after']}, "
                f"largest free block {s['largest_free_block_after']}")
     solver = (f"solver: {v.backend} {v.status} in {v.seconds:.2f} s "
@@ -54,7 +60,7 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
     """Each node's GPUs before and after the plan, one letter per GPU.
 
     A letter names the queue holding the GPU (lower case: already running;
-    upper case: started by this plan); '.' is free, '!' unhealthy and free.
+    upper case: started or moved by this plan); '.' is free, '!' unhealthy and free.
     """
     leaves = [q for q in s.queues if not s.children(q.name)]
     letters = {q.name: string.ascii_lowercase[i % 26] for i, q in enumerate(leaves)}
@@ -63,12 +69,15 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
     for n in s.nodes:
         for i in n.unhealthy_gpus:
             before[n.name][i] = after[n.name][i] = "!"
+    held = running_layout(s).indices
+    for job in s.jobs:
+        for node, indices in zip(job.running, held.get(job.name, [])):
+            for i in indices:
+                before[node][i] = letters[job.queue]
     for d in plan.jobs:
         mark = letters[d.queue]
         for r in d.replicas:
             for i in r.gpu_indices:
-                if d.action in ("keep", "preempt"):
-                    before[r.node][i] = mark
                 if d.action == "keep":
                     after[r.node][i] = mark
                 elif d.action in ("start", "move"):
@@ -78,7 +87,7 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
     lines = [f"{'':{width}}  {'before':{gpus}}    after"]
     lines += [f"{n.name:{width}}  {''.join(before[n.name]):{gpus}} -> {''.join(after[n.name])}" for n in s.nodes]
     legend = ", ".join(f"{v}={k}" for k, v in letters.items())
-    lines.append(f"({legend}; UPPER CASE: started by this plan; '.': free)")
+    lines.append(f"({legend}; UPPER CASE: started or moved by this plan; '.': free)")
     return "\n".join(lines)
 
 
@@ -86,8 +95,6 @@ def telemetry_table(signals, scenario: Scenario | None = None) -> str:
     """One row per GPU: utilisation, memory, and the signals the planner uses."""
     holders = {}
     if scenario is not None:
-        from gpu_policy.planner.layout import running_layout
-
         layout = running_layout(scenario)
         for job in scenario.jobs:
             for node, ix in zip(job.running, layout.indices.get(job.name, [])):
@@ -106,5 +113,5 @@ def telemetry_table(signals, scenario: Scenario | None = None) -> str:
                      ",".join(holders.get((key.node, key.gpu), []))])
     header = ["NODE", "GPU", "UTIL %", "MEM MiB", "STATUS", "SIGNALS", "JOB"]
     age = "-" if signals.age_s is None else f"{signals.age_s:.0f} s"
-    return (f"{_table(header, rows)}\n\nsource: {signals.source}; window {signals.window_s:g} s; newest data {age} old; "
+    return (f"{text_table(header, rows)}\n\nsource: {signals.source}; window {signals.window_s:g} s; newest data {age} old; "
             f"idle jobs: {', '.join(f'{j} ({s / 60:.0f} min)' for j, s in sorted(signals.idle_jobs.items())) or 'none'}")

@@ -5,8 +5,6 @@ from pathlib import Path
 import pytest
 
 SCENARIOS = Path(__file__).parent / "scenarios"
-#: Needs consolidation moves, which come with the packing issue; it must still plan.
-NEEDS_MOVES = {"seed2b-fragmentation-running.yaml"}
 
 
 def scenario_files() -> list[Path]:

@@ -1,24 +1,17 @@
-"""Every scenario file passes `gpu-policy plan --check` (seed2b needs moves: issue 3)."""
+"""Every scenario file passes `gpu-policy plan --check`."""
 
 import json
 
 import pytest
 
-from tests.conftest import NEEDS_MOVES, scenario_files
+from tests.conftest import scenario_files
 from gpu_policy import load_scenario, plan
 from gpu_policy.cli import main
 
 
-@pytest.mark.parametrize("path", [p for p in scenario_files() if p.name not in NEEDS_MOVES], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
 def test_check_passes(path, capsys):
     assert main(["plan", str(path), "--check"]) == 0, capsys.readouterr().err
-
-
-@pytest.mark.parametrize("path", [p for p in scenario_files() if p.name in NEEDS_MOVES], ids=lambda p: p.stem)
-def test_needs_moves_still_plans(path):
-    result = plan(load_scenario(path))
-    assert sorted(j.name for j in result.jobs) == sorted(j.name for j in load_scenario(path).jobs)
-    assert result.summary["preemptions"] == 0
 
 
 def test_check_reports_a_mismatch(write_scenario, capsys):

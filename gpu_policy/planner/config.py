@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_policy.packing.fragmentation import WorkloadMix
+
 SOLVERS = ("cbc", "highs")
 
 
@@ -39,11 +41,21 @@ class PlannerConfig:
     """Work a job loses when preempted, in seconds since its last checkpoint,
     assumed when a job does not say (half an hour: a common checkpoint interval)."""
 
+    max_moves: int = 4
+    """Most running jobs one plan may restart elsewhere (consolidation moves) so
+    that a waiting job that fits nowhere gets a node. 0 turns moves off."""
+
+    workload_mix: WorkloadMix | None = None
+    """The expected workload the packing stage keeps room for (`gpu_policy.packing`).
+    None: the scenario's own jobs, running and waiting, each counted once."""
+
     def validate(self) -> None:
         if self.solver not in SOLVERS:
             raise ValueError(f"solver: must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
         for name in ("time_limit_s", "candidate_nodes_per_job", "exact_nodes", "threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        if self.max_moves < 0:
+            raise ValueError(f"max_moves: must be >= 0, got {self.max_moves!r}")
         if not 0 <= self.gap_rel < 1:
             raise ValueError(f"gap_rel: must be in [0, 1), got {self.gap_rel!r}")

@@ -13,7 +13,9 @@ from gpu_policy.planner.candidates import GpuLimits, find_candidates
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.layout import Layout, largest_free_block, layout_after, place, running_layout
 from gpu_policy.planner.program import build_program
-from gpu_policy.planner.reasons import preempt_reason, wait_reason
+from gpu_policy.planner.moves import consolidate
+from gpu_policy.planner.packing import scenario_mix
+from gpu_policy.planner.reasons import move_reason, preempt_reason, wait_reason
 from gpu_policy.planner.solve import solve_stages
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -34,7 +36,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     fair = fair_shares(s)
     before = held_gpus(s, {j.name for j in s.jobs if j.is_running})
     cand = find_candidates(s, layout, fair, before, cfg, limits)
-    program = build_program(s, layout, cand, fair, before)
+    program = build_program(s, layout, cand, fair, before, cfg.workload_mix or scenario_mix(s))
     built = time.perf_counter() - began
     report = solve_stages(program, cfg)
     report.build_seconds = built
@@ -46,10 +48,27 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     running_after = {j.name for j in s.jobs if j.is_running and j.name not in preempted} | {j.name for j in started}
     held_after = held_gpus(s, running_after)
     spare = _spare_resources(s, running_after, placements)
+    waiting = [j for j in s.jobs if not j.is_running and j.name not in placements]
+    merged = None if preempted else consolidate(s, after, waiting, running_after, held_after, fair, spare,
+                                                set(placements), cfg)
+    moved: dict[str, Placement] = {}
+    if merged:
+        moved, after = merged.moved, merged.layout
+        placements.update(merged.started)
+        running_after |= set(merged.started)
+        held_after = held_gpus(s, running_after)
+        spare = _spare_resources(s, running_after, {**placements, **{j: [p] for j, p in moved.items()}})
+        report.stages.extend(merged.stages)
+        report.seconds += sum(stage["seconds"] for stage in merged.stages)
+        if report.status == "Nothing to decide":
+            report.status = "Optimal"
 
     decisions = []
     for job in s.jobs:
-        if job.is_running:
+        if job.name in moved:
+            decisions.append(JobDecision(job.name, job.queue, "move", [moved[job.name]],
+                                         move_reason(job, moved[job.name], merged.started)))
+        elif job.is_running:
             action = "preempt" if job.name in preempted else "keep"
             reason = preempt_reason(job, s, before, fair, started, cand.idle.get(job.name)) if action == "preempt" else ""
             decisions.append(JobDecision(job.name, job.queue, action, _placements(job, layout), reason))

@@ -15,7 +15,8 @@ Stages (each fixes the optimum of the one before, see docs/policy.md):
                per victim priority (highest first), so lower priorities go first,
                and idle jobs of queues above their share before any other
   3 starts     max sum value[p]start  most waiting work started, older first
-  4 packing    min sum opened + ...   whole free nodes and best fit kept
+  4 packing    min sum opened + cost  whole free nodes kept, then least expected
+                                      fragmentation (gpu_policy.packing)
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from dataclasses import dataclass, field
 import pulp
 
 from gpu_policy.model import Job, Scenario
+from gpu_policy.packing.fragmentation import WorkloadMix
 from gpu_policy.planner.candidates import Candidates
 from gpu_policy.planner.layout import Layout
+from gpu_policy.planner.packing import placement_costs
 
 
 def affine(terms: dict, constant: float = 0.0) -> pulp.LpAffineExpression:
@@ -46,7 +49,7 @@ class Program:
 
 
 def build_program(s: Scenario, layout: Layout, cand: Candidates, fair: dict[str, int],
-                  before: dict[str, float]) -> Program:
+                  before: dict[str, float], mix: WorkloadMix) -> Program:
     prob = pulp.LpProblem("gpu_policy_plan", pulp.LpMinimize)
     m = Program(prob)
     jobs = {j.name: j for j in s.jobs}
@@ -71,7 +74,7 @@ def build_program(s: Scenario, layout: Layout, cand: Candidates, fair: dict[str,
     _node_constraints(m, s, layout, jobs)
     alloc = _queue_allocations(m, s)
     _queue_constraints(m, s, alloc, fair, before, layout, cand)
-    _stages(m, s, alloc, fair, before, cand, layout, jobs)
+    _stages(m, s, alloc, fair, before, cand, layout, jobs, mix)
     return m
 
 
@@ -320,7 +323,7 @@ def _receiving_constraints(m: Program, s: Scenario, alloc: dict, layout: Layout,
 
 
 def _stages(m: Program, s: Scenario, alloc: dict, fair: dict[str, int], before: dict[str, float],
-            cand: Candidates, layout: Layout, jobs: dict[str, Job]) -> None:
+            cand: Candidates, layout: Layout, jobs: dict[str, Job], mix: WorkloadMix) -> None:
     # stage 1: shortfall to fair share of the queues that have a claim (below their share
     # before the plan), per priority level inside the queue; a victim's loss is no claim
     shortfall: dict = {}
@@ -359,28 +362,29 @@ def _stages(m: Program, s: Scenario, alloc: dict, fair: dict[str, int], before: 
         value = {m.start[p]: -(jobs[p].total_gpus + tie * (len(order) - r) / len(order))
                  for r, p in enumerate(order)}
         m.stages.append(("starts", affine(value)))
-        m.stages.append(("packing", _packing_objective(m, layout, jobs)))
+        m.stages.append(("packing", _packing_objective(m, s, layout, jobs, mix)))
 
 
-def _packing_objective(m: Program, layout: Layout, jobs: dict[str, Job]) -> pulp.LpAffineExpression:
-    """Open as few empty nodes as possible; among equals, fill the fullest nodes."""
+def _packing_objective(m: Program, s: Scenario, layout: Layout, jobs: dict[str, Job],
+                       mix: WorkloadMix) -> pulp.LpAffineExpression:
+    """Open as few empty nodes as possible; among equals, the placements that grow
+    the expected fragmentation least (`gpu_policy.planner.packing`)."""
+    options = [(jobs[p], n, None) for p, n in m.x] + [(jobs[p], n, i) for p, n, i in m.y]
+    costs = placement_costs(s, layout, mix, options)
+    keys = list(m.x.values()) + list(m.y.values())
+    scale = sum(abs(c) * job.replicas for c, (job, _n, _g) in zip(costs, options)) + 1
+    objective: dict = {var: cost / scale for var, cost in zip(keys, costs)}
     used_on: dict[str, dict] = defaultdict(dict)
     for (p, n), var in m.x.items():
         used_on[n][var] = jobs[p].gpus
     for (p, n, _i), var in m.y.items():
         used_on[n][var] = used_on[n].get(var, 0) + jobs[p].gpus
-    total = sum(jobs[p].total_gpus for p in m.start) + 1
-    objective: dict = {}
     for n, terms in sorted(used_on.items()):
         nl = layout.nodes[n]
-        capacity = max(1, len(nl.node.healthy_gpus))
-        free_share = len(nl.free_indices()) / capacity
-        for var, g in terms.items():
-            objective[var] = objective.get(var, 0) + g * free_share / total
         if all(slot.free for slot in nl.slots):
             opened = pulp.LpVariable(f"opened_{n}", cat="Binary")
             t = dict(terms)
-            t[opened] = -capacity
+            t[opened] = -max(1, len(nl.node.healthy_gpus))
             # work placed on n <= capacity[n] * opened[n]
             m.prob += affine(t) <= 0, f"opened_def_{n}"
             objective[opened] = 1

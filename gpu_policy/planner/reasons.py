@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpu_policy.model import Job, Scenario
+from gpu_policy.plan import Placement
 from gpu_policy.planner.layout import Layout
 
 
@@ -97,3 +98,11 @@ def _preempt_why(job: Job, before: dict[str, float], fair: dict[str, int], start
     if mine:
         return f"preempted inside {q} for higher-priority {', '.join(mine)}"
     return f"preempted: {q} held {before[q]:g} GPUs, above its fair share of {fair[q]}"
+
+
+def move_reason(job: Job, to: Placement, started: dict[str, list[Placement]]) -> str:
+    """Why a running job restarts elsewhere: the jobs its old GPUs let start."""
+    source = job.running[0]
+    names = sorted(name for name, replicas in started.items() if any(p.node == source for p in replicas))
+    gain = f"so that {', '.join(names)} fit{'s' if len(names) == 1 else ''} there" if names else "to make room"
+    return f"moved from {source} to {to.node} {gain}; restarts from its checkpoint"

@@ -1,4 +1,4 @@
-"""Invariants on seeded random clusters: capacity, gangs, non-preemptible work."""
+"""Invariants on seeded random clusters: capacity, gangs, non-preemptible work, moves."""
 
 import random
 from collections import defaultdict
@@ -48,13 +48,13 @@ def test_invariants(seed, nodes, jobs):
     cpu = defaultdict(float)
     for d in result.jobs:
         job = jobs[d.name]
-        if d.action in ("keep", "start"):
+        if d.action in ("keep", "start", "move"):
             assert len(d.replicas) == job.replicas  # gangs all or nothing
             for r in d.replicas:
                 cpu[r.node] += job.cpu or 0
                 for i in r.gpu_indices:
                     per_gpu[r.node, i] += job.gpus if job.is_fractional else 1
-        if d.action == "preempt":
+        if d.action in ("preempt", "move"):
             assert job.is_preemptible, d.name
         if d.action == "wait":
             assert d.reason
@@ -63,3 +63,4 @@ def test_invariants(seed, nodes, jobs):
         assert i < nodes[node].gpus and used <= 1 + 1e-9, (node, i, used)
     for node, used in cpu.items():
         assert used <= nodes[node].cpu
+    assert result.summary["moves"] <= PlannerConfig().max_moves

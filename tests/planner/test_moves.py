@@ -1,0 +1,120 @@
+"""Consolidation moves: when a waiting job fits nowhere, move a few running jobs."""
+
+import pytest
+
+from gpu_policy import PlannerConfig, parse_scenario, plan
+from gpu_policy.apply import apply_plan
+
+
+def spread_out(**team_a) -> dict:
+    """seed2b's cluster: team-a's 3-GPU jobs use 6, 6, 3 and 3 GPUs of four 10-GPU
+    nodes; team-b's 8-GPU job waits although 22 GPUs are free."""
+    jobs = [{"name": f"a-{i + 1}", "queue": "team-a", "gpus": 3, "running": [node], "submitted_at": i,
+             "checkpoint_age_s": 300, **team_a}
+            for i, node in enumerate(["node-1", "node-1", "node-2", "node-2", "node-3", "node-4"])]
+    jobs.append({"name": "b-1", "queue": "team-b", "gpus": 8, "submitted_at": 9})
+    return {"nodes": [{"name": f"node-{i}", "gpus": 10} for i in range(1, 5)],
+            "queues": [{"name": "team-a", "deserved": 20}, {"name": "team-b", "deserved": 20}],
+            "jobs": jobs}
+
+
+def actions(result) -> dict[str, str]:
+    return {j.name: j.action for j in result.jobs}
+
+
+def test_one_move_lets_the_waiting_job_start():
+    result = plan(parse_scenario(spread_out()))
+    acts = actions(result)
+    assert acts["b-1"] == "start" and list(acts.values()).count("move") == 1
+    moved = next(j for j in result.jobs if j.action == "move")
+    assert moved.name in ("a-5", "a-6") and "restarts from its checkpoint" in moved.reason
+    assert result.summary["preemptions"] == 0
+
+
+def test_the_next_plan_moves_nothing_back():
+    s = parse_scenario(spread_out())
+    after = apply_plan(s, plan(s))
+    again = plan(after)
+    assert set(actions(again).values()) == {"keep"}
+
+
+def test_no_moves_when_turned_off():
+    result = plan(parse_scenario(spread_out()), PlannerConfig(max_moves=0))
+    assert actions(result)["b-1"] == "wait" and result.summary["moves"] == 0
+    assert "largest free block" in result.job("b-1").reason
+
+
+def test_non_preemptible_jobs_never_move():
+    result = plan(parse_scenario(spread_out(priority=100)))
+    assert actions(result)["b-1"] == "wait" and result.summary["moves"] == 0
+
+
+def test_least_lost_work_moves_first():
+    s = spread_out()
+    s["jobs"][4]["checkpoint_age_s"] = 3000   # a-5 on node-3 would lose ten times more
+    result = plan(parse_scenario(s))
+    assert actions(result)["a-6"] == "move" and actions(result)["a-5"] == "keep"
+
+
+def test_a_queue_at_its_limit_gets_no_moves():
+    s = spread_out()
+    s["queues"][1]["limit"] = 4
+    result = plan(parse_scenario(s))
+    assert actions(result)["b-1"] == "wait" and result.summary["moves"] == 0
+
+
+@pytest.mark.parametrize("max_moves, starts", [(1, False), (2, True)])
+def test_at_most_max_moves(max_moves, starts):
+    # two 1-GPU jobs on each of three 4-GPU nodes: a 4-GPU job needs a node emptied, two moves
+    s = {"nodes": [{"name": f"n{i}", "gpus": 4} for i in range(3)],
+         "queues": [{"name": "a", "deserved": 6}, {"name": "b", "deserved": 6}],
+         "jobs": [{"name": f"a{i}", "queue": "a", "gpus": 1, "running": [f"n{i // 2}"]} for i in range(6)]
+         + [{"name": "b1", "queue": "b", "gpus": 4, "submitted_at": 9}]}
+    result = plan(parse_scenario(s), PlannerConfig(max_moves=max_moves))
+    assert (actions(result)["b1"] == "start") is starts
+    assert result.summary["moves"] == (2 if starts else 0)
+
+
+def test_a_move_needs_cpu_at_its_destination():
+    s = spread_out(cpu=8)
+    for node in s["nodes"]:
+        node["cpu"] = 20
+    s["nodes"][0]["cpu"] = 16     # node-1 has two 8-CPU jobs: nothing more fits
+    s["nodes"][1]["cpu"] = 16
+    s["jobs"][-1]["cpu"] = 4
+    result = plan(parse_scenario(s))
+    moved = [j for j in result.jobs if j.action == "move"]
+    assert actions(result)["b-1"] == "start" and len(moved) == 1
+    assert moved[0].replicas[0].node in ("node-3", "node-4")
+
+
+def test_a_queue_below_its_fair_share_gets_the_moves_first():
+    # room for one 4-GPU job after two moves; c1 is older and of higher priority, but team c
+    # deserves nothing and b is below its fair share
+    s = {"nodes": [{"name": f"n{i}", "gpus": 4} for i in range(3)],
+         "queues": [{"name": "a", "deserved": 6}, {"name": "b", "deserved": 4},
+                    {"name": "c", "deserved": 0, "over_quota_weight": 0}],
+         "jobs": [{"name": f"a{i}", "queue": "a", "gpus": 1, "running": [f"n{i // 2}"]} for i in range(6)]
+         + [{"name": "c1", "queue": "c", "gpus": 4, "priority": 60, "submitted_at": 1},
+            {"name": "b1", "queue": "b", "gpus": 4, "submitted_at": 9}]}
+    result = plan(parse_scenario(s), PlannerConfig(max_moves=2))
+    assert actions(result)["b1"] == "start" and actions(result)["c1"] == "wait"
+
+
+def test_a_plan_that_preempts_considers_no_moves(monkeypatch):
+    # team-a holds 24 of 32 GPUs, above its fair share of 16; b's 8-GPU job needs a node:
+    # the plan reclaims, and leaves moves to the next plan
+    import gpu_policy.planner.planner as planner
+
+    calls = []
+    monkeypatch.setattr(planner, "consolidate", lambda *a, **k: calls.append(a) or None)
+    s = {"nodes": [{"name": f"n{i}", "gpus": 8} for i in range(4)],
+         "queues": [{"name": "a", "deserved": 16}, {"name": "b", "deserved": 16}],
+         "jobs": [{"name": f"a{i}", "queue": "a", "gpus": 4, "running": [f"n{i // 2}"]} for i in range(6)]
+         + [{"name": "b0", "queue": "b", "gpus": 2, "running": ["n3"]},
+            {"name": "b1", "queue": "b", "gpus": 8, "submitted_at": 9}]}
+    result = plan(parse_scenario(s))
+    assert result.summary["preemptions"] > 0 and actions(result)["b1"] == "start"
+    assert calls == []
+    plan(parse_scenario(spread_out()))
+    assert len(calls) == 1   # the spy works: a plan without preemptions asks for moves

@@ -1,0 +1,43 @@
+"""The packing stage: among placements that open no more nodes, the one that
+grows the expected fragmentation least."""
+
+from gpu_policy import PlannerConfig, parse_scenario, plan
+from gpu_policy.packing.fragmentation import WorkloadMix
+from gpu_policy.planner.packing import scenario_mix
+
+
+def cpu_tight() -> dict:
+    """Two 4-GPU nodes, each already running one 1-GPU job: n1 has 8 CPUs left, n2 has
+    40. A waiting 1-GPU job asks for 8 CPUs: on n1 it would leave n1's last 2 GPUs
+    without CPUs for anything, so it belongs on n2."""
+    return {"nodes": [{"name": "n1", "gpus": 4, "cpu": 16}, {"name": "n2", "gpus": 4, "cpu": 48}],
+            "queues": [{"name": "q", "deserved": 8}],
+            "jobs": [{"name": "r1", "queue": "q", "gpus": 1, "cpu": 8, "running": ["n1"]},
+                     {"name": "r2", "queue": "q", "gpus": 1, "cpu": 8, "running": ["n2"]},
+                     {"name": "new", "queue": "q", "gpus": 1, "cpu": 8, "submitted_at": 5}]}
+
+
+def test_a_job_does_not_strand_gpus_by_taking_the_last_cpus():
+    result = plan(parse_scenario(cpu_tight()))
+    assert result.job("new").replicas[0].node == "n2"
+
+
+def test_a_fraction_joins_a_gpu_already_shared():
+    s = {"nodes": [{"name": "n1", "gpus": 2}, {"name": "n2", "gpus": 2}],
+         "queues": [{"name": "q", "deserved": 4}],
+         "jobs": [{"name": "half", "queue": "q", "gpus": 0.5, "running": ["n1"]},
+                  {"name": "whole", "queue": "q", "gpus": 1, "running": ["n2"]},
+                  {"name": "f", "queue": "q", "gpus": 0.5, "submitted_at": 3}]}
+    placed = plan(parse_scenario(s)).job("f").replicas[0]
+    assert (placed.node, placed.gpu_indices) == ("n1", [0])
+
+
+def test_the_mix_is_the_scenarios_jobs_unless_configured():
+    s = cpu_tight()
+    s["jobs"].append({"name": "r3", "queue": "q", "gpus": 1, "cpu": 0, "running": ["n1"]})
+    s = parse_scenario(s)
+    assert sorted(scenario_mix(s).weight) == [0.25, 0.75]
+    assert plan(s).job("new").replicas[0].node == "n2"   # n1 would be left 1 GPU, 0 CPUs
+    # for work that needs no CPUs n1's last GPU stays usable: the fuller node wins
+    gpu_only = WorkloadMix.build([(0.0, 0.0, 1, 1000, None)], [1], [""])
+    assert plan(s, PlannerConfig(workload_mix=gpu_only)).job("new").replicas[0].node == "n1"
