@@ -39,6 +39,7 @@ components: $(KFP_VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
+	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
 
 clean:
 	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) build *.egg-info

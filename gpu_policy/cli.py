@@ -128,6 +128,31 @@ def _cmd_train_example(args: argparse.Namespace) -> int:
     return 128 + summary.signal if summary.preempted else 0
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from gpu_policy.sim.compare import compare, parse_policies, parse_seeds
+    from gpu_policy.sim.openb import load_trace
+    from gpu_policy.sim.report import comparison_json, comparison_table, plot_comparison
+
+    policies, seeds = parse_policies(args.policies), parse_seeds(args.seeds)
+    nodes, pods = load_trace(args.trace_dir)
+    result = compare(nodes, pods, policies, seeds, args.inflate, args.window, args.workers,
+                     _progress_bar("runs") if sys.stderr.isatty() else None)
+    print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
+    if args.plot:
+        print(f"plot: {plot_comparison(result, args.plot)}", file=sys.stderr)
+    return 0
+
+
+def _progress_bar(unit: str):
+    """A one-line progress bar on standard error, redrawn in place."""
+    def show(done: int, total: int) -> None:
+        filled = round(30 * done / total)
+        end = "\n" if done == total else ""
+        print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {unit}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
 def _positive(kind: type):
     def parse(text: str):
         value = kind(text)
@@ -163,6 +188,21 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname",
                     help="label naming the node (older exporters: Hostname; newer: hostname)")
     ex.set_defaults(func=_cmd_exporter)
+    sim = sub.add_parser("simulate", help="compare placement policies on a GPU trace (the FGD inflation experiment)")
+    sim.add_argument("trace", choices=("openb",), help="trace format: openb (Alibaba cluster-trace-gpu-v2023)")
+    sim.add_argument("--trace-dir", required=True, metavar="DIR", help="folder with the trace's CSV files")
+    sim.add_argument("--policies", default="random,spread,best-fit,fgd,ours-online,ours-batched",
+                     help="comma-separated: random, spread, best-fit, fgd, ours-online, ours-batched (default all)")
+    sim.add_argument("--seeds", default="0-4", help="seeds, as a range 0-4 or a list 1,3 (default 0-4)")
+    sim.add_argument("--inflate", type=_positive(float), default=1.0,
+                     help="pods arrive until they ask for this multiple of GPU capacity (default 1.0)")
+    sim.add_argument("--window", type=_positive(int), default=32, metavar="W",
+                     help="pods per plan for ours-batched (default 32)")
+    sim.add_argument("--plot", metavar="OUT.png", help="draw unallocated GPU %% against arrived workload %%")
+    sim.add_argument("--format", choices=("table", "json"), default="table")
+    sim.add_argument("--workers", type=_positive(int), default=None,
+                     help="parallel processes (default: one per CPU)")
+    sim.set_defaults(func=_cmd_simulate)
     t = sub.add_parser("train-example", help="train the example model in preemption-safe checkpointed steps")
     t.add_argument("--checkpoint-dir", required=True, metavar="URL", help="local path or fsspec URL")
     t.add_argument("--steps", type=_positive(int), required=True, help="steps in all (a rerun resumes)")

@@ -21,3 +21,7 @@ class ScenarioError(GpuPolicyError, ValueError):
 
 class SolverError(GpuPolicyError):
     """The solver could not be run or returned no usable solution."""
+
+
+class TraceError(GpuPolicyError, ValueError):
+    """A workload trace is unreadable or malformed: one line naming file, line and field."""

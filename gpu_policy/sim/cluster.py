@@ -1,0 +1,175 @@
+"""The simulated cluster: free CPU, memory and GPU share per node, and where each
+pod type fits and how much it would fragment each node.
+
+GPU shares are integers in thousandths (`MILLI`). A pod of one GPU with a share
+below 1000 goes to one GPU that has that much free; a pod of whole GPUs takes
+GPUs that are entirely free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation
+from gpu_policy.sim.openb import MAX_GPUS_PER_NODE, NodeList, PodList, PodType
+
+NO_FIT = np.inf
+
+
+@dataclass(frozen=True)
+class Placement:
+    node: int
+    gpus: tuple[int, ...]  # GPU indices on the node; empty for CPU-only pods
+
+
+class SimCluster:
+    def __init__(self, nodes: NodeList, pods: PodList, mix: WorkloadMix | None = None):
+        self.nodes = nodes
+        self.types = pods.types
+        self.mix = mix or workload_mix(pods, nodes.models)
+        n = len(nodes.names)
+        self.cpu = nodes.cpu.copy()
+        self.memory = nodes.memory.copy()
+        self.free = np.zeros((n, MAX_GPUS_PER_NODE), dtype=np.int64)
+        for i, count in enumerate(nodes.gpus):
+            self.free[i, :count] = MILLI
+        self.model = nodes.model
+        self.allocated_milli = 0
+        self._t_cpu = np.array([t.cpu for t in self.types], dtype=float)
+        self._t_mem = np.array([t.memory for t in self.types], dtype=float)
+        self._t_models = np.array([[t.spec is None or m in t.spec for m in nodes.models] for t in self.types],
+                                  dtype=bool).reshape(len(self.types), len(nodes.models))
+        self._delta = np.zeros((n, len(self.types)))
+        self._level = np.zeros((n, len(self.types)), dtype=np.int64)
+        self._dirty = np.ones(n, dtype=bool)
+        self._rows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+    def scratch(self) -> SimCluster:
+        """A copy to try placements on; it shares the fragmentation cache."""
+        copy = object.__new__(SimCluster)
+        copy.__dict__.update(self.__dict__)
+        for name in ("cpu", "memory", "free", "_delta", "_level", "_dirty"):
+            setattr(copy, name, getattr(self, name).copy())
+        return copy
+
+    @property
+    def capacity_milli(self) -> int:
+        return self.nodes.gpu_capacity * MILLI
+
+    def fits(self, t: int) -> np.ndarray:
+        """Nodes where a pod of type t fits now, as a boolean mask."""
+        pod = self.types[t]
+        ok = (self.cpu >= pod.cpu) & (self.memory >= pod.memory)
+        if pod.gpus == 0:
+            return ok
+        ok &= self.model >= 0
+        if pod.spec is not None:
+            ok &= self._t_models[t][np.maximum(self.model, 0)]
+        if is_share(pod):
+            return ok & (self.free.max(axis=1) >= pod.milli)
+        return ok & ((self.free >= MILLI).sum(axis=1) >= pod.gpus)
+
+    def gpus_for(self, t: int, node: int, level: int | None = None) -> tuple[int, ...]:
+        """GPU indices a pod of type t takes on `node`: for a share, the first GPU
+        with exactly `level` free (default: the fullest GPU it fits on)."""
+        pod = self.types[t]
+        if pod.gpus == 0:
+            return ()
+        row = self.free[node]
+        if is_share(pod):
+            if level is None:
+                level = int(row[row >= pod.milli].min())
+            return (int(np.flatnonzero(row == level)[0]),)
+        return tuple(int(i) for i in np.flatnonzero(row >= MILLI)[:pod.gpus])
+
+    def place(self, t: int, where: Placement) -> None:
+        pod = self.types[t]
+        self.cpu[where.node] -= pod.cpu
+        self.memory[where.node] -= pod.memory
+        share = pod.milli if is_share(pod) else MILLI
+        for g in where.gpus:
+            if self.free[where.node, g] < share:
+                raise ValueError(f"GPU {g} of node {where.node} has {self.free[where.node, g]} free, needs {share}")
+            self.free[where.node, g] -= share
+        if min(self.cpu[where.node], self.memory[where.node]) < 0:
+            raise ValueError(f"node {where.node} overcommitted")
+        self.allocated_milli += pod.gpu_milli
+        self._dirty[where.node] = True
+
+    def fragmentation_delta(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """How much each node's expected fragmentation would grow if a pod of type t
+        went there (inf where it does not fit), and for shares, the free level of
+        the GPU that grows it least."""
+        for n in np.flatnonzero(self._dirty):
+            self._delta[n], self._level[n] = self._row(int(n))
+        self._dirty[:] = False
+        return self._delta[:, t], self._level[:, t]
+
+    def fragmentation(self) -> float:
+        """Expected fragmentation of the whole cluster, in GPUs."""
+        return float(node_fragmentation(self.mix, self.cpu, self.memory, self.free, self.model).sum()) / MILLI
+
+    def _row(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        count = int(self.nodes.gpus[n])
+        key = (int(self.model[n]), float(self.cpu[n]), float(self.memory[n]),
+               tuple(sorted(self.free[n, :count].tolist(), reverse=True)))
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self._compute_row(n)
+        return row
+
+    def _compute_row(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        free = self.free[n]
+        levels = sorted({int(v) for v in free[free > 0]})
+        whole = int((free >= MILLI).sum())
+        cpu, mem, model = self.cpu[n], self.memory[n], int(self.model[n])
+        rows_free, rows_cpu, rows_mem, owner, chosen = [free], [cpu], [mem], [-1], [0]
+        for t, pod in enumerate(self.types):
+            if cpu < pod.cpu or mem < pod.memory:
+                continue
+            if pod.gpus == 0:
+                options = [(free, 0)]
+            elif model < 0 or (pod.spec is not None and not self._t_models[t, model]):
+                continue
+            elif is_share(pod):
+                options = []
+                for level in levels:
+                    if level >= pod.milli:
+                        after = free.copy()
+                        after[int(np.flatnonzero(free == level)[0])] -= pod.milli
+                        options.append((after, level))
+            elif whole >= pod.gpus:
+                after = free.copy()
+                after[np.flatnonzero(free >= MILLI)[:pod.gpus]] = 0
+                options = [(after, MILLI)]
+            else:
+                continue
+            for after, level in options:
+                rows_free.append(after)
+                rows_cpu.append(cpu - pod.cpu)
+                rows_mem.append(mem - pod.memory)
+                owner.append(t)
+                chosen.append(level)
+        frag = node_fragmentation(self.mix, np.array(rows_cpu), np.array(rows_mem), np.array(rows_free),
+                                  np.full(len(rows_free), model))
+        delta = np.full(len(self.types), NO_FIT)
+        level = np.zeros(len(self.types), dtype=np.int64)
+        for i in range(1, len(frag)):
+            t = owner[i]
+            d = frag[i] - frag[0]
+            if d < delta[t]:
+                delta[t], level[t] = d, chosen[i]
+        return delta, level
+
+
+def is_share(pod: PodType) -> bool:
+    """A pod that asks for part of one GPU (which other pods may share)."""
+    return pod.gpus == 1 and pod.milli < MILLI
+
+
+def workload_mix(pods: PodList, models: list[str]) -> WorkloadMix:
+    """The expected workload: the trace's pod types weighted by how often they occur."""
+    return WorkloadMix.build([(t.cpu, t.memory, t.gpus, t.milli, t.spec) for t in pods.types],
+                             pods.counts.tolist(), models)

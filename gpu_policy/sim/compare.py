@@ -1,0 +1,107 @@
+"""Run several policies over several seeds of the inflation experiment, in
+parallel processes, and summarise them per policy."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_policy.sim.inflation import RunResult, run, stream_bound
+from gpu_policy.sim.openb import NodeList, PodList
+from gpu_policy.sim.ours import OursPolicy
+from gpu_policy.sim.policies import BestFitPolicy, FgdPolicy, Policy, RandomPolicy, SpreadPolicy
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "random": RandomPolicy,
+    "spread": SpreadPolicy,
+    "best-fit": BestFitPolicy,
+    "fgd": FgdPolicy,
+    "ours-online": lambda: OursPolicy(batched=False),
+    "ours-batched": lambda: OursPolicy(batched=True),
+}
+
+
+@dataclass
+class PolicySummary:
+    policy: str
+    ratio_mean: float
+    ratio_min: float
+    ratio_max: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    per: str                # "pod" or "window of W"
+    runs: list[RunResult]
+
+
+@dataclass
+class Comparison:
+    policies: list[PolicySummary]
+    bounds: dict[int, float]       # seed -> best allocation ratio any policy could reach
+    nodes: int
+    gpus: int
+    seeds: list[int]
+    inflate: float
+    window: int
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        raise ValueError(f"--policies: unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}"
+                         if unknown else "--policies: name at least one policy")
+    return names
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'0-4' or '1,3,7' (or a mix) as a sorted list of seeds."""
+    seeds: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            seeds.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise ValueError(f"--seeds: expected a range like 0-4 or a list like 1,3, got {text!r}") from None
+    if not seeds:
+        raise ValueError(f"--seeds: no seed in {text!r}")
+    return sorted(seeds)
+
+
+def _one(nodes: NodeList, pods: PodList, policy: str, seed: int, inflate: float, window: int) -> RunResult:
+    return run(nodes, pods, POLICIES[policy](), seed, inflate, window)
+
+
+def compare(nodes: NodeList, pods: PodList, policies: list[str], seeds: list[int], inflate: float = 1.0,
+            window: int = 32, workers: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Comparison:
+    """Every policy on every seed; `progress(done, total)` after each run."""
+    tasks = [(p, s) for p in policies for s in seeds]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
+    results: dict[tuple[str, int], RunResult] = {}
+    if workers == 1:
+        for i, (p, s) in enumerate(tasks, 1):
+            results[p, s] = _one(nodes, pods, p, s, inflate, window)
+            if progress:
+                progress(i, len(tasks))
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            futures = {pool.submit(_one, nodes, pods, p, s, inflate, window): (p, s) for p, s in tasks}
+            for i, future in enumerate(as_completed(futures), 1):
+                results[futures[future]] = future.result()
+                if progress:
+                    progress(i, len(tasks))
+    summaries = []
+    for p in policies:
+        runs = [results[p, s] for s in seeds]
+        ratios = [r.allocation_ratio for r in runs]
+        latencies = np.concatenate([r.latencies_s for r in runs]) * 1000
+        batched = POLICIES[p]().batched
+        summaries.append(PolicySummary(p, float(np.mean(ratios)), min(ratios), max(ratios),
+                                       float(np.percentile(latencies, 50)), float(np.percentile(latencies, 95)),
+                                       f"window of {window}" if batched else "pod", runs))
+    return Comparison(summaries, {s: stream_bound(nodes, pods, s, inflate) for s in seeds},
+                      len(nodes.names), nodes.gpu_capacity, seeds, inflate, window)

@@ -1,0 +1,124 @@
+"""gpu-policy's own placement in the simulator: an integer program over the best
+candidate placements of the arriving pods, priced by `placement_cost`.
+
+Online, each pod is one plan; batched, a window of arriving pods is one plan,
+which may place them in any order and drops a pod it cannot place. Two stages,
+as in the planner: first place as much GPU capacity as possible (every pod
+counts at least one thousandth, so CPU-only pods are placed too), then, keeping
+that, the least cost.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import defaultdict
+
+import numpy as np
+import pulp
+
+from gpu_policy.packing.fragmentation import MILLI, placement_cost
+from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.program import Program, affine
+from gpu_policy.planner.solve import solve_stages
+from gpu_policy.sim.cluster import Placement, SimCluster, is_share
+from gpu_policy.sim.policies import Policy
+
+
+class OursPolicy(Policy):
+    """`candidates` cheapest nodes per pod (4 placed as well as 8 or 16 on openb, and
+    faster); `solver` as in the planner, HiGHS where highspy is installed: it
+    solves in-process, where CBC starts a process per plan."""
+
+    def __init__(self, batched: bool, candidates: int = 4, solver: str | None = None):
+        self.batched = batched
+        self.name = "ours-batched" if batched else "ours-online"
+        self.candidates = candidates
+        self.config = PlannerConfig(solver=solver or default_solver())
+
+    def place_one(self, cluster: SimCluster, t: int, rng: np.random.Generator) -> Placement | None:
+        return self.place_window(cluster, [t], rng)[0]
+
+    def place_window(self, cluster, window, rng):
+        options = self._window_options(cluster, window)
+        placed: list[Placement | None] = [None] * len(window)
+        if any(options):
+            m = _window_program(cluster, window, options)
+            solve_stages(m, self.config)
+            for (p, c), var in m.x.items():
+                if round(var.varValue or 0) == 1:
+                    placed[p] = options[p][c][0]
+        # shares first: whole-GPU pods then take whole GPUs the shares did not open
+        for p in sorted(range(len(window)), key=lambda p: not is_share(cluster.types[window[p]])):
+            where = placed[p]
+            if where is not None:
+                if not is_share(cluster.types[window[p]]):
+                    where = placed[p] = Placement(where.node, cluster.gpus_for(window[p], where.node))
+                cluster.place(window[p], where)
+        return placed
+
+    def _window_options(self, cluster: SimCluster, window: list[int]) -> list[list[tuple[Placement, float]]]:
+        """Each pod's cheapest placements, judged after the pods before it in the
+        window took their cheapest: so placing the window in arrival order, each
+        pod where it costs least, is always among the program's solutions."""
+        if len(window) == 1:
+            return [self._options(cluster, window[0])]
+        trial = cluster.scratch()
+        options = []
+        for t in window:
+            mine = self._options(trial, t)
+            options.append(mine)
+            if mine:
+                trial.place(t, mine[0][0])
+        return options
+
+    def _options(self, cluster: SimCluster, t: int) -> list[tuple[Placement, float]]:
+        """The cheapest placements of one pod on the cluster as it is, with their costs."""
+        growth, level = cluster.fragmentation_delta(t)
+        cost = placement_cost(growth, cluster.free.sum(axis=1) - cluster.types[t].gpu_milli)
+        fits = np.flatnonzero(np.isfinite(cost))
+        best = fits[np.argsort(cost[fits], kind="stable")[:self.candidates]]
+        return [(Placement(int(n), cluster.gpus_for(t, int(n), int(level[n]))), float(cost[n])) for n in best]
+
+
+def default_solver() -> str:
+    return "highs" if importlib.util.find_spec("highspy") else "cbc"
+
+
+def _window_program(cluster: SimCluster, window: list[int], options: list[list[tuple[Placement, float]]]) -> Program:
+    """x[p, c] = 1 if pod p takes its c-th option. Per node: CPU, memory, and whole
+    free GPUs (taken by whole-GPU pods, or opened for shares); per GPU: shares."""
+    m = Program(pulp.LpProblem("window", pulp.LpMinimize))
+    value, cost = {}, {}
+    per_node: dict[int, list[tuple[int, pulp.LpVariable, Placement]]] = defaultdict(list)
+    for p, opts in enumerate(options):
+        for c, (where, price) in enumerate(opts):
+            var = m.x[p, c] = pulp.LpVariable(f"x_{p}_{c}", cat="Binary")
+            value[var] = -(cluster.types[window[p]].gpu_milli + 1)
+            cost[var] = price
+            per_node[where.node].append((window[p], var, where))
+        m.prob += affine({m.x[p, c]: 1 for c in range(len(opts))}) <= 1, f"once_{p}"
+    types = cluster.types
+    for n, uses in per_node.items():
+        if len(uses) < 2:
+            continue  # every option fits on its own
+        m.prob += affine({v: types[t].cpu for t, v, _ in uses}) <= cluster.cpu[n], f"cpu_{n}"
+        m.prob += affine({v: types[t].memory for t, v, _ in uses}) <= cluster.memory[n], f"mem_{n}"
+        whole: dict = {v: types[t].gpus for t, v, _ in uses if types[t].gpus and not is_share(types[t])}
+        shares: dict[int, dict] = defaultdict(dict)
+        for t, v, where in uses:
+            if is_share(types[t]):
+                shares[where.gpus[0]][v] = types[t].milli
+        for g, terms in shares.items():
+            free = int(cluster.free[n, g])
+            if free >= MILLI:
+                opened = pulp.LpVariable(f"open_{n}_{g}", cat="Binary")
+                whole[opened] = 1
+                terms = {**terms, opened: -MILLI}
+                free = 0
+            # shares on GPU g <= its free thousandths (1000 x opened[n, g] for a free GPU)
+            m.prob += affine(terms) <= free, f"share_{n}_{g}"
+        if whole:
+            # GPUs of whole-GPU pods + free GPUs opened for shares <= free GPUs of n
+            m.prob += affine(whole) <= int((cluster.free[n] >= MILLI).sum()), f"whole_{n}"
+    m.stages = [("placed", affine(value)), ("cost", affine(cost))]
+    return m

@@ -1,0 +1,34 @@
+"""A small openb-format trace written to a temporary folder."""
+
+import pytest
+
+NODES = """sn,cpu_milli,memory_mib,gpu,model
+n0,64000,262144,8,G2
+n1,64000,262144,8,G2
+n2,32000,131072,4,T4
+n3,16000,65536,2,T4
+n4,32000,131072,0,
+"""
+
+PODS = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+p0,8000,16384,1,1000,,LS,Running,0,10,0
+p1,4000,8192,1,500,,LS,Running,0,10,0
+p2,4000,8192,1,250,,BE,Running,0,10,0
+p3,16000,32768,4,1000,,LS,Running,0,10,0
+p4,2000,4096,0,0,,BE,Running,0,10,0
+p5,8000,16384,1,810,,LS,Running,0,10,0
+p6,4000,8192,1,1000,T4,LS,Running,0,10,0
+p7,32000,65536,8,1000,,LS,Running,0,10,0
+"""
+
+
+def write_trace(folder, nodes=NODES, pods=PODS):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "openb_node_list_all_node.csv").write_text(nodes)
+    (folder / "openb_pod_list_default.csv").write_text(pods)
+    return folder
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    return write_trace(tmp_path / "trace")
