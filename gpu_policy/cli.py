@@ -19,7 +19,7 @@ from gpu_policy.scenario import dump_scenario, load_scenario
 
 def _config(args: argparse.Namespace) -> PlannerConfig:
     return PlannerConfig(solver=args.solver, time_limit_s=args.time_limit,
-                         candidate_nodes_per_job=args.candidate_nodes)
+                         candidate_nodes_per_job=args.candidate_nodes, max_moves=args.max_moves)
 
 
 def _add_solver_options(p: argparse.ArgumentParser) -> None:
@@ -30,6 +30,9 @@ def _add_solver_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate-nodes", type=int, default=PlannerConfig.candidate_nodes_per_job, metavar="K",
                    help="most nodes considered per waiting job on large clusters "
                         f"(default {PlannerConfig.candidate_nodes_per_job})")
+    p.add_argument("--max-moves", type=int, default=PlannerConfig.max_moves, metavar="N",
+                   help="most running jobs one plan may move to make room (default "
+                        f"{PlannerConfig.max_moves}; 0: no moves)")
 
 
 def _settings(args: argparse.Namespace):

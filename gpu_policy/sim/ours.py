@@ -25,9 +25,9 @@ from gpu_policy.sim.policies import Policy
 
 
 class OursPolicy(Policy):
-    """`candidates` cheapest nodes per pod (4 placed as well as 8 or 16 on openb, and
-    faster); `solver` as in the planner, HiGHS where highspy is installed: it
-    solves in-process, where CBC starts a process per plan."""
+    """`candidates` cheapest nodes per pod (4: within 0.15 points of 8 on openb, and
+    faster; docs/benchmarks.md); `solver` as in the planner, HiGHS where highspy
+    is installed: it solves in-process, where CBC starts a process per plan."""
 
     def __init__(self, batched: bool, candidates: int = 4, solver: str | None = None):
         self.batched = batched

@@ -16,11 +16,12 @@ def comparison_table(c: Comparison) -> str:
     rows = [[p.policy, f"{100 * p.ratio_mean:.2f}", f"{100 * p.ratio_min:.2f}", f"{100 * p.ratio_max:.2f}",
              f"{p.latency_p50_ms:.2f}", f"{p.latency_p95_ms:.2f}", p.per] for p in c.policies]
     table = text_table(["POLICY", "ALLOC % MEAN", "MIN", "MAX", "P50 MS", "P95 MS", "LATENCY PER"], rows)
-    bounds = list(c.bounds.values())
-    return (f"openb: {c.nodes} nodes, {c.gpus} GPUs; seeds {_seeds(c.seeds)}; pods arrive until "
+    low, high = 100 * min(c.bounds.values()), 100 * max(c.bounds.values())
+    bound = f"{low:.2f}%" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}%"
+    return (f"openb: {c.nodes} nodes, {c.gpus} GPUs; {_seeds(c.seeds)}; pods arrive until "
             f"{100 * c.inflate:g}% of GPU capacity\n{table}\n"
-            f"no policy can allocate more than {100 * min(bounds):.2f}-{100 * max(bounds):.2f}% "
-            f"on these seeds (gpu_policy.sim.bound)")
+            f"no policy can allocate more than {bound} on {'this seed' if len(c.seeds) == 1 else 'these seeds'} "
+            f"(gpu_policy.sim.bound)")
 
 
 def comparison_json(c: Comparison) -> dict:
@@ -61,7 +62,7 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
     ax.set_ylabel("unallocated GPU (% of capacity)")
     ax.set_xlim(0, 100 * c.inflate)
     ax.set_ylim(0, 100)
-    ax.set_title(f"openb, {c.gpus} GPUs, seeds {_seeds(c.seeds)}")
+    ax.set_title(f"openb, {c.gpus} GPUs, {_seeds(c.seeds)}")
     ax.legend(fontsize=8, title="policy (allocated at the end)", title_fontsize=8, loc="lower left")
     ax.grid(alpha=0.3)
     inset = ax.inset_axes([0.58, 0.58, 0.38, 0.32])
@@ -81,5 +82,7 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
 
 
 def _seeds(seeds: list[int]) -> str:
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
     contiguous = seeds == list(range(seeds[0], seeds[-1] + 1))
-    return f"{seeds[0]}-{seeds[-1]}" if contiguous and len(seeds) > 1 else ",".join(map(str, seeds))
+    return "seeds " + (f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds)))

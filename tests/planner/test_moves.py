@@ -4,6 +4,7 @@ import pytest
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
 from gpu_policy.apply import apply_plan
+from tests.conftest import SCENARIOS
 
 
 def spread_out(**team_a) -> dict:
@@ -118,3 +119,13 @@ def test_a_plan_that_preempts_considers_no_moves(monkeypatch):
     assert calls == []
     plan(parse_scenario(spread_out()))
     assert len(calls) == 1   # the spy works: a plan without preemptions asks for moves
+
+
+def test_the_command_line_sets_max_moves(capsys):
+    from gpu_policy.cli import main
+
+    seed2b = str(SCENARIOS / "seed2b-fragmentation-running.yaml")
+    assert main(["plan", seed2b, "--max-moves", "0", "--format", "json"]) == 0
+    assert '"moves": 0' in capsys.readouterr().out
+    assert main(["plan", seed2b, "--max-moves", "-1"]) == 2
+    assert "max_moves: must be >= 0, got -1" in capsys.readouterr().err

@@ -1,13 +1,15 @@
 """`gpu-policy simulate openb`: the table, the JSON, the plot, and the real trace."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from gpu_policy.cli import main
 
-OPENB = Path(__file__).resolve().parents[3] / "shared" / "data" / "openb"
+#: The openb trace: $GPU_POLICY_OPENB_DIR, else ../shared/data/openb beside the checkout.
+OPENB = Path(os.environ.get("GPU_POLICY_OPENB_DIR") or Path(__file__).resolve().parents[3] / "shared/data/openb")
 
 
 def test_table_names_every_policy_with_its_figures(trace_dir, capsys):
@@ -54,7 +56,7 @@ def test_bad_numbers_exit_2(args, message, trace_dir, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not OPENB.is_dir(), reason=f"the openb trace is not at {OPENB} (a checkout without ../shared)")
+@pytest.mark.skipif(not OPENB.is_dir(), reason=f"the openb trace is not at {OPENB}: set GPU_POLICY_OPENB_DIR")
 def test_on_the_real_trace_fgd_lands_near_the_paper_and_ours_beats_it(capsys):
     assert main(["simulate", "openb", "--trace-dir", str(OPENB), "--seeds", "0", "--policies", "fgd,ours-online",
                  "--format", "json", "--workers", "2"]) == 0
