@@ -194,16 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="compare placement policies on a GPU trace (the FGD inflation experiment)")
     sim.add_argument("trace", choices=("openb",), help="trace format: openb (Alibaba cluster-trace-gpu-v2023)")
     sim.add_argument("--trace-dir", required=True, metavar="DIR", help="folder with the trace's CSV files")
-    sim.add_argument("--policies", default="random,spread,best-fit,fgd,ours-online,ours-batched",
+    sim.add_argument("--policies", metavar="LIST", default="random,spread,best-fit,fgd,ours-online,ours-batched",
                      help="comma-separated: random, spread, best-fit, fgd, ours-online, ours-batched (default all)")
-    sim.add_argument("--seeds", default="0-4", help="seeds, as a range 0-4 or a list 1,3 (default 0-4)")
-    sim.add_argument("--inflate", type=_positive(float), default=1.0,
+    sim.add_argument("--seeds", metavar="SEEDS", default="0-4", help="seeds, as a range 0-4 or a list 1,3 (default 0-4)")
+    sim.add_argument("--inflate", type=_positive(float), default=1.0, metavar="X",
                      help="pods arrive until they ask for this multiple of GPU capacity (default 1.0)")
     sim.add_argument("--window", type=_positive(int), default=32, metavar="W",
                      help="pods per plan for ours-batched (default 32)")
     sim.add_argument("--plot", metavar="OUT.png", help="draw unallocated GPU %% against arrived workload %%")
     sim.add_argument("--format", choices=("table", "json"), default="table")
-    sim.add_argument("--workers", type=_positive(int), default=None,
+    sim.add_argument("--workers", type=_positive(int), default=None, metavar="N",
                      help="parallel processes (default: one per CPU)")
     sim.set_defaults(func=_cmd_simulate)
     t = sub.add_parser("train-example", help="train the example model in preemption-safe checkpointed steps")
