@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from gpu_policy.errors import ScenarioError
 from gpu_policy.model import Job, Node, Scenario
+from gpu_policy.plan import Placement
 
 
 @dataclass
@@ -112,6 +113,23 @@ def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[i
         _occupy(nl.slots[i], job)
     layout.indices.setdefault(job.name, []).append(picked)
     return picked
+
+
+def spare_resources(s: Scenario, running: set[str], placed: dict[str, list[Placement]] | None = None) -> dict:
+    """Free CPU and memory per node, for the resources each node declares, when the
+    `running` jobs run: on the nodes in `placed` for jobs that have a new placement,
+    else where they run now."""
+    placed = placed or {}
+    spare = {n.name: {r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
+             for n in s.nodes}
+    for job in s.jobs:
+        if job.name not in running:
+            continue
+        nodes = [p.node for p in placed[job.name]] if job.name in placed else job.running
+        for n in nodes:
+            for r in spare[n]:
+                spare[n][r] -= getattr(job, r) or 0
+    return spare
 
 
 def largest_free_block(layout: Layout) -> int:

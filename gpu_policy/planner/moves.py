@@ -4,18 +4,16 @@ that fits nowhere gets a node.
 Runs after the main program, on the cluster as the plan leaves it, and uses only
 GPUs that are free there: a move takes nothing from any queue. A plan that
 preempts considers no moves: the GPUs it frees belong to the queue they were
-reclaimed for. A job may move
-when it is preemptible, runs one replica of whole GPUs, and was neither started
-nor preempted by this plan. A waiting whole-GPU job may start this way when its
-queue stays within its limit (and its non-preemptible work within its deserved
-quota): the rules for borrowing free GPUs.
+reclaimed for. A job may move when it is preemptible, runs one replica of whole
+GPUs, and was not started by this plan. A waiting whole-GPU job may start this
+way when its queue stays within its limit (and its non-preemptible work within
+its deserved quota): the rules for borrowing free GPUs.
 
 Two stages, as in the main program: start the most waiting work (queues below
-their fair share first, then older and higher-priority jobs), then move the fewest
-jobs losing the least work; at most `max_moves`.
-On large clusters each waiting job considers the `candidate_nodes_per_job` nodes
-that need the fewest GPUs moved out, and each movable job as many best-fitting
-destinations.
+their fair share first, then older and higher-priority jobs), then move the
+fewest jobs losing the least work; at most `max_moves`. On large clusters each
+waiting job considers the `candidate_nodes_per_job` nodes that need the fewest
+GPUs moved out, and each movable job as many best-fitting destinations.
 """
 
 from __future__ import annotations
@@ -88,10 +86,11 @@ def consolidate(s: Scenario, after: Layout, waiting: list[Job], running: set[str
         return None
     _capacity(m, s, free, spare, jobs, move, moved)
     m.prob += affine({v: 1 for v in moved.values()}) <= cfg.max_moves, "max_moves"
-    order = sorted(blocked, key=lambda p: (held[p.queue] >= fair[p.queue], -p.priority, p.submitted_at, p.name))
+    below = {p.name: held[p.queue] < fair[p.queue] for p in blocked}
+    order = sorted(blocked, key=lambda p: (not below[p.name], -p.priority, p.submitted_at, p.name))
     claim = sum(p.total_gpus for p in blocked) + 1  # a queue below its fair share comes first
     m.stages.append(("moved_starts", affine({
-        m.start[p.name]: -(p.total_gpus + claim * (held[p.queue] < fair[p.queue]) + 1e-3 * (len(order) - r) / len(order))
+        m.start[p.name]: -(p.total_gpus + claim * below[p.name] + 1e-3 * (len(order) - r) / len(order))
         for r, p in enumerate(order)})))
     lost = victim_costs([jobs[name] for name in moved], cfg)
     m.stages.append(("moves", affine({var: 1 + lost[name] for name, var in moved.items()})))

@@ -12,7 +12,7 @@ import numpy as np
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation, placement_cost
-from gpu_policy.planner.layout import Layout
+from gpu_policy.planner.layout import Layout, spare_resources
 
 #: Stands in for the CPU or memory of a node that does not declare it.
 UNLIMITED = 1e12
@@ -36,30 +36,29 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix,
     if not options:
         return []
     index = {m: i for i, m in enumerate(gpu_models(s))}
-    spare = _spare(s, layout)
-    rows = []
+    spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
+    width = max(len(nl.slots) for nl in layout.nodes.values()) or 1
+    free_of: dict[str, np.ndarray] = {}  # node -> free thousandths per GPU (unhealthy: 0)
+    before, after, cpu, mem, model = [], [], [], [], []
     for job, node, gpu in options:
         nl = layout.nodes[node]
-        free = np.zeros(max(len(nl.slots), 1), dtype=np.int64)
-        for i, slot in enumerate(nl.slots):
-            if nl.healthy(i):
-                free[i] = round((1 - slot.used) * MILLI)
-        before = free.copy()
+        if node not in free_of:
+            free_of[node] = np.array([round((1 - slot.used) * MILLI) if nl.healthy(i) else 0
+                                      for i, slot in enumerate(nl.slots)] + [0] * (width - len(nl.slots)))
+        free = free_of[node].copy()
         if gpu is not None:
             free[gpu] -= _milli(job)
         else:
             free[np.flatnonzero(free >= MILLI)[:int(job.gpus)]] = 0
-        cpu, mem = spare[node]
-        rows.append((before, free, cpu, mem, (job.cpu or 0.0), (job.memory_gib or 0.0), index[nl.node.gpu_model or ""]))
-    width = max(len(r[0]) for r in rows)
-    pad = lambda a: np.pad(a, (0, width - len(a)))  # noqa: E731
-    free_before = np.array([pad(r[0]) for r in rows])
-    free_after = np.array([pad(r[1]) for r in rows])
-    cpu = np.array([r[2] for r in rows])
-    mem = np.array([r[3] for r in rows])
-    model = np.array([r[6] for r in rows])
-    grow = (node_fragmentation(mix, cpu - [r[4] for r in rows], mem - [r[5] for r in rows], free_after, model)
-            - node_fragmentation(mix, cpu, mem, free_before, model))
+        before.append(free_of[node])
+        after.append(free)
+        cpu.append((spare[node].get("cpu", UNLIMITED), job.cpu or 0.0))
+        mem.append((spare[node].get("memory_gib", UNLIMITED), job.memory_gib or 0.0))
+        model.append(index[nl.node.gpu_model or ""])
+    (cpu_now, cpu_job), (mem_now, mem_job) = np.array(cpu).T, np.array(mem).T
+    model_ix, free_after = np.array(model), np.array(after)
+    grow = (node_fragmentation(mix, cpu_now - cpu_job, mem_now - mem_job, free_after, model_ix)
+            - node_fragmentation(mix, cpu_now, mem_now, np.array(before), model_ix))
     return (placement_cost(grow, free_after.sum(axis=1)) / MILLI).tolist()
 
 
@@ -69,14 +68,3 @@ def _gpu_count(j: Job) -> int:
 
 def _milli(j: Job) -> int:
     return round(j.gpus * MILLI) if j.is_fractional else MILLI
-
-
-def _spare(s: Scenario, layout: Layout) -> dict[str, tuple[float, float]]:
-    """CPU and memory each node's running jobs leave (unlimited where undeclared)."""
-    cpu = {n: nl.node.cpu if nl.node.cpu is not None else UNLIMITED for n, nl in layout.nodes.items()}
-    mem = {n: nl.node.memory_gib if nl.node.memory_gib is not None else UNLIMITED for n, nl in layout.nodes.items()}
-    for j in s.jobs:
-        for node in j.running:
-            cpu[node] -= j.cpu or 0
-            mem[node] -= j.memory_gib or 0
-    return {n: (cpu[n], mem[n]) for n in layout.nodes}

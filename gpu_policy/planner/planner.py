@@ -11,7 +11,7 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner.candidates import GpuLimits, find_candidates
 from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.layout import Layout, largest_free_block, layout_after, place, running_layout
+from gpu_policy.planner.layout import Layout, largest_free_block, layout_after, place, running_layout, spare_resources
 from gpu_policy.planner.program import build_program
 from gpu_policy.planner.moves import consolidate
 from gpu_policy.planner.packing import scenario_mix
@@ -47,7 +47,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     placements = _place_starts(started, program, after)
     running_after = {j.name for j in s.jobs if j.is_running and j.name not in preempted} | {j.name for j in started}
     held_after = held_gpus(s, running_after)
-    spare = _spare_resources(s, running_after, placements)
+    spare = spare_resources(s, running_after, placements)
     waiting = [j for j in s.jobs if not j.is_running and j.name not in placements]
     merged = None if preempted else consolidate(s, after, waiting, running_after, held_after, fair, spare,
                                                 set(placements), cfg)
@@ -57,7 +57,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
         placements.update(merged.started)
         running_after |= set(merged.started)
         held_after = held_gpus(s, running_after)
-        spare = _spare_resources(s, running_after, {**placements, **{j: [p] for j, p in moved.items()}})
+        spare = spare_resources(s, running_after, {**placements, **{j: [p] for j, p in moved.items()}})
         report.stages.extend(merged.stages)
         report.seconds += sum(stage["seconds"] for stage in merged.stages)
         if report.status == "Nothing to decide":
@@ -111,20 +111,6 @@ def held_gpus(s: Scenario, running: set[str]) -> dict[str, float]:
         if job.name in running:
             leaf[job.queue] += job.total_gpus
     return {q.name: sum(leaf[x] for x in s.leaf_queue_names(q.name)) for q in s.queues}
-
-
-def _spare_resources(s: Scenario, running: set[str], starts: dict[str, list[Placement]]) -> dict:
-    """Free CPU and memory per node after the plan, for nodes that declare them."""
-    spare = {n.name: {r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
-             for n in s.nodes}
-    for job in s.jobs:
-        if job.name not in running:
-            continue
-        nodes = [p.node for p in starts[job.name]] if job.name in starts else job.running
-        for n in nodes:
-            for r in spare[n]:
-                spare[n][r] -= getattr(job, r) or 0
-    return spare
 
 
 def _placements(job: Job, layout: Layout) -> list[Placement]:
