@@ -17,27 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu_policy.packing.fragmentation import BEST_FIT_WEIGHT, placement_cost
+from gpu_policy.packing.fragmentation import BEST_FIT_WEIGHT
 from gpu_policy.sim.compare import compare, parse_seeds
 from gpu_policy.sim.inflation import run
 from gpu_policy.sim.openb import load_trace
-from gpu_policy.sim.policies import Placement, Policy, pick
+from gpu_policy.sim.policies import FgdPolicy
 from gpu_policy.sim.report import comparison_table, plot_comparison
 
 POLICIES = ["random", "spread", "best-fit", "fgd", "ours-online", "ours-batched"]
-
-
-class GreedyPrice(Policy):
-    """Place each pod where `placement_cost` with best-fit weight w is least."""
-
-    def __init__(self, weight: float):
-        self.weight = weight
-
-    def place_one(self, cluster, t, rng):
-        growth, level = cluster.fragmentation_delta(t)
-        price = placement_cost(growth, cluster.free.sum(axis=1) - cluster.types[t].gpu_milli, self.weight)
-        node = pick(price, rng)
-        return None if node is None else Placement(node, cluster.gpus_for(t, node, int(level[node])))
 
 
 def main() -> int:
@@ -62,7 +49,7 @@ def main() -> int:
         print(f"\nbest-fit weight of the price (greedy placement, seeds {args.seeds}); "
               f"the shipped weight is {BEST_FIT_WEIGHT}")
         for weight in (0.0, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5):
-            ratios = [run(nodes, pods, GreedyPrice(weight), s).allocation_ratio for s in seeds]
+            ratios = [run(nodes, pods, FgdPolicy(best_fit_weight=weight), s).allocation_ratio for s in seeds]
             print(f"  w={weight:<5g} mean {100 * np.mean(ratios):.2f}%  min {100 * min(ratios):.2f}  "
                   f"max {100 * max(ratios):.2f}")
     return 0

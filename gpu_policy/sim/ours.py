@@ -16,12 +16,12 @@ from collections import defaultdict
 import numpy as np
 import pulp
 
-from gpu_policy.packing.fragmentation import MILLI, placement_cost
+from gpu_policy.packing.fragmentation import BEST_FIT_WEIGHT, MILLI
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.program import Program, affine
 from gpu_policy.planner.solve import solve_stages
 from gpu_policy.sim.cluster import Placement, SimCluster, is_share
-from gpu_policy.sim.policies import Policy
+from gpu_policy.sim.policies import Policy, fragmentation_price
 
 
 class OursPolicy(Policy):
@@ -73,8 +73,7 @@ class OursPolicy(Policy):
 
     def _options(self, cluster: SimCluster, t: int) -> list[tuple[Placement, float]]:
         """The cheapest placements of one pod on the cluster as it is, with their costs."""
-        growth, level = cluster.fragmentation_delta(t)
-        cost = placement_cost(growth, cluster.free.sum(axis=1) - cluster.types[t].gpu_milli)
+        cost, level = fragmentation_price(cluster, t, BEST_FIT_WEIGHT)
         fits = np.flatnonzero(np.isfinite(cost))
         best = fits[np.argsort(cost[fits], kind="stable")[:self.candidates]]
         return [(Placement(int(n), cluster.gpus_for(t, int(n), int(level[n]))), float(cost[n])) for n in best]
