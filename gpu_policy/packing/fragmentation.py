@@ -60,18 +60,23 @@ class WorkloadMix:
             weight=np.asarray(counts, dtype=float) / total,
         )
 
+    def only(self, t: int) -> WorkloadMix:
+        """The mix of type t alone."""
+        pick = slice(t, t + 1)
+        return WorkloadMix(self.cpu[pick], self.memory[pick], self.gpus[pick], self.milli[pick],
+                           self.models[pick], np.ones(1))
+
     @property
     def thresholds(self) -> np.ndarray:
         """Free share a GPU needs to be usable by each type: 0 for CPU-only types."""
         return np.where(self.gpus == 0, 0, np.minimum(self.milli, MILLI))
 
 
-def node_fragmentation(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, free: np.ndarray,
-                       model: np.ndarray) -> np.ndarray:
-    """F(n) for each row: `cpu`, `memory` free per node (shape [N]), `free` GPU
-    thousandths per node and GPU ([N, G]), `model` the GPU model index per node
-    (-1: no GPUs). Returns thousandths of a GPU, shape [N]."""
-    total = free.sum(axis=1)
+def task_fits(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, free: np.ndarray,
+              model: np.ndarray) -> np.ndarray:
+    """Whether each task type of the mix could run on each node now, shape [N, T]:
+    CPU and memory, then for GPU types the GPU model and either one GPU with the
+    share free or enough whole free GPUs. Arguments as for `node_fragmentation`."""
     whole_free = (free >= MILLI).sum(axis=1)
     largest = free.max(axis=1, initial=0)
     fits = (cpu[:, None] >= mix.cpu[None, :]) & (memory[:, None] >= mix.memory[None, :])
@@ -79,11 +84,18 @@ def node_fragmentation(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, fr
                       np.where(mix.gpus[None, :] == 1, largest[:, None] >= mix.milli[None, :],
                                whole_free[:, None] >= mix.gpus[None, :]))
     model_ok = np.where(model[:, None] >= 0, mix.models.T[np.maximum(model, 0)], True) | (mix.gpus[None, :] == 0)
-    fits &= gpu_ok & model_ok
+    return fits & gpu_ok & model_ok
+
+
+def node_fragmentation(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, free: np.ndarray,
+                       model: np.ndarray) -> np.ndarray:
+    """F(n) for each row: `cpu`, `memory` free per node (shape [N]), `free` GPU
+    thousandths per node and GPU ([N, G]), `model` the GPU model index per node
+    (-1: no GPUs). Returns thousandths of a GPU, shape [N]."""
+    fits = task_fits(mix, cpu, memory, free, model)
     levels, which = np.unique(mix.thresholds, return_inverse=True)
     usable = (free[:, :, None] * (free[:, :, None] >= levels[None, None, :])).sum(axis=1)
-    usable_per_type = usable[:, which]
-    return total - (fits * usable_per_type) @ mix.weight
+    return free.sum(axis=1) - (fits * usable[:, which]) @ mix.weight
 
 
 #: Weight of the GPU capacity a node has left after a placement, next to the growth

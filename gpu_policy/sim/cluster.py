@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation
+from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation, task_fits
 from gpu_policy.sim.openb import MAX_GPUS_PER_NODE, NodeList, PodList, PodType
 
 NO_FIT = np.inf
@@ -28,7 +28,9 @@ class SimCluster:
     def __init__(self, nodes: NodeList, pods: PodList, mix: WorkloadMix | None = None):
         self.nodes = nodes
         self.types = pods.types
-        self.mix = mix or workload_mix(pods, nodes.models)
+        self._table = workload_mix(pods, nodes.models)  # the pod types, in order, for `task_fits`
+        self._each = [self._table.only(t) for t in range(len(self.types))]
+        self.mix = mix or self._table
         n = len(nodes.names)
         self.cpu = nodes.cpu.copy()
         self.memory = nodes.memory.copy()
@@ -37,10 +39,6 @@ class SimCluster:
             self.free[i, :count] = MILLI
         self.model = nodes.model
         self.allocated_milli = 0
-        self._t_cpu = np.array([t.cpu for t in self.types], dtype=float)
-        self._t_mem = np.array([t.memory for t in self.types], dtype=float)
-        self._t_models = np.array([[t.spec is None or m in t.spec for m in nodes.models] for t in self.types],
-                                  dtype=bool).reshape(len(self.types), len(nodes.models))
         self._delta = np.zeros((n, len(self.types)))
         self._level = np.zeros((n, len(self.types)), dtype=np.int64)
         self._dirty = np.ones(n, dtype=bool)
@@ -60,16 +58,7 @@ class SimCluster:
 
     def fits(self, t: int) -> np.ndarray:
         """Nodes where a pod of type t fits now, as a boolean mask."""
-        pod = self.types[t]
-        ok = (self.cpu >= pod.cpu) & (self.memory >= pod.memory)
-        if pod.gpus == 0:
-            return ok
-        ok &= self.model >= 0
-        if pod.spec is not None:
-            ok &= self._t_models[t][np.maximum(self.model, 0)]
-        if is_share(pod):
-            return ok & (self.free.max(axis=1) >= pod.milli)
-        return ok & ((self.free >= MILLI).sum(axis=1) >= pod.gpus)
+        return task_fits(self._each[t], self.cpu, self.memory, self.free, self.model)[:, 0]
 
     def gpus_for(self, t: int, node: int, level: int | None = None) -> tuple[int, ...]:
         """GPU indices a pod of type t takes on `node`: for a share, the first GPU
@@ -123,16 +112,13 @@ class SimCluster:
     def _compute_row(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         free = self.free[n]
         levels = sorted({int(v) for v in free[free > 0]})
-        whole = int((free >= MILLI).sum())
         cpu, mem, model = self.cpu[n], self.memory[n], int(self.model[n])
         rows_free, rows_cpu, rows_mem, owner, chosen = [free], [cpu], [mem], [-1], [0]
-        for t, pod in enumerate(self.types):
-            if cpu < pod.cpu or mem < pod.memory:
-                continue
+        fits = task_fits(self._table, self.cpu[n:n + 1], self.memory[n:n + 1], free[None], self.model[n:n + 1])[0]
+        for t in map(int, np.flatnonzero(fits)):
+            pod = self.types[t]
             if pod.gpus == 0:
                 options = [(free, 0)]
-            elif model < 0 or (pod.spec is not None and not self._t_models[t, model]):
-                continue
             elif is_share(pod):
                 options = []
                 for level in levels:
@@ -140,12 +126,10 @@ class SimCluster:
                         after = free.copy()
                         after[int(np.flatnonzero(free == level)[0])] -= pod.milli
                         options.append((after, level))
-            elif whole >= pod.gpus:
+            else:
                 after = free.copy()
                 after[np.flatnonzero(free >= MILLI)[:pod.gpus]] = 0
                 options = [(after, MILLI)]
-            else:
-                continue
             for after, level in options:
                 rows_free.append(after)
                 rows_cpu.append(cpu - pod.cpu)
