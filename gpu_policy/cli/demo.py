@@ -1,0 +1,20 @@
+"""`gpu-policy demo`: the seed problems on the embedded cluster, and a preempted training run."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpu_policy.cli._options import add_solver_options, planner_config
+
+
+def register(sub) -> None:
+    d = sub.add_parser("demo", help="the three seed problems on the embedded simulated cluster")
+    add_solver_options(d)
+    d.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpu_policy.demo import run_demo
+
+    print(run_demo(planner_config(args)))
+    return 0

@@ -1,0 +1,55 @@
+"""`gpu-policy telemetry` and `gpu-policy dcgm-exporter-sim`: DCGM signals, read or served."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpu_policy.cli._options import add_telemetry_options, telemetry_settings
+from gpu_policy.model import Scenario
+from gpu_policy.scenario import load_scenario
+
+
+def register(sub) -> None:
+    tm = sub.add_parser("telemetry", help="per-GPU table of DCGM signals (idle, busy, XID, memory)")
+    tm.add_argument("--scenario", metavar="FILE", help="a scenario: simulate its telemetry, or name the jobs")
+    add_telemetry_options(tm)
+    tm.set_defaults(func=run_table)
+    ex = sub.add_parser("dcgm-exporter-sim", help="serve a scenario's simulated DCGM metrics for Prometheus")
+    ex.add_argument("scenario", help="scenario file (its telemetry: section sets the profiles)")
+    ex.add_argument("--port", type=int, default=9400, help="port (default 9400, as dcgm-exporter)")
+    ex.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ex.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname",
+                    help="label naming the node (older exporters: Hostname; newer: hostname)")
+    ex.set_defaults(func=run_exporter)
+
+
+def run_table(args: argparse.Namespace) -> int:
+    from gpu_policy.render import telemetry_table
+    from gpu_policy.telemetry import cluster_signals, dcgm_source
+
+    if not args.prometheus and not args.scenario:
+        print("gpu-policy telemetry: give --prometheus URL, or a --scenario FILE to simulate", file=sys.stderr)
+        return 2
+    scenario = load_scenario(args.scenario) if args.scenario else None
+    settings = telemetry_settings(args)
+    source = dcgm_source(args.prometheus, scenario, settings)
+    known = scenario or Scenario(nodes=[], queues=[], jobs=[])  # no scenario: signals per GPU only
+    signals = cluster_signals(source.collect(settings), known, settings)
+    print(telemetry_table(signals, scenario))
+    return 0
+
+
+def run_exporter(args: argparse.Namespace) -> int:
+    from gpu_policy.telemetry.exporter import make_exporter
+
+    server = make_exporter(load_scenario(args.scenario), args.host, args.port, args.hostname_label)
+    host, port = server.server_address[:2]
+    print(f"serving simulated dcgm-exporter metrics on http://{host}:{port}/metrics (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
