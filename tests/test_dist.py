@@ -9,12 +9,14 @@ image build uses, on this machine's Python instead of the image's.
 
 import fnmatch
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpu_policy import DEFAULT_IMAGE, __version__
 from tests.conftest import ROOT
@@ -133,3 +135,16 @@ def test_image_install_runs_demo_outside_the_checkout(dist_dir, tmp_path):
     demo = subprocess.run(["gpu-policy", "demo"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "resumed" in demo.stdout and "1 empty node" in demo.stdout, demo.stdout[-3000:]
+
+
+def test_ci_runs_the_test_command_and_builds_the_release():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert "pull_request" in triggers and triggers["push"]["tags"] == ["v*"]
+    runs = {name: [step.get("run", "") for step in job["steps"]] for name, job in workflow["jobs"].items()}
+    assert "bash .ci/run" in runs["test"] and workflow["jobs"]["test"]["timeout-minutes"] <= 90
+    assert "make dist" in runs["image"] and any(run.startswith("make image IMAGE=") for run in runs["image"])
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            if "uses" in step:  # pinned by commit: a moved tag cannot change what CI runs
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
