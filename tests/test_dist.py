@@ -148,3 +148,11 @@ def test_ci_runs_the_test_command_and_builds_the_release():
         for step in job["steps"]:
             if "uses" in step:  # pinned by commit: a moved tag cannot change what CI runs
                 assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+
+
+def test_docs_name_this_version():
+    """Install commands and image names in the docs follow gpu_policy/_version.py."""
+    pattern = re.compile(r"gpu_policy-(\d+\.\d+\.\d+[\w.]*)-py3|gpu-policy:(\d+\.\d+\.\d+[\w.]*)")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "components").glob("*/README.md"))]
+    named = {(page.name, m[1] or m[2]) for page in pages for m in pattern.finditer(page.read_text())}
+    assert named and {version for _, version in named} == {__version__}, sorted(named)
