@@ -5,8 +5,11 @@ until the step may start, bounded by its timeout), then runs the training step a
 pod on the planned node with the planned GPU count (PlannedKubernetesPodOperator),
 resuming from the checkpoints of the round before on a PVC.
 
-On the embedded simulated cluster the pods are built but not launched (dry run);
-set GPU_POLICY_DRY_RUN=0 where a Kubernetes connection reaches a real cluster.
+The training pods run in the gpu-policy image (`make image IMAGE=...`; set
+GPU_POLICY_IMAGE to its name), which holds gpu-policy and its pinned dependencies:
+nothing is installed when a pod starts. On the embedded simulated cluster the pods
+are built but not launched (dry run); set GPU_POLICY_DRY_RUN=0 where a Kubernetes
+connection reaches a real cluster.
 """
 
 import os
@@ -16,6 +19,7 @@ from importlib import resources
 from airflow.sdk import DAG
 from kubernetes.client import models as k8s
 
+from gpu_policy import DEFAULT_IMAGE
 from gpu_policy.airflow.operators.pod import PlannedKubernetesPodOperator
 from gpu_policy.airflow.sensors.plan import GpuPlanSensor
 
@@ -24,6 +28,7 @@ STEPS_PER_ROUND = 100
 SCENARIO = os.environ.get("GPU_POLICY_SCENARIO",
                           str(resources.files("gpu_policy") / "examples" / "training-cluster.yaml"))
 DRY_RUN = os.environ.get("GPU_POLICY_DRY_RUN", "1") != "0"
+IMAGE = os.environ.get("GPU_POLICY_IMAGE", DEFAULT_IMAGE)
 CHECKPOINTS = k8s.V1Volume(name="checkpoints",
                            persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name="gpu-policy-checkpoints"))
 
@@ -56,10 +61,9 @@ with DAG(
             plan_task_id=f"plan_{k}",
             name=f"train-round-{k}",
             namespace=os.environ.get("GPU_POLICY_NAMESPACE", "default"),
-            image="python:3.11-slim",
-            cmds=["sh", "-c"],
-            arguments=[f"pip install -q gpu-policy && gpu-policy train-example --checkpoint-dir /checkpoints/train "
-                       f"--steps {k * STEPS_PER_ROUND}"],
+            image=IMAGE,
+            cmds=["gpu-policy", "train-example"],
+            arguments=["--checkpoint-dir", "/checkpoints/train", "--steps", str(k * STEPS_PER_ROUND)],
             volumes=[CHECKPOINTS],
             volume_mounts=[k8s.V1VolumeMount(name="checkpoints", mount_path="/checkpoints")],
             retries=2,  # a preempted step exits 143 after saving; the retry resumes it

@@ -4,7 +4,7 @@ The public API lives here; integrations (``gpu_policy.kfp``, ``gpu_policy.airflo
 and the CLI import only these names.
 """
 
-from gpu_policy._version import __version__
+from gpu_policy._version import DEFAULT_IMAGE, __version__
 from gpu_policy.errors import GpuPolicyError, ScenarioError, SolverError
 from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Node, Queue, Scenario
@@ -13,7 +13,7 @@ from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario, scenario_to_dict
 
 __all__ = [
-    "GpuPolicyError", "Job", "JobDecision", "Node", "Placement", "Plan", "PlannerConfig",
+    "DEFAULT_IMAGE", "GpuPolicyError", "Job", "JobDecision", "Node", "Placement", "Plan", "PlannerConfig",
     "Queue", "QueueReport", "Scenario", "ScenarioError", "SolverError", "SolverReport",
     "__version__", "dump_scenario", "fair_shares", "load_scenario", "parse_scenario", "plan",
     "scenario_to_dict",

@@ -1,41 +1,89 @@
-"""Rebuild the generated KFP files: components/NAME/{component.yaml,README.md} and
-pipelines/compiled/*.yaml, from gpu_policy.kfp and pipelines/*.py.
+"""Rebuild the generated KFP files: components/NAME/{component.yaml,metadata.yaml,README.md}
+and pipelines/compiled/*.yaml, from gpu_policy.kfp and pipelines/*.py.
 
-    .venv-kfp/bin/python scripts/generate_kfp.py          # write them
-    .venv-kfp/bin/python scripts/generate_kfp.py --check  # exit 1 if any is stale
+    .venv-kfp/bin/python scripts/generate_kfp.py                 # write them (make components)
+    .venv-kfp/bin/python scripts/generate_kfp.py --image IMAGE   # naming your image (make components IMAGE=...)
+    .venv-kfp/bin/python scripts/generate_kfp.py --check         # exit 1 if any is stale
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib.metadata
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 from kfp import compiler
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import constraints  # noqa: E402  (scripts/constraints.py)
 import gpu_policy.kfp as kfp_components  # noqa: E402
-from pipelines.gpu_aware_training import gpu_aware_training  # noqa: E402
+from gpu_policy import DEFAULT_IMAGE, __version__  # noqa: E402
+from pipelines.gpu_aware_training import build_pipeline  # noqa: E402
 
+CONSTRAINTS = ROOT / "image-constraints.txt"
+#: A complete pipeline per component, compiled by tests/kfp/test_docs_examples.py like every docs example.
 EXAMPLES = {
-    "collect_gpu_telemetry": """telemetry = collect_gpu_telemetry(scenario_yaml=snapshot,
-                                  prometheus_url="http://prometheus.monitoring:9090")""",
-    "plan_gpu_allocation": """plan = plan_gpu_allocation(scenario_yaml=snapshot, job_name="llm-finetune", queue="team-a",
-                           gpus=4, telemetry=telemetry.outputs["telemetry"], max_wait_s=600)
-# then: kubernetes.add_node_affinity_json(train, plan.outputs["node_affinity"])
-#       train.set_accelerator_type("nvidia.com/gpu"); train.set_accelerator_limit(plan.outputs["gpu_count"])""",
-    "checkpointed_train_step": """train = checkpointed_train_step(checkpoint_uri="s3://bucket/runs/llm-finetune",
-                                total_steps=10_000, steps_per_run=1_000,
-                                step_function="my_project.train:step", init_function="my_project.train:init")""",
-    "step_may_start": """gate = step_may_start(can_start=plan.outputs["can_start"])
-with dsl.If(gate.output == True):
-    ...""",
+    "collect_gpu_telemetry": """from kfp import dsl
+from gpu_policy.kfp import collect_gpu_telemetry
+
+
+@dsl.pipeline(name="observe-gpus")
+def observe_gpus(snapshot: str, prometheus_url: str = "http://prometheus.monitoring:9090"):
+    telemetry = collect_gpu_telemetry(scenario_yaml=snapshot, prometheus_url=prometheus_url, window_s=600.0)
+    # telemetry.outputs["telemetry"] feeds plan_gpu_allocation; telemetry.output is a one-line summary""",
+    "plan_gpu_allocation": """from kfp import dsl
+from gpu_policy.kfp import collect_gpu_telemetry, plan_gpu_allocation
+
+
+@dsl.pipeline(name="plan-a-step")
+def plan_a_step(snapshot: str):
+    telemetry = collect_gpu_telemetry(scenario_yaml=snapshot)
+    plan = plan_gpu_allocation(scenario_yaml=snapshot, job_name="llm-finetune", queue="team-a", gpus=4.0,
+                               telemetry=telemetry.outputs["telemetry"], max_wait_s=600.0)
+    # the training step then takes kubernetes.add_node_affinity_json(train, plan.outputs["node_affinity"])
+    # and train.set_accelerator_limit(plan.outputs["gpu_count"]): see docs/kubeflow.md""",
+    "checkpointed_train_step": """from kfp import dsl, kubernetes
+from gpu_policy.kfp import checkpointed_train_step
+
+
+@dsl.pipeline(name="train-in-budgets")
+def train_in_budgets(checkpoint_pvc: str = "training-checkpoints"):
+    train = checkpointed_train_step(checkpoint_uri="/checkpoints/llm-finetune", total_steps=10_000,
+                                    steps_per_run=1_000, step_function="my_project.train:step",
+                                    init_function="my_project.train:init")  # your code, in your image
+    kubernetes.mount_pvc(train, pvc_name=checkpoint_pvc, mount_path="/checkpoints")
+    train.set_retry(3)  # a preempted step saves, then exits 143: the retry resumes it""",
+    "step_may_start": """from kfp import dsl
+from gpu_policy.kfp import checkpointed_train_step, plan_gpu_allocation, step_may_start
+
+
+@dsl.pipeline(name="train-when-granted")
+def train_when_granted(snapshot: str):
+    plan = plan_gpu_allocation(scenario_yaml=snapshot, job_name="train", queue="team-a", gpus=1.0)
+    gate = step_may_start(can_start=plan.outputs["can_start"])
+    with dsl.If(gate.output == True):  # noqa: E712 (a KFP condition)
+        checkpointed_train_step(checkpoint_uri="/checkpoints/train", total_steps=300, steps_per_run=100,
+                                gpu_count=plan.outputs["gpu_count"])""",
 }
-PIPELINES = {"gpu_aware_training.yaml": gpu_aware_training}
+#: What metadata.yaml says beyond the dependencies: the Kubeflow component collections' fields.
+METADATA = {
+    "collect_gpu_telemetry": {"tags": ["gpu", "telemetry", "dcgm", "prometheus"], "external_services": [
+        {"name": "Prometheus scraping NVIDIA dcgm-exporter (optional: simulated without it)", "version": ">=2"}]},
+    "plan_gpu_allocation": {"tags": ["gpu", "scheduling", "fair_share", "preemption", "bin_packing"],
+                            "external_services": []},
+    "checkpointed_train_step": {"tags": ["gpu", "training", "checkpointing", "preemption"], "external_services": [
+        {"name": "Checkpoint storage: a PersistentVolumeClaim or an fsspec object store (s3://, gs://)",
+         "version": "any"}]},
+    "step_may_start": {"tags": ["gpu", "control_flow"], "external_services": []},
+}
+PIPELINES = {"gpu_aware_training.yaml": build_pipeline}
 
 
 def _arg_docs(function) -> dict[str, str]:
@@ -53,7 +101,7 @@ def _arg_docs(function) -> dict[str, str]:
     return docs
 
 
-def readme(name: str, component) -> str:
+def readme(name: str, component, image: str) -> str:
     spec = component.component_spec
     fallback = _arg_docs(getattr(kfp_components.functions, name))
     lines = [f"# {name}", "", "<!-- generated by scripts/generate_kfp.py from gpu_policy/kfp/functions.py: do not edit -->",
@@ -67,25 +115,80 @@ def readme(name: str, component) -> str:
     for key, value in (spec.outputs or {}).items():
         text = (value.description or fallback.get(key, "")).replace(chr(10), " ")
         lines.append(f"| `{key}` | {value.type} | {text} |")
-    lines += ["", "## Example", "", "```python", f"from gpu_policy.kfp import {name}", "", EXAMPLES[name], "```", "",
-              "The pod installs this release of gpu-policy by default; build your own with",
-              "`gpu_policy.kfp.components(base_image=..., packages_to_install=[...])` (docs/kubeflow.md).", ""]
+    lines += ["", "## Example", "", "```python", EXAMPLES[name], "```", "", "## Image", "",
+              f"`component.yaml` runs in `{image}` and installs nothing when its pod starts. "
+              + ("That name is a placeholder: build the image from a checkout, push it, and regenerate the "
+                 "components with its name:" if image == DEFAULT_IMAGE else "Rebuild and push it from a checkout with:"),
+              "", "```", f"make image IMAGE=registry.example.com/ml/gpu-policy:{__version__}",
+              f"docker push registry.example.com/ml/gpu-policy:{__version__}",
+              f"make components IMAGE=registry.example.com/ml/gpu-policy:{__version__}", "```", "",
+              "From Python, `gpu_policy.kfp.components(image=...)` builds the components for your image, and "
+              "`components(wheel=URL)` builds ones that install that exact gpu-policy wheel at start instead "
+              "(docs/install.md).", ""]
     return "\n".join(lines)
 
 
-def expected_files() -> dict[Path, str]:
-    """Every generated file and the text it should hold."""
+def direct_dependencies() -> list[str]:
+    """gpu-policy's own requirements and its [kfp] extra's: the names the image installs for it."""
+    names = []
+    for text in importlib.metadata.requires("gpu-policy") or []:
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": constraints.IMAGE_EXTRAS}):
+            names.append(constraints.normalise(requirement.name))
+    return names
+
+
+def kfp_range() -> str:
+    """The Kubeflow Pipelines versions the [kfp] extra accepts, as setup.py states them."""
+    for text in importlib.metadata.requires("gpu-policy") or []:
+        requirement = Requirement(text)
+        if requirement.name == "kfp":
+            return ",".join(str(s) for s in sorted(requirement.specifier, key=lambda s: s.operator.startswith("<")))
+    raise SystemExit("setup.py: extras_require.kfp: must name kfp, got no kfp requirement")
+
+
+def metadata(name: str, image: str) -> str:
+    """metadata.yaml as the Kubeflow component collections keep it; versions are the image's pins."""
+    pinned = constraints.read(CONSTRAINTS)
+    python = [{"name": "gpu-policy", "version": f"=={__version__}"}]
+    for dependency in direct_dependencies():
+        if dependency not in pinned.pins:
+            raise SystemExit(f"{CONSTRAINTS.relative_to(ROOT)}: {dependency}: must be pinned, got no pin "
+                             f"(run: make constraints)")
+        python.append({"name": dependency, "version": f"=={pinned.pins[dependency]}"})
+    verified = datetime.datetime.combine(pinned.resolved, datetime.time(), datetime.timezone.utc)
+    data = {
+        "name": name,
+        "stability": "alpha",
+        "dependencies": {"kubeflow": [{"name": "Pipelines", "version": kfp_range()}],
+                         "python": python,
+                         "external_services": METADATA[name]["external_services"]},
+        "tags": METADATA[name]["tags"],
+        "image": image,
+        "lastVerified": verified.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "links": {"documentation": "../../docs/kubeflow.md", "readme": "README.md"},
+    }
+    header = ("# generated by scripts/generate_kfp.py: do not edit. Versions are the image's pins "
+              "(image-constraints.txt);\n# lastVerified is when they were resolved, and CI has tested them since.\n")
+    return header + yaml.safe_dump(data, sort_keys=False)
+
+
+def expected_files(image: str = DEFAULT_IMAGE) -> dict[Path, str]:
+    """Every generated file and the text it should hold, the components running in `image`."""
+    ops = kfp_components.components(image=image)
     files: dict[Path, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in kfp_components.NAMES:
-            component = getattr(kfp_components, name)
+            component = getattr(ops, name)
             out = Path(tmp) / f"{name}.yaml"
             compiler.Compiler().compile(component, str(out))
-            files[ROOT / "components" / name / "component.yaml"] = out.read_text()
-            files[ROOT / "components" / name / "README.md"] = readme(name, component)
-        for filename, pipeline in PIPELINES.items():
+            folder = ROOT / "components" / name
+            files[folder / "component.yaml"] = out.read_text()
+            files[folder / "metadata.yaml"] = metadata(name, image)
+            files[folder / "README.md"] = readme(name, component, image)
+        for filename, build in PIPELINES.items():
             out = Path(tmp) / filename
-            compiler.Compiler().compile(pipeline, str(out))
+            compiler.Compiler().compile(build(ops), str(out))
             files[ROOT / "pipelines" / "compiled" / filename] = out.read_text()
     return files
 
@@ -107,12 +210,14 @@ def stale(files: dict[Path, str]) -> list[Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a generated file is stale")
+    parser.add_argument("--image", default=DEFAULT_IMAGE,
+                        help=f"the image the components run in (default: the placeholder {DEFAULT_IMAGE})")
     args = parser.parse_args()
-    files = expected_files()
+    files = expected_files(args.image or DEFAULT_IMAGE)
     if args.check:
         behind = stale(files)
         for path in behind:
-            print(f"stale: {path.relative_to(ROOT)} (run: .venv-kfp/bin/python scripts/generate_kfp.py)")
+            print(f"stale: {path.relative_to(ROOT)} (run: make components)")
         return 1 if behind else 0
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

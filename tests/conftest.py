@@ -1,9 +1,11 @@
-"""Shared fixtures: the scenario files and a helper to write a scenario from text."""
+"""Shared fixtures: the scenario files, a helper to write a scenario from text, the release build."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = Path(__file__).parent / "scenarios"
 
 
@@ -21,3 +23,14 @@ def write_scenario(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def dist_dir(tmp_path_factory) -> Path:
+    """The wheel and sdist as `make dist` builds and checks them (built once per session)."""
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(["make", "-s", "-C", str(ROOT), "dist", f"DIST={out}"], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("PASSED") == 2, done.stdout[-2000:]  # twine check, wheel and sdist
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpu_policy._version import __version__
 from gpu_policy.cli import demo, plan, simulate, telemetry, train
 from gpu_policy.errors import GpuPolicyError
 
@@ -19,6 +20,7 @@ COMMANDS = (plan, demo, telemetry, simulate, train)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-policy", description="GPU fair share and packing for ML pipelines.")
+    parser.add_argument("--version", action="version", version=f"gpu-policy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

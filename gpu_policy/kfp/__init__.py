@@ -1,8 +1,9 @@
 """Kubeflow Pipelines components for gpu-policy (docs/kubeflow.md).
 
 Needs the ``[kfp]`` extra: ``pip install 'gpu-policy[kfp]'``. The components are
-built by `components()` with a base image and the packages their pods install
-(by default this release of gpu-policy); the module-level names use the defaults.
+built by `components()`: to run in an image that holds gpu-policy (by default
+`DEFAULT_IMAGE`, built by ``make image``), or to install an exact gpu-policy wheel at
+start. The module-level names run in `DEFAULT_IMAGE`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ try:
 except ImportError as e:  # pragma: no cover - exercised by tests/test_optional_imports.py
     raise ImportError("gpu_policy.kfp needs Kubeflow Pipelines: pip install 'gpu-policy[kfp]'") from e
 
+from gpu_policy import DEFAULT_IMAGE
 from gpu_policy.kfp import functions
-from gpu_policy.kfp._image import DEFAULT_BASE_IMAGE, DEFAULT_PACKAGES
+from gpu_policy.kfp._image import WHEEL_BASE_IMAGE, component_options
 
 NAMES = ("collect_gpu_telemetry", "plan_gpu_allocation", "checkpointed_train_step", "step_may_start")
 
@@ -29,14 +31,16 @@ class Components:
     step_may_start: Any
 
 
-def components(base_image: str = DEFAULT_BASE_IMAGE, packages_to_install: list[str] | None = None) -> Components:
-    """The components, built for `base_image` with `packages_to_install` in their pods.
+def components(image: str | None = None, *, wheel: str | None = None) -> Components:
+    """The components, to run in `image` or to install `wheel` when their pods start.
 
-    Pass ``packages_to_install=[]`` when the image already has gpu-policy (or to run
-    them with kfp.local in an environment that has it).
+    `image` holds gpu-policy and kfp (``make image IMAGE=...``); the pods install
+    nothing. `wheel` is the path (for kfp.local) or URL of a gpu-policy wheel
+    (``make dist``); the pods start from `WHEEL_BASE_IMAGE` and install it. With
+    neither, `DEFAULT_IMAGE`. An environment that has gpu-policy and kfp runs the
+    image-built components with ``kfp.local.SubprocessRunner(use_venv=False)``.
     """
-    packages = list(DEFAULT_PACKAGES if packages_to_install is None else packages_to_install)
-    build = dsl.component(base_image=base_image, packages_to_install=packages)
+    build = dsl.component(**component_options(image, wheel))
     return Components(*(build(getattr(functions, name)) for name in NAMES))
 
 
@@ -46,5 +50,5 @@ plan_gpu_allocation = _default.plan_gpu_allocation
 checkpointed_train_step = _default.checkpointed_train_step
 step_may_start = _default.step_may_start
 
-__all__ = ["DEFAULT_BASE_IMAGE", "DEFAULT_PACKAGES", "Components", "checkpointed_train_step",
+__all__ = ["DEFAULT_IMAGE", "WHEEL_BASE_IMAGE", "Components", "checkpointed_train_step",
            "collect_gpu_telemetry", "components", "plan_gpu_allocation", "step_may_start"]

@@ -4,6 +4,7 @@ import pytest
 
 pytest.importorskip("airflow", reason="Airflow is not installed here; `make test` runs these in .venv-airflow")
 
+from gpu_policy import DEFAULT_IMAGE  # noqa: E402
 from tests.airflow.conftest import DAGS  # noqa: E402
 
 
@@ -43,7 +44,9 @@ def test_gpu_aware_training_end_to_end(dagbag):
         assert container["resources"]["limits"] == {"nvidia.com/gpu": str(plan["gpu_count"])}
         assert pod["spec"]["nodeSelector"] == plan["node_selector"]
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
-        assert f"--steps {k * 100}" in container["args"][0]
+        # the gpu-policy image: nothing installed when the pod starts
+        assert container["image"] == DEFAULT_IMAGE and container["command"] == ["gpu-policy", "train-example"]
+        assert container["args"] == ["--checkpoint-dir", "/checkpoints/train", "--steps", str(k * 100)]
 
 
 def test_fair_share_report(dagbag, tmp_path):

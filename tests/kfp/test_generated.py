@@ -13,12 +13,56 @@ from kfp import components  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import constraints  # noqa: E402
 import generate_kfp  # noqa: E402
+from gpu_policy import DEFAULT_IMAGE, __version__  # noqa: E402
+
+SHIPPED = sorted((ROOT / "components").glob("*/component.yaml")) + sorted((ROOT / "pipelines" / "compiled").glob("*.yaml"))
+
+
+def executors(text: str) -> dict:
+    spec = next(yaml.safe_load_all(text))
+    return spec["deploymentSpec"]["executors"]
 
 
 def test_generated_files_are_fresh():
     stale = generate_kfp.stale(generate_kfp.expected_files())
-    assert stale == [], f"regenerate with: .venv-kfp/bin/python scripts/generate_kfp.py ({stale})"
+    assert stale == [], f"regenerate with: make components ({stale})"
+
+
+def test_shipped_components_run_in_the_image_and_install_nothing():
+    assert len(SHIPPED) == len(generate_kfp.kfp_components.NAMES) + 1
+    for path in SHIPPED:
+        for name, executor in executors(path.read_text()).items():
+            container = executor["container"]
+            assert container["image"] == DEFAULT_IMAGE, (path, name)
+            assert "pip install" not in " ".join(container["command"]), (path, name)
+
+
+def test_make_components_image_names_that_image_everywhere():
+    image = "registry.example.com/ml/gpu-policy:7"
+    files = generate_kfp.expected_files(image)
+    for path, text in files.items():
+        if path.name == "component.yaml" or path.parent.name == "compiled":
+            assert {e["container"]["image"] for e in executors(text).values()} == {image}, path
+        elif path.name == "metadata.yaml":
+            assert yaml.safe_load(text)["image"] == image
+        else:
+            assert f"runs in `{image}`" in text and f"`{DEFAULT_IMAGE}`" not in text
+
+
+def test_metadata_names_the_image_pins():
+    pinned = constraints.read(ROOT / "image-constraints.txt")
+    for folder in sorted((ROOT / "components").iterdir()):
+        data = yaml.safe_load((folder / "metadata.yaml").read_text())
+        assert data["name"] == folder.name and data["stability"] in {"alpha", "beta", "stable"}
+        assert data["lastVerified"] == f"{pinned.resolved.isoformat()}T00:00:00Z"
+        assert data["dependencies"]["kubeflow"] == [{"name": "Pipelines", "version": ">=2.17,<3"}]
+        python = {d["name"]: d["version"] for d in data["dependencies"]["python"]}
+        assert python.pop("gpu-policy") == f"=={__version__}"
+        assert {"kfp", "pulp", "pyyaml"} <= set(python)
+        assert python == {name: f"=={pinned.pins[name]}" for name in python}
+        assert data["tags"] and data["image"] == DEFAULT_IMAGE
 
 
 def test_every_component_yaml_loads():
@@ -26,7 +70,8 @@ def test_every_component_yaml_loads():
     assert [f.name for f in folders] == sorted(generate_kfp.kfp_components.NAMES)
     for folder in folders:
         assert components.load_component_from_file(str(folder / "component.yaml")).name == folder.name.replace("_", "-")
-        assert (folder / "README.md").read_text().startswith(f"# {folder.name}")
+        readme = (folder / "README.md").read_text()
+        assert readme.startswith(f"# {folder.name}") and "make image IMAGE=" in readme and "docker push" in readme
 
 
 def test_training_gets_affinity_and_gpus_from_the_plan():

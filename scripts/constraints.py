@@ -1,0 +1,92 @@
+"""The component image's pinned dependencies: image-constraints.txt.
+
+    python scripts/constraints.py --write image-constraints.txt dist/gpu_policy-VERSION-py3-none-any.whl
+
+resolves ``gpu-policy[kfp]`` from that wheel in a fresh virtual environment and writes
+every installed distribution, pinned, with the date it was resolved (``make constraints``
+does this). The Dockerfile installs with these pins; the components' ``metadata.yaml``
+takes its ``lastVerified`` date from here; tests/test_dist.py checks that the file
+installs and is the complete set the wheel needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The extras the image installs: kfp runs the components' executor.
+IMAGE_EXTRAS = "kfp"
+HEADER = """\
+# The component image's dependencies, pinned: gpu-policy[{extras}] resolved from the wheel in a
+# fresh Python {python} virtual environment. Regenerate with `make constraints` after a change
+# to setup.py's requirements; tests/test_dist.py fails while this file is stale.
+# resolved: {date}
+"""
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)$")
+
+
+@dataclass(frozen=True)
+class Constraints:
+    resolved: datetime.date
+    """When the pins were last resolved (and, from then on, tested by CI)."""
+    pins: dict[str, str]
+    """Distribution name, normalised (PEP 503), to its exact version."""
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read(path: Path) -> Constraints:
+    """The pins and resolution date of a constraints file written by `write`."""
+    resolved, pins = None, {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.startswith("# resolved: "):
+            resolved = datetime.date.fromisoformat(line.removeprefix("# resolved: ").strip())
+        elif line and not line.startswith("#"):
+            match = _PIN.match(line.strip())
+            if not match:
+                raise SystemExit(f"{path}:{number}: must be NAME==VERSION, got {line!r}")
+            pins[normalise(match[1])] = match[2]
+    if resolved is None:
+        raise SystemExit(f"{path}: must have a '# resolved: YYYY-MM-DD' line (written by make constraints)")
+    return Constraints(resolved, pins)
+
+
+def installed(python: Path) -> dict[str, str]:
+    """Every distribution installed for `python` but gpu-policy, pip and setuptools: name to version."""
+    code = "import importlib.metadata as m; print('\\n'.join(f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()))"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
+    pins = dict(_PIN.match(line).groups() for line in out.split())
+    return {normalise(k): v for k, v in pins.items() if normalise(k) not in {"gpu-policy", "pip", "setuptools", "wheel"}}
+
+
+def write(out: Path, wheel: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="gpu-policy-constraints-") as tmp:
+        subprocess.run([sys.executable, "-m", "venv", tmp], check=True)
+        python = Path(tmp) / "bin" / "python"
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"{wheel.resolve()}[{IMAGE_EXTRAS}]"], check=True)
+        pins = installed(python)
+    header = HEADER.format(extras=IMAGE_EXTRAS, python=f"{sys.version_info.major}.{sys.version_info.minor}",
+                           date=datetime.date.today().isoformat())
+    out.write_text(header + "".join(f"{name}=={pins[name]}\n" for name in sorted(pins)))
+    print(f"wrote {out}: {len(pins)} pins")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", type=Path, required=True, metavar="OUT", help="the constraints file to write")
+    parser.add_argument("wheel", type=Path, help="the gpu-policy wheel `make dist` built")
+    args = parser.parse_args()
+    write(args.write, args.wheel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
