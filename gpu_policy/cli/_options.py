@@ -31,8 +31,8 @@ def number(low: float | None = None, high: float | None = None, *, whole: bool =
     """An argparse type: a finite number (whole if asked) within [low, high]
     (``above``: strictly above `low`)."""
     kind = "a whole number" if whole else "a finite number"
-    rule = "" if low is None else f" {'>' if above else '>='} {low:g}"
-    rule += "" if high is None else f"{' and' if rule else ''} <= {high:g}"
+    rule = "" if low is None else f" {'>' if above else '>='} {_shown(low)}"
+    rule += "" if high is None else f"{' and' if rule else ''} <= {_shown(high)}"
 
     def parse(text: str):
         try:
@@ -46,6 +46,10 @@ def number(low: float | None = None, high: float | None = None, *, whole: bool =
 
     parse.__name__ = "number"  # argparse names the type in its own messages
     return parse
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
 def positive(kind: type, high: float | None = None):

@@ -46,7 +46,7 @@ def test_bad_lists_exit_2_with_one_line(args, message, trace_dir, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--window", "0"], "--window: must be a whole number >= 1 and <= 10000, got '0'"),
+    (["--window", "0"], "--window: must be a whole number >= 1 and <= 10,000, got '0'"),
     (["--inflate", "-1"], "--inflate: must be a finite number > 0 and <= 10, got '-1'"),
 ])
 def test_bad_numbers_exit_2(args, message, trace_dir, capsys):
