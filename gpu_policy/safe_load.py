@@ -224,12 +224,12 @@ class _YamlBuilder:
 
     def event(self, e: yaml.Event) -> None:
         line = e.start_mark.line + 1 if e.start_mark is not None else 0
-        if isinstance(e, yaml.DocumentStartEvent):
+        if type(e) is yaml.ScalarEvent:  # the common case first: most events are scalars
+            self.add(self.scalar(e, line), 1, e.anchor, line)
+        elif isinstance(e, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
                 self.fail(line, "must hold one YAML document, found a second")
-        elif isinstance(e, yaml.ScalarEvent):
-            self.add(self.scalar(e, line), 1, e.anchor, line)
         elif isinstance(e, yaml.AliasEvent):
             if e.anchor not in self.anchors:
                 self.fail(line, f"alias *{e.anchor} names no complete anchor before it")
@@ -257,9 +257,14 @@ class _YamlBuilder:
             self.add(value, done.size, done.anchor, done.line)
 
     def scalar(self, e: yaml.ScalarEvent, line: int) -> Any:
-        tag = e.tag
+        tag, text = e.tag, e.value
+        if tag is None and e.implicit[0] and text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") \
+                and len(text) <= self.limits.max_number_chars:
+            return int(text)  # a plain decimal: what the resolver and constructor would make of it, faster
         if tag is None or tag == "!":
             tag = self.resolver.resolve(ScalarNode, e.value, e.implicit)
+        if tag == f"{_TAG}str":
+            return text
         if tag not in _SCALARS:
             kind = {f"{_TAG}timestamp": "dates and times are", f"{_TAG}binary": "binary data is"}.get(tag)
             if kind:
