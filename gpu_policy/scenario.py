@@ -29,7 +29,7 @@ _TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "expect", "telemet
 #: real cluster, low enough that no file can make the planner run out of memory.
 MAX_GPUS_PER_NODE = 1024
 MAX_REPLICAS = 100_000
-MAX_ITEMS = {"nodes": 100_000, "queues": 10_000, "jobs": 100_000}
+MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000}
 MAX_CLUSTER_GPUS = 1_000_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)

@@ -12,6 +12,7 @@ import sys
 
 from gpu_policy.cli._options import (add_input_options, input_limits, number, output_file, positive, progress_bar,
                                      write_output)
+from gpu_policy.errors import UsageError
 
 def register(sub) -> None:
     sim = sub.add_parser("simulate", help="trace simulators: placement policies on a GPU trace")
@@ -51,6 +52,7 @@ def run_openb(args: argparse.Namespace) -> int:
 
         require("matplotlib", "--plot")
     nodes, pods = load_trace(args.trace_dir, limits=input_limits(args))
+    _check_arrivals(nodes, pods, args.inflate)
     result = compare(nodes, pods, policies, seeds, args.inflate, args.window, args.workers,
                      progress_bar("runs") if sys.stderr.isatty() else None)
     print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
@@ -58,6 +60,20 @@ def run_openb(args: argparse.Namespace) -> int:
         write_output("--plot", args.plot, lambda path: plot_comparison(result, path))
         print(f"plot: {args.plot}", file=sys.stderr)
     return 0
+
+
+#: Most pods one run may place: far above the openb trace's ~8,000, and a bound on the time a run takes.
+MAX_ARRIVALS = 10_000_000
+
+
+def _check_arrivals(nodes, pods, inflate: float) -> None:
+    """A trace whose pods ask tiny GPU shares would need endless arrivals: refuse it up front."""
+    counts = pods.counts
+    mean_milli = sum(int(c) * t.gpu_milli for c, t in zip(counts, pods.types)) / max(1, int(counts.sum()))
+    arrivals = inflate * nodes.gpu_capacity * 1000 / mean_milli
+    if arrivals > MAX_ARRIVALS:
+        raise UsageError(f"--inflate: this trace needs about {arrivals:,.0f} pod arrivals per run (its pods ask "
+                         f"{mean_milli:.2f} thousandths of a GPU on average); at most {MAX_ARRIVALS:,}")
 
 
 #: One `register_*` per experiment under `gpu-policy simulate`.

@@ -108,6 +108,14 @@ def build_cases(folder: Path) -> dict[str, Case]:
         (trace / "openb_pod_list_default.csv").write_text(pods)
         cases[name] = Case(["simulate", "openb", "--trace-dir", str(trace), "--seeds", "0", "--policies", "fgd",
                             "--workers", "1", "--format", "json"], error)
+    tiny = folder / "trace-tiny-shares"  # 8,000 GPUs and pods asking a thousandth of one: 80 million arrivals
+    tiny.mkdir(exist_ok=True)
+    (tiny / "openb_node_list_all_node.csv").write_text(
+        TRACE_NODES.splitlines()[0] + "\n" + "".join(f"n{i},64000,262144,8,G2\n" for i in range(1000)))
+    (tiny / "openb_pod_list_default.csv").write_text(TRACE_HEADER + "p0,1000,1000,1,1,,LS,Running,0,1,0\n")
+    cases["openb: pods asking a thousandth of a GPU"] = Case(
+        ["simulate", "openb", "--trace-dir", str(tiny), "--seeds", "0", "--policies", "fgd", "--inflate", "10"],
+        r"--inflate: this trace needs about 80,000,000 pod arrivals per run")
     trace = folder / "trace-0"
     simulate = ["simulate", "openb", "--trace-dir", str(trace), "--seeds", "0", "--policies", "fgd", "--workers", "1"]
     seed = str(SEED)
