@@ -5,11 +5,13 @@ import math
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from gpu_policy.errors import InputError
-from gpu_policy.safe_load import InputLimits, parse_text, read_text
+pytest.importorskip("hypothesis", reason="hypothesis is in the [dev] extra: pip install -e '.[dev]'")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gpu_policy.errors import InputError  # noqa: E402
+from gpu_policy.safe_load import InputLimits, parse_text, read_text  # noqa: E402
 
 PLAIN = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-10 ** 15, 10 ** 15), st.text(max_size=20),
