@@ -67,3 +67,10 @@ def test_plot_without_matplotlib_fails_before_the_runs(tmp_path):
     assert done.returncode == 2
     assert done.stdout == ""  # no table: nothing ran
     assert done.stderr == "gpu-policy: --plot needs matplotlib: pip install 'gpu-policy[report]'\n"
+
+
+def test_airflow_modules_without_airflow_name_the_extra():
+    if importlib.util.find_spec("airflow") is not None:
+        pytest.skip("Airflow is installed in this environment")
+    with pytest.raises(ImportError, match=r"gpu_policy.airflow needs Apache Airflow: pip install 'gpu-policy\[airflow\]'"):
+        import gpu_policy.airflow.hooks.dcgm  # noqa: F401

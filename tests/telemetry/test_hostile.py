@@ -229,3 +229,16 @@ def test_an_unreachable_prometheus_never_stops_a_plan():
     result = plan_with_telemetry(parse_scenario(NODE_A), PrometheusDcgmSource(f"http://127.0.0.1:{port}", FAST,
                                                                               sleep=lambda s: None), settings=FAST)
     assert result.telemetry is None and "is unreachable (connection refused)" in result.warnings[0]
+
+
+def test_the_command_line_plans_on_with_a_warning(hostile, tmp_path, capsys):
+    """`gpu-policy plan --prometheus URL` against a server sending 100,000-deep JSON: exit 0, a plan."""
+    from gpu_policy.cli import main
+
+    server = hostile("nested")
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(NODE_A))
+    assert main(["plan", str(path), "--prometheus", server.url, "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["telemetry"] is None
+    assert plan["warnings"][0].startswith(f"planned without telemetry: Prometheus at {server.url} sent malformed data")
