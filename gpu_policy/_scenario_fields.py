@@ -19,7 +19,7 @@ from gpu_policy.model import Job, Node, Queue
 MAX_GPUS_PER_NODE = 1024
 MAX_REPLICAS = 100_000
 MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000}
-MAX_CLUSTER_GPUS = 1_000_000
+MAX_CLUSTER_GPUS = 100_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 MAX_MEMORY = 1e9             # GiB or MiB

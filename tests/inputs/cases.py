@@ -65,6 +65,8 @@ def _scenario_files() -> dict[str, tuple[str | bytes, str | None]]:
         "huge value in a message": (NODES + QUEUES + "jobs: [{name: j, queue: q1, gpus: [" + ", ".join(["1"] * 200_000)
                                     + "]}]\n", r"jobs\[0\]\.gpus: must be a number, got \[1, 1, 1, 1, 1, 1, \.\.\.\]"),
         "valid scenario with no jobs": (NODES + QUEUES, None),
+        "100,008 GPUs in all": ("nodes:\n" + "".join(f"  - {{name: n{i}, gpus: 8}}\n" for i in range(12_501)) + QUEUES,
+                                r"nodes: must hold at most 100,000 GPUs in all, got 100,008"),
         "duplicate keys": (NODES + QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, gpus: 2}]\n",
                            r"line 3: duplicate key \"gpus\""),
         "binary garbage": (bytes(rng.randrange(256) for _ in range(4096)), r"(is not UTF-8|is not allowed in YAML|not valid)"),
