@@ -26,14 +26,15 @@ setup(
         "fsspec>=2023.1",  # checkpoint stores: local, memory://, s3:// and gs:// with their backends
         "numpy>=1.24",  # the example trainer
         "kubernetes>=28",  # kfp 2.17 needs <31, the Airflow provider >=36: both work
-        "prometheus-api-client>=0.5",
     ],
     extras_require={
         "highs": ["highspy>=1.7"],
         "kfp": ["kfp>=2.17,<3", "kfp-kubernetes>=2.17"],
         "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10", "matplotlib>=3.7"],
         "report": ["matplotlib>=3.7"],
-        "dev": ["pytest>=8", "highspy>=1.7", "matplotlib>=3.7"],
+        "s3": ["s3fs>=2023.1"],  # checkpoints at s3:// URLs
+        "gcs": ["gcsfs>=2023.1"],  # checkpoints at gs:// URLs
+        "dev": ["pytest>=8", "highspy>=1.7", "matplotlib>=3.7", "hypothesis>=6.100"],
         # make dist; the Dockerfile's check reads it with Docker's own parser (the dockerfile package)
         "release": ["build>=1.2", "twine>=5", "dockerfile>=3.3"],
     },

@@ -2,7 +2,9 @@
 
 Observes (DCGM telemetry, simulated on the embedded cluster), plans, and writes
 report.md (the per-team table) and fair_share.png (a bar chart) to
-$GPU_POLICY_REPORT_DIR/<run date>.
+$GPU_POLICY_REPORT_DIR/<run date>, by default $AIRFLOW_HOME/gpu-policy-reports: a
+folder the Airflow user owns, never a fixed path in the shared /tmp, where another
+user could plant a link.
 """
 
 import os
@@ -13,7 +15,8 @@ from airflow.sdk import DAG, task
 
 SCENARIO = os.environ.get("GPU_POLICY_SCENARIO",
                           str(resources.files("gpu_policy") / "examples" / "seed3b-owner-returns.yaml"))
-REPORT_DIR = os.environ.get("GPU_POLICY_REPORT_DIR", "/tmp/gpu-policy-reports")
+AIRFLOW_HOME = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
+REPORT_DIR = os.environ.get("GPU_POLICY_REPORT_DIR") or os.path.join(AIRFLOW_HOME, "gpu-policy-reports")
 
 with DAG(
     dag_id="fair_share_report",

@@ -10,11 +10,11 @@ from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Node, Queue, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
 from gpu_policy.planner import PlannerConfig, plan
-from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario, scenario_to_dict
+from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario, parse_scenario_text, scenario_to_dict
 
 __all__ = [
     "DEFAULT_IMAGE", "GpuPolicyError", "Job", "JobDecision", "Node", "Placement", "Plan", "PlannerConfig",
     "Queue", "QueueReport", "Scenario", "ScenarioError", "SolverError", "SolverReport",
-    "__version__", "dump_scenario", "fair_shares", "load_scenario", "parse_scenario", "plan",
+    "__version__", "dump_scenario", "fair_shares", "load_scenario", "parse_scenario", "parse_scenario_text", "plan",
     "scenario_to_dict",
 ]

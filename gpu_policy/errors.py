@@ -1,12 +1,47 @@
-"""gpu-policy's own exceptions: callers catch these, never a library's."""
+"""gpu-policy's own exceptions: callers catch these, never a library's.
+
+Every message is one line of at most `MESSAGE_LIMIT` characters: control
+characters (a newline in a YAML key, an escape sequence in a file name) are
+shown escaped, and what is longer is cut, so that a hostile input can neither
+split the line nor flood the terminal.
+"""
+
+from __future__ import annotations
+
+MESSAGE_LIMIT = 300
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` on one printable line of at most `limit` characters."""
+    if text.isprintable() and len(text) <= limit:
+        return text
+    out, size = [], 0
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            shown = ch
+        elif ch in _ESCAPES:
+            shown = _ESCAPES[ch]
+        else:  # control, format (bidi overrides), line and paragraph separators, unassigned
+            code = ord(ch)
+            shown = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+        size += len(shown)
+        if size > limit - 3:
+            out.append("...")
+            break
+        out.append(shown)
+    return "".join(out)
 
 
 class GpuPolicyError(Exception):
-    """Base of every error gpu-policy raises on purpose."""
+    """Base of every error gpu-policy raises on purpose; its message is made one line."""
+
+    def __init__(self, message: str = "", *args):
+        super().__init__(one_line(str(message)), *args)
 
 
-class ScenarioError(GpuPolicyError, ValueError):
-    """A scenario file is unreadable or breaks the contract.
+class InputError(GpuPolicyError, ValueError):
+    """A file or text gpu-policy was given is unreadable or breaks its contract.
 
     The message is one line: ``FILE: field.path: must be ..., got ...``.
     """
@@ -19,9 +54,29 @@ class ScenarioError(GpuPolicyError, ValueError):
         super().__init__(f"{where}{field}: {problem}" if field else f"{where}{problem}")
 
 
+class ScenarioError(InputError):
+    """A scenario file is unreadable or breaks the contract."""
+
+
 class SolverError(GpuPolicyError):
     """The solver could not be run or returned no usable solution."""
 
 
 class TraceError(GpuPolicyError, ValueError):
     """A workload trace is unreadable or malformed: one line naming file, line and field."""
+
+
+class UsageError(GpuPolicyError, ValueError):
+    """A command-line option or API argument is out of range: ``--option: must be ..., got ...``."""
+
+
+class MissingExtra(GpuPolicyError, ImportError):
+    """An optional library is not installed; the message says which extra brings it."""
+
+    def __init__(self, what: str, module: str, extra: str):
+        self.module, self.extra = module, extra
+        super().__init__(f"{what} needs {module}: pip install 'gpu-policy[{extra}]'")
+
+
+__all__ = ["GpuPolicyError", "InputError", "MESSAGE_LIMIT", "MissingExtra", "ScenarioError", "SolverError",
+           "TraceError", "UsageError", "one_line"]

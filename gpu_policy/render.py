@@ -109,7 +109,8 @@ def telemetry_table(signals, scenario: Scenario | None = None) -> str:
             marks.append("busy")
         marks += [f"XID {code} ({text})" for code, text in g.critical_xids]
         memory = "-" if g.memory_total_mib is None else f"{g.memory_total_mib - g.memory_free_mib:.0f}/{g.memory_total_mib:.0f}"
-        rows.append([key.node, str(key.gpu), _num(g.utilization), memory, g.status, ", ".join(marks),
+        status = "unhealthy" if g.unhealthy else g.status  # never "ok" beside a critical XID
+        rows.append([key.node, str(key.gpu), _num(g.utilization), memory, status, ", ".join(marks),
                      ",".join(holders.get((key.node, key.gpu), []))])
     header = ["NODE", "GPU", "UTIL %", "MEM MiB", "STATUS", "SIGNALS", "JOB"]
     age = "-" if signals.age_s is None else f"{signals.age_s:.0f} s"

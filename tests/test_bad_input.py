@@ -102,4 +102,4 @@ def test_bad_solver_option(capsys):
     from tests.conftest import scenario_files
 
     assert main(["plan", str(scenario_files()[0]), "--time-limit", "0"]) == 2
-    assert "time_limit_s: must be > 0" in capsys.readouterr().err
+    assert "--time-limit: must be a finite number > 0 and <= 86,400, got '0'" in capsys.readouterr().err

@@ -4,7 +4,12 @@ Airflow finds it through the ``apache_airflow_provider`` entry point, which call
 `get_provider_info`; importing this package does not import Airflow.
 """
 
+import importlib.util
+
 from gpu_policy._version import __version__
+
+if importlib.util.find_spec("airflow") is None:  # the provider's modules need it; say which extra brings it
+    raise ImportError("gpu_policy.airflow needs Apache Airflow: pip install 'gpu-policy[airflow]'")
 
 MODULES = {
     "hooks": ["gpu_policy.airflow.hooks.dcgm"],

@@ -8,15 +8,31 @@ and returns before it.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
 from types import FrameType
 
+from gpu_policy.errors import UsageError
+
 #: Set this in the pod to its terminationGracePeriodSeconds (the KFP and Airflow
 #: integrations do it); `PreemptionGuard()` reads it when no grace period is given.
 GRACE_ENV = "GPU_POLICY_TERMINATION_GRACE_S"
 DEFAULT_GRACE_S = 30.0
+
+
+def _grace_from_environment() -> float:
+    text = os.environ.get(GRACE_ENV)
+    if text is None:
+        return DEFAULT_GRACE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"${GRACE_ENV}: must be a finite number of seconds > 0, got {text[:40]!r}")
+    return value
 
 
 class PreemptionGuard:
@@ -25,9 +41,9 @@ class PreemptionGuard:
     def __init__(self, grace_period_s: float | None = None,
                  signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT), clock=time.monotonic):
         if grace_period_s is None:
-            grace_period_s = float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
-        if grace_period_s <= 0:
-            raise ValueError(f"grace_period_s: must be > 0, got {grace_period_s!r}")
+            grace_period_s = _grace_from_environment()
+        if not math.isfinite(grace_period_s) or grace_period_s <= 0:
+            raise UsageError(f"grace_period_s: must be a finite number > 0, got {grace_period_s!r}")
         self.grace_period_s = grace_period_s
         self.signals = signals
         self._clock = clock

@@ -49,11 +49,22 @@ def run_training_steps(step_fn: Callable[[Any, int], Any], init_state: Any, stor
     only when the store has no usable checkpoint. Stops after ``steps`` steps in
     all, after ``time_budget_s`` seconds of this run, or on a preemption signal
     caught by ``guard`` (a new `PreemptionGuard` when None). ``progress(k, steps)``
-    is called after each step.
+    is called after each step. The store's writer lock is held from the start to
+    the end, so a second writer on the same location fails before its first step.
     """
     if steps is None and time_budget_s is None:
         raise ValueError("give steps, time_budget_s or both: the loop needs a place to stop")
     policy = policy or CheckpointPolicy()
+    store.acquire()  # one writer per location: a second one fails here, before any step
+    try:
+        return _run(step_fn, init_state, store, steps, time_budget_s, policy, guard, metadata, clock, progress)
+    finally:
+        store.release()
+
+
+def _run(step_fn, init_state, store: CheckpointStore, steps: int | None, time_budget_s: float | None,
+         policy: CheckpointPolicy, guard: PreemptionGuard | None, metadata: dict | None,
+         clock: Callable[[], float], progress) -> TrainingSummary:
     latest = store.latest()
     if latest is None:
         k, state = 0, init_state() if callable(init_state) else init_state

@@ -5,9 +5,15 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from gpu_policy.errors import GpuPolicyError
+
 
 class TorchSerializer:
-    """Serialise with ``torch.save``; load with ``weights_only`` (tensors and plain data only)."""
+    """Serialise with ``torch.save``; load with ``weights_only=True``: tensors and plain data
+    only, so a checkpoint cannot run code (``weights_only=False`` unpickles anything: an
+    opt-in for trusted locations only, as for `PickleSerializer`)."""
+
+    name = "torch"
 
     def __init__(self, weights_only: bool = True):
         self.weights_only = weights_only
@@ -17,7 +23,8 @@ class TorchSerializer:
         try:
             import torch
         except ImportError as e:
-            raise ImportError("TorchSerializer needs PyTorch: pip install torch") from e
+            raise GpuPolicyError("TorchSerializer needs PyTorch: pip install torch (no gpu-policy extra: "
+                                 "pick the build for your accelerator)") from e
         return torch
 
     def dumps(self, state: Any) -> bytes:

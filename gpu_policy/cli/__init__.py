@@ -2,24 +2,31 @@
 
 Each command lives in its own module with a `register(subparsers)` function that
 adds its parser and sets `func`; this module only assembles them and maps
-gpu-policy's own errors to exit status 2.
+gpu-policy's own errors to exit status 2 with one line on standard error. Any
+other exception is a bug and stays a traceback (exit status 1). A closed
+standard output (``gpu-policy plan ... | head``) ends the command quietly with
+141, as SIGPIPE would.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 
 from gpu_policy._version import __version__
 from gpu_policy.cli import demo, plan, simulate, telemetry, train
-from gpu_policy.errors import GpuPolicyError
+from gpu_policy.cli._options import Parser
+from gpu_policy.errors import GpuPolicyError, one_line
 
 #: The command modules, in the order `gpu-policy --help` lists them.
 COMMANDS = (plan, demo, telemetry, simulate, train)
 
+#: 128 + SIGPIPE: what a shell reports for a writer whose reader went away.
+BROKEN_PIPE_STATUS = 141
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-policy", description="GPU fair share and packing for ML pipelines.")
+
+def build_parser() -> Parser:
+    parser = Parser(prog="gpu-policy", description="GPU fair share and packing for ML pipelines.")
     parser.add_argument("--version", action="version", version=f"gpu-policy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -28,15 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except GpuPolicyError as e:
-        print(f"gpu-policy: {e}", file=sys.stderr)
+        print(one_line(f"gpu-policy: {e}"), file=sys.stderr)
         return 2
-    except ValueError as e:  # a bad option value (PlannerConfig.validate)
-        print(f"gpu-policy: {e}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:
+        # the reader is gone: point stdout at /dev/null so the exit's flush stays quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_STATUS
 
 
 __all__ = ["build_parser", "main"]

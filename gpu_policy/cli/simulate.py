@@ -10,8 +10,9 @@ import argparse
 import json
 import sys
 
-from gpu_policy.cli._options import positive, progress_bar
-
+from gpu_policy.cli._options import (add_input_options, input_limits, number, output_file, positive, progress_bar,
+                                     write_output)
+from gpu_policy.errors import UsageError
 
 def register(sub) -> None:
     sim = sub.add_parser("simulate", help="trace simulators: placement policies on a GPU trace")
@@ -25,15 +26,18 @@ def register_openb(kinds) -> None:
     p.add_argument("--trace-dir", required=True, metavar="DIR", help="folder with the trace's CSV files")
     p.add_argument("--policies", metavar="LIST", default="random,spread,best-fit,fgd,ours-online,ours-batched",
                    help="comma-separated: random, spread, best-fit, fgd, ours-online, ours-batched (default all)")
-    p.add_argument("--seeds", metavar="SEEDS", default="0-4", help="seeds, as a range 0-4 or a list 1,3 (default 0-4)")
-    p.add_argument("--inflate", type=positive(float), default=1.0, metavar="X",
-                   help="pods arrive until they ask for this multiple of GPU capacity (default 1.0)")
-    p.add_argument("--window", type=positive(int), default=32, metavar="W",
+    p.add_argument("--seeds", metavar="SEEDS", default="0-4",
+                   help="seeds, as a range 0-4 or a list 1,3 (default 0-4)")
+    p.add_argument("--inflate", type=positive(float, 10), default=1.0, metavar="X",
+                   help="pods arrive until they ask for this multiple of GPU capacity (default 1.0; at most 10)")
+    p.add_argument("--window", type=number(1, 10_000, whole=True), default=32, metavar="W",
                    help="pods per plan for ours-batched (default 32)")
-    p.add_argument("--plot", metavar="OUT.png", help="draw unallocated GPU %% against arrived workload %%")
+    p.add_argument("--plot", metavar="OUT.png", type=output_file,
+                   help="draw unallocated GPU %% against arrived workload %% (needs matplotlib)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--workers", type=positive(int), default=None, metavar="N",
+    p.add_argument("--workers", type=number(1, 1024, whole=True), default=None, metavar="N",
                    help="parallel processes (default: one per CPU)")
+    add_input_options(p)
     p.set_defaults(func=run_openb)
 
 
@@ -43,13 +47,33 @@ def run_openb(args: argparse.Namespace) -> int:
     from gpu_policy.sim.report import comparison_json, comparison_table, plot_comparison
 
     policies, seeds = parse_policies(args.policies), parse_seeds(args.seeds)
-    nodes, pods = load_trace(args.trace_dir)
+    if args.plot:  # before the runs, not after them
+        from gpu_policy.extras import require
+
+        require("matplotlib", "--plot")
+    nodes, pods = load_trace(args.trace_dir, limits=input_limits(args))
+    _check_arrivals(nodes, pods, args.inflate)
     result = compare(nodes, pods, policies, seeds, args.inflate, args.window, args.workers,
                      progress_bar("runs") if sys.stderr.isatty() else None)
     print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
     if args.plot:
-        print(f"plot: {plot_comparison(result, args.plot)}", file=sys.stderr)
+        write_output("--plot", args.plot, lambda path: plot_comparison(result, path))
+        print(f"plot: {args.plot}", file=sys.stderr)
     return 0
+
+
+#: Most pods one run may place: far above the openb trace's ~8,000, and a bound on the time a run takes.
+MAX_ARRIVALS = 10_000_000
+
+
+def _check_arrivals(nodes, pods, inflate: float) -> None:
+    """A trace whose pods ask tiny GPU shares would need endless arrivals: refuse it up front."""
+    counts = pods.counts
+    mean_milli = sum(int(c) * t.gpu_milli for c, t in zip(counts, pods.types)) / max(1, int(counts.sum()))
+    arrivals = inflate * nodes.gpu_capacity * 1000 / mean_milli
+    if arrivals > MAX_ARRIVALS:
+        raise UsageError(f"--inflate: this trace needs about {arrivals:,.0f} pod arrivals per run (its pods ask "
+                         f"{mean_milli:.2f} thousandths of a GPU on average); at most {MAX_ARRIVALS:,}")
 
 
 #: One `register_*` per experiment under `gpu-policy simulate`.

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from gpu_policy.cli._options import add_telemetry_options, telemetry_settings
+from gpu_policy.cli._options import (add_input_options, add_telemetry_options, input_limits, number,
+                                     telemetry_settings)
+from gpu_policy.errors import UsageError
 from gpu_policy.model import Scenario
 from gpu_policy.scenario import load_scenario
 
@@ -14,13 +15,16 @@ def register(sub) -> None:
     tm = sub.add_parser("telemetry", help="per-GPU table of DCGM signals (idle, busy, XID, memory)")
     tm.add_argument("--scenario", metavar="FILE", help="a scenario: simulate its telemetry, or name the jobs")
     add_telemetry_options(tm)
+    add_input_options(tm)
     tm.set_defaults(func=run_table)
     ex = sub.add_parser("dcgm-exporter-sim", help="serve a scenario's simulated DCGM metrics for Prometheus")
     ex.add_argument("scenario", help="scenario file (its telemetry: section sets the profiles)")
-    ex.add_argument("--port", type=int, default=9400, help="port (default 9400, as dcgm-exporter)")
+    ex.add_argument("--port", type=number(0, 65535, whole=True), default=9400,
+                    help="port (default 9400, as dcgm-exporter; 0: any free port)")
     ex.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ex.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname",
                     help="label naming the node (older exporters: Hostname; newer: hostname)")
+    add_input_options(ex)
     ex.set_defaults(func=run_exporter)
 
 
@@ -29,9 +33,8 @@ def run_table(args: argparse.Namespace) -> int:
     from gpu_policy.telemetry import cluster_signals, dcgm_source
 
     if not args.prometheus and not args.scenario:
-        print("gpu-policy telemetry: give --prometheus URL, or a --scenario FILE to simulate", file=sys.stderr)
-        return 2
-    scenario = load_scenario(args.scenario) if args.scenario else None
+        raise UsageError("telemetry: give --prometheus URL, or a --scenario FILE to simulate")
+    scenario = load_scenario(args.scenario, input_limits(args)) if args.scenario else None
     settings = telemetry_settings(args)
     source = dcgm_source(args.prometheus, scenario, settings)
     known = scenario or Scenario(nodes=[], queues=[], jobs=[])  # no scenario: signals per GPU only
@@ -43,7 +46,11 @@ def run_table(args: argparse.Namespace) -> int:
 def run_exporter(args: argparse.Namespace) -> int:
     from gpu_policy.telemetry.exporter import make_exporter
 
-    server = make_exporter(load_scenario(args.scenario), args.host, args.port, args.hostname_label)
+    scenario = load_scenario(args.scenario, input_limits(args))
+    try:
+        server = make_exporter(scenario, args.host, args.port, args.hostname_label)
+    except OSError as e:  # a taken or privileged port, an unknown host name
+        raise UsageError(f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
     host, port = server.server_address[:2]
     print(f"serving simulated dcgm-exporter metrics on http://{host}:{port}/metrics (Ctrl-C stops)", flush=True)
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpu_policy.errors import UsageError
 from gpu_policy.sim.inflation import RunResult, run, stream_bound
 from gpu_policy.sim.openb import NodeList, PodList
 from gpu_policy.sim.ours import OursPolicy
@@ -52,22 +53,28 @@ def parse_policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
     if unknown or not names:
-        raise ValueError(f"--policies: unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}"
+        raise UsageError(f"--policies: unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}"
                          if unknown else "--policies: name at least one policy")
     return names
 
 
+#: Most seeds one comparison takes, and the largest seed.
+MAX_SEEDS, MAX_SEED = 10_000, 2 ** 32 - 1
+
+
 def parse_seeds(text: str) -> list[int]:
-    """'0-4' or '1,3,7' (or a mix) as a sorted list of seeds."""
+    """'0-4' or '1,3,7' (or a mix) as a sorted list of at most `MAX_SEEDS` seeds."""
     seeds: set[int] = set()
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            seeds.update(range(int(low), int(high or low) + 1))
-    except ValueError:
-        raise ValueError(f"--seeds: expected a range like 0-4 or a list like 1,3, got {text!r}") from None
-    if not seeds:
-        raise ValueError(f"--seeds: no seed in {text!r}")
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()) or len(low) > 10 or len(high) > 10:
+            raise UsageError(f"--seeds: expected a range like 0-4 or a list like 1,3, got {text!r}")
+        first, last = int(low), int(high or low)
+        if last < first or last > MAX_SEED:
+            raise UsageError(f"--seeds: each range must go up, within 0-{MAX_SEED}, got {part.strip()!r}")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise UsageError(f"--seeds: at most {MAX_SEEDS:,} seeds, got more in {text[:40]!r}")
+        seeds.update(range(first, last + 1))
     return sorted(seeds)
 
 

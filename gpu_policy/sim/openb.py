@@ -1,25 +1,39 @@
 """Loaders for the Alibaba openb GPU trace (cluster-trace-gpu-v2023).
 
-Nodes: sn, cpu_milli, memory_mib, gpu, model. Pods: name, cpu_milli, memory_mib,
-num_gpu, gpu_milli (the share of one GPU in thousandths when num_gpu is 1),
-gpu_spec (allowed models, '|'-separated, empty for any) and columns the simulator
-does not read. A bad row is a `TraceError` naming the file, row and field.
+Nodes: sn, cpu_milli, memory_mib, gpu, model. Pods need name, cpu_milli,
+memory_mib, num_gpu and gpu_milli (the share of one GPU in thousandths when
+num_gpu is 1); gpu_spec (allowed models, '|'-separated) is optional, and a pod
+without it may use any model; other columns (qos, phases, times) are not read.
+The publisher's pod lists do not all have the same columns, so only these are
+required (docs/simulate.md).
+
+Counts (gpu, num_gpu, gpu_milli) must be whole numbers; cpu_milli and
+memory_mib are finite numbers, rounded to whole millicores and MiB. A bad file
+is one `TraceError` line naming the file, line and field; files are read
+through `gpu_policy.safe_load` (size limit, UTF-8).
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from gpu_policy.errors import TraceError
+from gpu_policy.errors import InputError, TraceError
 from gpu_policy.packing.fragmentation import MILLI
+from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, read_text
 
 NODE_FILE = "openb_node_list_all_node.csv"
 POD_FILE = "openb_pod_list_default.csv"
 MAX_GPUS_PER_NODE = 8
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+#: Upper bounds of the resource columns: far above any machine, so that sums stay exact.
+MAX_CPU_MILLI, MAX_MEMORY_MIB = 10 ** 9, 10 ** 12
 
 
 @dataclass(frozen=True)
@@ -61,45 +75,66 @@ class PodList:
         return np.bincount(self.type_of_pod, minlength=len(self.types))
 
 
-def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def _rows(path: Path, columns: tuple[str, ...], limits: InputLimits) -> list[tuple[int, dict[str, str]]]:
+    """The CSV rows of `path` as (line, row), after checking the header names `columns`."""
     try:
-        handle = path.open(newline="")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        text = read_text(path, limits)
+    except InputError as e:
+        raise TraceError(str(e)) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = reader.fieldnames or []
+        doubled = sorted({c for c in header if header.count(c) > 1})
+        if doubled:
+            raise TraceError(f"{path}: header: column {doubled[0]!r} appears twice")
+        missing = [c for c in columns if c not in header]
         if missing:
-            raise TraceError(f"{path}: header: missing column {missing[0]!r}")
-        rows = list(enumerate(reader, start=2))
+            raise TraceError(f"{path}: header: missing column {missing[0]!r} (needs {', '.join(columns)})")
+        rows = [(reader.line_num, row) for row in reader]
+    except csv.Error as e:  # the csv module's own parse error: an unbalanced quote, a huge field
+        raise TraceError(f"{path}: line {reader.reader.line_num}: not valid CSV: {e}") from None
     if not rows:
         raise TraceError(f"{path}: no rows")
     return rows
 
 
-def _int(path: Path, line: int, row: dict[str, str], field: str, low: int = 0) -> int:
+def _number(path: Path, line: int, row: dict[str, str], field: str, whole: bool, high: int) -> int:
+    """A column's value: a whole number (counts) or a finite one rounded to whole (resources)."""
     text = (row.get(field) or "").strip()
+    kind = "a whole number" if whole else "a number"
     try:
-        value = int(float(text))
+        value = float(text) if len(text) <= 40 else math.nan
     except ValueError:
-        raise TraceError(f"{path}: line {line}: {field}: expected a number, got {text!r}") from None
-    if value < low:
-        raise TraceError(f"{path}: line {line}: {field}: must be >= {low}, got {value}")
-    return value
+        value = math.nan
+    if not math.isfinite(value):
+        raise TraceError(f"{path}: line {line}: {field}: must be {kind}, got {text[:40]!r}")
+    if whole and not value.is_integer():
+        raise TraceError(f"{path}: line {line}: {field}: must be a whole number, got {text!r}")
+    if not 0 <= value <= high:
+        raise TraceError(f"{path}: line {line}: {field}: must be from 0 to {high:,}, got {text!r}")
+    return round(value)
 
 
-def load_nodes(path: Path) -> NodeList:
+def _count(path: Path, line: int, row: dict[str, str], field: str, high: int = MAX_GPUS_PER_NODE) -> int:
+    return _number(path, line, row, field, True, high)
+
+
+def _resources(path: Path, line: int, row: dict[str, str]) -> tuple[int, int]:
+    return (_number(path, line, row, "cpu_milli", False, MAX_CPU_MILLI),
+            _number(path, line, row, "memory_mib", False, MAX_MEMORY_MIB))
+
+
+def load_nodes(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> NodeList:
     names, cpu, memory, gpus, model_names = [], [], [], [], []
-    for line, row in _rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
-        count = _int(path, line, row, "gpu")
-        if count > MAX_GPUS_PER_NODE:
-            raise TraceError(f"{path}: line {line}: gpu: at most {MAX_GPUS_PER_NODE} per node, got {count}")
+    for line, row in _rows(path, NODE_COLUMNS, limits):
+        count = _count(path, line, row, "gpu")
         model = (row.get("model") or "").strip()
         if count and not model:
             raise TraceError(f"{path}: line {line}: model: a node with GPUs needs its GPU model")
+        node_cpu, node_memory = _resources(path, line, row)
         names.append(row["sn"])
-        cpu.append(_int(path, line, row, "cpu_milli"))
-        memory.append(_int(path, line, row, "memory_mib"))
+        cpu.append(node_cpu)
+        memory.append(node_memory)
         gpus.append(count)
         model_names.append(model if count else "")
     if not any(gpus):
@@ -110,24 +145,26 @@ def load_nodes(path: Path) -> NodeList:
                     np.array(gpus, dtype=np.int64), np.array([index.get(m, -1) for m in model_names]), models)
 
 
-def load_pods(path: Path) -> PodList:
+def load_pods(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> PodList:
+    """The pod list; `gpu_spec` is optional (absent or empty: any GPU model)."""
     types: dict[PodType, int] = {}
     type_of_pod = []
-    for line, row in _rows(path, ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")):
-        gpus = _int(path, line, row, "num_gpu")
-        if gpus > MAX_GPUS_PER_NODE:
-            raise TraceError(f"{path}: line {line}: num_gpu: at most {MAX_GPUS_PER_NODE}, got {gpus}")
-        milli = _int(path, line, row, "gpu_milli") if gpus == 1 else MILLI * (gpus > 0)
-        if gpus == 1 and not 0 < milli <= MILLI:
-            raise TraceError(f"{path}: line {line}: gpu_milli: must be in 1..{MILLI} for one GPU, got {milli}")
+    for line, row in _rows(path, POD_COLUMNS, limits):
+        gpus = _count(path, line, row, "num_gpu")
+        milli = _count(path, line, row, "gpu_milli", MILLI) if gpus == 1 else MILLI * (gpus > 0)
+        if gpus == 1 and milli == 0:
+            raise TraceError(f"{path}: line {line}: gpu_milli: must be from 1 to {MILLI} for one GPU, got 0")
         spec = frozenset(s.strip() for s in (row.get("gpu_spec") or "").split("|") if s.strip()) or None
-        pod = PodType(_int(path, line, row, "cpu_milli"), _int(path, line, row, "memory_mib"), gpus, milli, spec)
+        pod = PodType(*_resources(path, line, row), gpus, milli, spec)
         type_of_pod.append(types.setdefault(pod, len(types)))
+    if not any(t.gpus for t in types):
+        raise TraceError(f"{path}: num_gpu: no pod asks for a GPU (the experiment places GPU pods)")
     return PodList(list(types), np.array(type_of_pod, dtype=np.int64))
 
 
-def load_trace(trace_dir: Path, node_file: str = NODE_FILE, pod_file: str = POD_FILE) -> tuple[NodeList, PodList]:
+def load_trace(trace_dir: Path, node_file: str = NODE_FILE, pod_file: str = POD_FILE,
+               limits: InputLimits = DEFAULT_LIMITS) -> tuple[NodeList, PodList]:
     trace_dir = Path(trace_dir)
     if not trace_dir.is_dir():
         raise TraceError(f"{trace_dir}: not a folder (expected the openb CSVs: {node_file}, {pod_file})")
-    return load_nodes(trace_dir / node_file), load_pods(trace_dir / pod_file)
+    return load_nodes(trace_dir / node_file, limits), load_pods(trace_dir / pod_file, limits)

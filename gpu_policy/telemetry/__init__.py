@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gpu_policy.errors import UsageError
 from gpu_policy.model import Scenario
+from gpu_policy.telemetry.http import redact_url
 from gpu_policy.telemetry.model import CRITICAL_XIDS, GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
 from gpu_policy.telemetry.prometheus import PrometheusDcgmSource, TelemetryUnavailable
 from gpu_policy.telemetry.signals import ClusterSignals, GpuSignals, cluster_signals
@@ -27,7 +29,7 @@ def dcgm_source(url: str | None, scenario: Scenario, settings: TelemetrySettings
         return SimulatedDcgmSource(scenario)
     if url.startswith(("http://", "https://")):
         return PrometheusDcgmSource(url, settings)
-    raise ValueError(f"telemetry: must be 'simulated' or a Prometheus http(s):// URL, got {url!r}")
+    raise UsageError(f"telemetry: must be 'simulated' or a Prometheus http(s):// URL, got {redact_url(url)!r}")
 
 
 def observe(scenario: Scenario, source: DcgmSource | None = None,

@@ -29,6 +29,12 @@ _HELP = {
 }
 
 
+def escape_label_value(value: str) -> str:
+    """A label value as the Prometheus text format requires: backslash, double quote and
+    line feed escaped, so that no node or pod name can end the label or forge a series."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def render_metrics(s: Scenario, hostname_label: str = "Hostname") -> str:
     lines = []
     gpus = simulated_gpus(s)
@@ -48,7 +54,7 @@ def render_metrics(s: Scenario, hostname_label: str = "Hostname") -> str:
                 labels.update(err_code=str(g.xid or 0), err_msg="simulated" if g.xid else "")
             if series in g.unsupported:
                 value = _FP64_BLANK if series in (ENGINE_ACTIVE, POWER) else float(DCGM_BLANK)
-            text_labels = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            text_labels = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels.items())
             lines.append(f"{series}{{{text_labels}}} {float(value)!r}")  # repr: exact, blanks included
     return "\n".join(lines) + "\n"
 

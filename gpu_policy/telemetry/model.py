@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 # dcgm-exporter series read by gpu-policy
@@ -36,8 +37,8 @@ CRITICAL_XIDS = {
 
 
 def is_blank(value: float) -> bool:
-    """True for DCGM's sentinel values, which mean "no reading", not a number."""
-    return value >= DCGM_BLANK
+    """True for DCGM's sentinel values and for NaN or infinite ones: "no reading", not a number."""
+    return not math.isfinite(value) or value >= DCGM_BLANK
 
 
 @dataclass(frozen=True, order=True)
@@ -99,7 +100,19 @@ class TelemetrySettings:
     1 s: 15 s by default, and far below Prometheus's 11,000 points per series."""
 
     timeout_s: float = 5.0
-    """Seconds one Prometheus request may take."""
+    """Seconds one Prometheus request may take in all, from connecting to the last byte
+    (a deadline, not a per-read timeout: a server that trickles bytes is cut off)."""
+
+    total_timeout_s: float = 30.0
+    """Seconds all the queries of one collection may take, retries included: a plan
+    waits at most this long for monitoring before it goes on without it."""
+
+    max_answer_bytes: int = 64 * 1024 * 1024
+    """Largest Prometheus answer read (64 MiB: 10,000 GPUs x 240 samples is about 30 MiB)."""
+
+    verify_tls: bool = True
+    """Verify an https:// Prometheus's certificate and host name. Turning it off
+    (``--prometheus-insecure``) lets anyone on the path forge telemetry."""
 
     retries: int = 2
     """Further attempts after a failed request (so 3 in all by default)."""

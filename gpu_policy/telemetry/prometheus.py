@@ -4,17 +4,21 @@ Queries (PromQL; see docs/telemetry.md): a range query over the window for
 DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_XID_ERRORS, instant queries for memory,
 engine activity, power and temperature, and ``timestamp(DCGM_FI_DEV_GPU_UTIL)``
 for how fresh each GPU's data is. A GPU is identified by (Hostname or hostname,
-gpu). Every request is bounded by a timeout and retried with backoff; when all
-attempts fail, `TelemetryUnavailable` says why in one line.
+gpu). Answers are untrusted: every request is bounded in time, size and depth
+(`gpu_policy.telemetry.http`), retried with backoff, and the whole collection
+has one deadline; NaN, infinite and DCGM-blank values count as missing. When
+it fails, `TelemetryUnavailable` says why in one line, with the URL's secrets
+redacted.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import math
 import time
 from typing import Any, Callable
 
 from gpu_policy.errors import GpuPolicyError
+from gpu_policy.telemetry.http import HttpFailure, get_json, redact_url
 from gpu_policy.telemetry.model import (
     ENGINE_ACTIVE, FB_FREE, FB_USED, GPU_UTIL, INSTANT_SERIES, POWER, TEMPERATURE, XID_ERRORS, GpuKey, GpuReading,
     GpuTelemetry, TelemetrySettings, is_blank)
@@ -34,112 +38,126 @@ _FIELD = {FB_USED: "memory_used_mib", FB_FREE: "memory_free_mib", ENGINE_ACTIVE:
 
 def _key(labels: dict) -> GpuKey:
     host = labels.get("Hostname") or labels.get("hostname")
-    if host is None or "gpu" not in labels:
-        raise _Malformed(f"a DCGM series without Hostname/hostname or gpu labels: {sorted(labels)}")
-    return GpuKey(host, int(labels["gpu"]))
+    gpu = labels.get("gpu")
+    if not isinstance(host, str) or not isinstance(gpu, str) or not gpu.isdigit() or len(gpu) > 6:
+        raise _Malformed(f"a DCGM series without Hostname/hostname or gpu labels: {sorted(labels)[:8]}")
+    return GpuKey(host, int(gpu))
+
+
+def _value(text: Any) -> float | None:
+    """A sample's value; None for what is not a finite reading (NaN, Inf, DCGM's blanks)."""
+    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
+        raise _Malformed(f"a sample value is not a number: {str(text)[:40]}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise _Malformed(f"a sample value is not a number: {str(text)[:40]}") from None
+    return None if is_blank(value) else value
+
+
+def _time(text: Any) -> float:
+    value = _value(text)
+    if value is None:
+        raise _Malformed(f"a sample time is not a finite number: {str(text)[:40]}")
+    return value
+
+
+def _pair(sample: Any) -> tuple[float, float | None]:
+    if not isinstance(sample, list) or len(sample) != 2:
+        raise _Malformed("a sample is not a [time, value] pair")
+    return _time(sample[0]), _value(sample[1])
+
+
+def _series(result: Any, key: str) -> list[tuple[dict, Any]]:
+    """The (labels, samples) of a result list; labels are text, and name a GPU."""
+    if not isinstance(result, list):
+        raise _Malformed("the result is not a list of series")
+    out = []
+    for item in result:
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict) or key not in item:
+            raise _Malformed(f"a series lacks its metric or {key}")
+        labels = item["metric"]
+        if not all(isinstance(v, str) for v in labels.values()):
+            raise _Malformed("a series has labels that are not text")
+        _key(labels)
+        out.append((labels, item[key]))
+    return out
+
+
+def _range(samples: Any) -> list[tuple[float, float | None]]:
+    if not isinstance(samples, list):
+        raise _Malformed("a range series has no list of values")
+    return [_pair(s) for s in samples]
 
 
 class PrometheusDcgmSource:
-    """Reads dcgm-exporter series from Prometheus at `url` (prometheus-api-client)."""
+    """Reads dcgm-exporter series from Prometheus at `url` (credentials in the URL are
+    sent as Basic auth and redacted everywhere else)."""
 
-    def __init__(self, url: str, settings: TelemetrySettings | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, url: str, settings: TelemetrySettings | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
         self.url = url.rstrip("/")
         self.settings = settings or TelemetrySettings()
-        self._sleep = sleep
-        self._client = None
+        self._sleep, self._clock = sleep, clock
+        self._deadline = math.inf
 
-    def _connect(self):
-        if self._client is None:
-            from prometheus_api_client import PrometheusConnect
-            from urllib3.util.retry import Retry
-
-            # our own retries below: one place that bounds them and words the failure
-            self._client = PrometheusConnect(self.url, disable_ssl=True, retry=Retry(total=0, raise_on_status=False),
-                                             timeout=self.settings.timeout_s)
-        return self._client
+    @property
+    def shown_url(self) -> str:
+        return redact_url(self.url)
 
     def collect(self, settings: TelemetrySettings | None = None) -> GpuTelemetry:
         s = settings or self.settings
+        self._deadline = self._clock() + s.total_timeout_s
         now = time.time()
-        start, end = dt.datetime.fromtimestamp(now - s.span_s), dt.datetime.fromtimestamp(now)
-        step = f"{s.step():g}s"
+        span = {"start": f"{now - s.span_s:.3f}", "end": f"{now:.3f}", "step": f"{s.step():g}s"}
         gpus: dict[GpuKey, GpuReading] = {}
 
         def reading(labels: dict) -> GpuReading:
-            key = _key(labels)
-            r = gpus.setdefault(key, GpuReading())
+            r = gpus.setdefault(_key(labels), GpuReading())
             r.model = r.model or labels.get("modelName")
             r.uuid = r.uuid or labels.get("UUID")
             r.pod = r.pod or labels.get("pod")
             r.namespace = r.namespace or labels.get("namespace")
             return r
 
-        def utilization(items):
-            return [(item["metric"], [(float(t), float(v)) for t, v in item["values"] if not is_blank(float(v))])
-                    for item in items]
-
-        def xids(items):
-            return [(item["metric"], sorted({(float(t), int(float(v)), item["metric"].get("err_msg", ""))
-                                             for t, v in item["values"] if not is_blank(float(v)) and float(v) > 0}))
-                    for item in items]
-
-        def latest(items):
-            return [(item["metric"], float(item["value"][1])) for item in items]
-
-        for labels, samples in self._query(lambda c: c.custom_query_range(GPU_UTIL, start, end, step), utilization,
-                                           f"{GPU_UTIL} over {s.window_s:g} s"):
-            reading(labels).utilization = samples
-        for labels, seen in self._query(lambda c: c.custom_query(f"timestamp({GPU_UTIL})"), latest,
-                                        f"timestamp({GPU_UTIL})"):
-            reading(labels).last_seen = seen
-        for labels, events in self._query(lambda c: c.custom_query_range(XID_ERRORS, start, end, step), xids, XID_ERRORS):
-            reading(labels).xids = events
+        for labels, samples in self._query("query_range", {"query": GPU_UTIL, **span},
+                                           f"{GPU_UTIL} over {s.window_s:g} s", "values", s):
+            reading(labels).utilization = [(t, v) for t, v in _range(samples) if v is not None]
+        for labels, sample in self._query("query", {"query": f"timestamp({GPU_UTIL})"},
+                                          f"timestamp({GPU_UTIL})", "value", s):
+            reading(labels).last_seen = _pair(sample)[1]
+        for labels, samples in self._query("query_range", {"query": XID_ERRORS, **span}, XID_ERRORS, "values", s):
+            reading(labels).xids = sorted({(t, int(v), labels.get("err_msg", "")) for t, v in _range(samples)
+                                           if v is not None and 0 < v < 2 ** 31})
         for series in INSTANT_SERIES:
-            for labels, value in self._query(lambda c, q=series: c.custom_query(q), latest, series):
-                setattr(reading(labels), _FIELD[series], None if is_blank(value) else value)
-        return GpuTelemetry(source=f"prometheus {self.url}", collected_at=now, window_s=s.window_s, gpus=gpus)
+            for labels, sample in self._query("query", {"query": series}, series, "value", s):
+                setattr(reading(labels), _FIELD[series], _pair(sample)[1])
+        return GpuTelemetry(source=f"prometheus {self.shown_url}", collected_at=now, window_s=s.window_s, gpus=gpus)
 
-    def _query(self, call: Callable[[Any], list], parse: Callable[[list], list], what: str) -> list:
-        """Run one query and parse its series, with bounded retries; every failure
-        ends as TelemetryUnavailable."""
-        import requests
-        from prometheus_api_client import PrometheusApiClientException
-
-        s = self.settings
+    def _query(self, endpoint: str, params: dict[str, str], what: str, key: str,
+               s: TelemetrySettings) -> list[tuple[dict, Any]]:
+        """Run one query with bounded retries; every failure ends as TelemetryUnavailable."""
         attempts = s.retries + 1
         problem = ""
         for attempt in range(attempts):
             if attempt:
                 self._sleep(s.backoff_s * 2 ** (attempt - 1))
+            left = self._deadline - self._clock()
+            if left <= 0:
+                problem = f"did not finish within the {s.total_timeout_s:g} s of a collection"
+                break
             try:
-                result = call(self._connect())
-                if not isinstance(result, list) or not all(isinstance(i, dict) and "metric" in i for i in result):
-                    raise _Malformed("the result is not a list of series")
-                parsed = parse(result)
-                for labels, _ in parsed:
-                    _key(labels)  # every series names its GPU
-                return parsed
-            except requests.exceptions.Timeout:
-                problem = f"did not answer within {s.timeout_s:g} s"
-            except requests.exceptions.ConnectionError as e:
-                cause = _root_cause(e)  # with retries off, urllib3 wraps read time-outs this way
-                problem = f"did not answer within {s.timeout_s:g} s" if cause == "timed out" else f"is unreachable ({cause})"
-            except PrometheusApiClientException as e:
-                code = str(e).split("(")[0].replace("HTTP Status Code", "").strip()
-                problem = f"answered HTTP {code}"
-                if code.startswith("4"):  # a bad query or auth: retrying will not help
+                answer = get_json(self.url, f"/api/v1/{endpoint}", params, timeout_s=min(s.timeout_s, left),
+                                  max_bytes=s.max_answer_bytes, verify_tls=s.verify_tls)
+                if not isinstance(answer, dict) or answer.get("status") != "success" or not isinstance(
+                        answer.get("data"), dict):
+                    raise _Malformed(f"the answer is not a successful query result: {str(answer)[:80]}")
+                return _series(answer["data"].get("result"), key)
+            except HttpFailure as e:
+                problem = e.problem
+                if not e.retry:
                     break
-            except (ValueError, KeyError, TypeError, IndexError, _Malformed) as e:
-                problem = f"sent malformed data ({type(e).__name__}: {str(e)[:120]})"
-        raise TelemetryUnavailable(f"Prometheus at {self.url} {problem} for {what} "
+            except _Malformed as e:
+                problem = f"sent malformed data (_Malformed: {str(e)[:120]})"
+        raise TelemetryUnavailable(f"Prometheus at {self.shown_url} {problem} for {what} "
                                    f"after {attempt + 1} attempt{'s' if attempt else ''}")
-
-
-def _root_cause(e: BaseException) -> str:
-    while e.__cause__ or e.__context__:
-        e = e.__cause__ or e.__context__
-    text = str(e)
-    for marker in ("Connection refused", "Name or service not known", "timed out"):
-        if marker in text:
-            return marker.lower()
-    return type(e).__name__

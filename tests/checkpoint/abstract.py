@@ -85,5 +85,5 @@ class StoreConformance:
         assert [c.step for c in store.list()] == [1]
 
     def test_bad_step(self, store):
-        with pytest.raises(ValueError, match="step: must be a whole number >= 0"):
+        with pytest.raises(CheckpointError, match="step: must be a whole number >= 0"):
             store.save(-1, "x")

@@ -34,5 +34,9 @@ def test_previous_handlers_are_restored():
 def test_grace_period_from_the_environment(monkeypatch):
     monkeypatch.setenv(GRACE_ENV, "45")
     assert PreemptionGuard().grace_period_s == 45
-    with pytest.raises(ValueError, match="grace_period_s: must be > 0"):
+    with pytest.raises(ValueError, match="grace_period_s: must be a finite number > 0, got 0"):
         PreemptionGuard(grace_period_s=0)
+    monkeypatch.setenv(GRACE_ENV, "nan")
+    with pytest.raises(ValueError, match=r"\$GPU_POLICY_TERMINATION_GRACE_S: must be a finite number of seconds > 0, "
+                                         r"got 'nan'"):
+        PreemptionGuard()

@@ -128,4 +128,4 @@ def test_the_command_line_sets_max_moves(capsys):
     assert main(["plan", seed2b, "--max-moves", "0", "--format", "json"]) == 0
     assert '"moves": 0' in capsys.readouterr().out
     assert main(["plan", seed2b, "--max-moves", "-1"]) == 2
-    assert "max_moves: must be >= 0, got -1" in capsys.readouterr().err
+    assert "--max-moves: must be a whole number >= 0 and <= 100,000, got '-1'" in capsys.readouterr().err

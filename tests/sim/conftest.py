@@ -24,8 +24,8 @@ p7,32000,65536,8,1000,,LS,Running,0,10,0
 
 def write_trace(folder, nodes=NODES, pods=PODS):
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "openb_node_list_all_node.csv").write_text(nodes)
-    (folder / "openb_pod_list_default.csv").write_text(pods)
+    (folder / "openb_node_list_all_node.csv").write_bytes(nodes.encode("utf-8", "surrogateescape"))
+    (folder / "openb_pod_list_default.csv").write_bytes(pods.encode("utf-8", "surrogateescape"))
     return folder
 
 

@@ -1,0 +1,33 @@
+"""Optional libraries and the extra that brings each (``pip install 'gpu-policy[EXTRA]'``).
+
+A missing optional library is bad input, not a bug: `require` turns the
+ImportError into `MissingExtra`, one line naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from gpu_policy.errors import MissingExtra
+
+#: Import name -> the gpu-policy extra that installs it.
+EXTRA_OF = {
+    "airflow": "airflow",
+    "gcsfs": "gcs",
+    "highspy": "highs",
+    "kfp": "kfp",
+    "matplotlib": "report",
+    "s3fs": "s3",
+}
+
+
+def require(module: str, what: str) -> ModuleType:
+    """Import `module` for `what` (e.g. ``--plot``), or say which extra brings it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtra(what, module.split(".")[0], EXTRA_OF[module.split(".")[0]]) from None
+
+
+__all__ = ["EXTRA_OF", "require"]

@@ -1,0 +1,313 @@
+"""Read the files and texts gpu-policy is given without trusting them (docs/security.md).
+
+Scenarios, traces, queue ConfigMaps and telemetry answers all come through
+here. Whatever the input, the result is plain data (dicts with string keys,
+lists, str, int, float, bool, None) or an `InputError` of one line naming the
+source and the line, within bounded time and memory:
+
+- at most `InputLimits.max_bytes` are read (``/dev/zero`` included);
+- text must be UTF-8; the error names the first bad byte and its line;
+- nesting deeper than `max_depth` is refused before any recursion could overflow;
+- YAML aliases may add at most `alias_budget` nodes in all (a billion-laughs file
+  is refused at once), and an alias may not point into its own anchor;
+- duplicate keys, dates, binary and every other tag beyond plain data are refused;
+- numbers are finite (no NaN or infinity) and spelt in at most `max_number_chars`.
+
+`parse_text(text, source)` takes text and a source name, so callers that read
+text from elsewhere (a ConfigMap, an HTTP answer) get the same checks as a file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
+
+from gpu_policy.errors import InputError
+
+MIB = 1 << 20
+_TAG = "tag:yaml.org,2002:"
+_SCALARS = {f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "merge")}
+_MERGE = object()  # the value of a `<<` merge key
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """How much of an input gpu-policy reads; every field bounds time or memory."""
+
+    max_bytes: int = 20 * MIB
+    """Largest input read (20 MB: a 100,000-job scenario is about 7 MB). The CLI's
+    ``--max-input-mb`` raises it."""
+
+    max_depth: int = 64
+    """Deepest nesting of lists and mappings (a scenario needs 5 levels)."""
+
+    alias_budget: int = 10_000
+    """Nodes that YAML aliases may add in all: anchors for shared defaults fit, an
+    alias bomb (each level doubling the one below) does not."""
+
+    max_number_chars: int = 64
+    """Longest spelling of one number (a 401-digit number is refused before any
+    conversion could overflow)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_depth", "alias_budget", "max_number_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"InputLimits.{name}: must be a whole number >= 1, got {value!r}")
+
+
+DEFAULT_LIMITS = InputLimits()
+
+
+def read_text(path: str | Path, limits: InputLimits = DEFAULT_LIMITS, what: str = "the file") -> str:
+    """The UTF-8 text of `path`, read up to the size limit (a leading BOM is dropped)."""
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limits.max_bytes + 1)
+    except OSError as e:
+        raise InputError(source, "", f"cannot read {what}: {e.strerror or e}") from None
+    if len(data) > limits.max_bytes:
+        raise InputError(source, "", f"is larger than {_size(limits.max_bytes)}, the input limit "
+                                     "(--max-input-mb raises it)")
+    return decode(data, source)
+
+
+def decode(data: bytes, source: str) -> str:
+    """`data` as UTF-8 text, or an error naming the first bad byte and its line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(source, f"line {line}", f"is not UTF-8 text: byte 0x{data[e.start]:02x} "
+                                                 f"at offset {e.start}") from None
+
+
+def load_file(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Any:
+    """A YAML or JSON file as plain data."""
+    return parse_text(read_text(path, limits), str(path), limits)
+
+
+def parse_text(text: str, source: str, limits: InputLimits = DEFAULT_LIMITS) -> Any:
+    """YAML or JSON text as plain data: JSON is tried first when the text looks like it
+    (JSON's own number rules then apply), YAML otherwise."""
+    if len(text) > limits.max_bytes:
+        raise InputError(source, "", f"is larger than {_size(limits.max_bytes)}, the input limit")
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return parse_json(text, source, limits)
+        except json.JSONDecodeError:
+            pass  # YAML flow style looks like JSON; let YAML judge it
+    return parse_yaml(text, source, limits)
+
+
+# ---- JSON ------------------------------------------------------------------------
+
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def parse_json(text: str, source: str, limits: InputLimits = DEFAULT_LIMITS) -> Any:
+    """JSON text as plain data. Raises `json.JSONDecodeError` for text that is not JSON
+    (callers that accept YAML too fall back to it); every other problem is an InputError."""
+    depth = 0
+    for token in _JSON_TOKENS.finditer(text):  # no recursion: json's own parser recurses
+        ch = token.group()
+        if ch in "[{":
+            depth += 1
+            if depth > limits.max_depth:
+                raise InputError(source, _line_at(text, token.start()),
+                                 f"nests deeper than {limits.max_depth} levels")
+        elif ch in "]}":
+            depth -= 1
+
+    def number(kind):
+        def convert(spelling: str):
+            if len(spelling) > limits.max_number_chars:
+                raise InputError(source, "", f"a number spelt in {len(spelling)} characters; at most "
+                                             f"{limits.max_number_chars}")
+            value = kind(spelling)
+            if not math.isfinite(value):
+                raise InputError(source, "", f"numbers must be finite, got {spelling[:20]}")
+            return value
+        return convert
+
+    def constant(name: str):
+        raise InputError(source, "", f"numbers must be finite, got {name}")
+
+    def mapping(pairs: list[tuple[str, Any]]) -> dict:
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise InputError(source, "", f"duplicate key {json.dumps(key)[:80]}")
+            out[key] = value
+        return out
+
+    return json.loads(text, parse_int=number(int), parse_float=number(float), parse_constant=constant,
+                      object_pairs_hook=mapping)
+
+
+def _line_at(text: str, offset: int) -> str:
+    return f"line {text.count(chr(10), 0, offset) + 1}"
+
+
+def _short(tag: str) -> str:
+    return "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:g} MB"
+
+
+# ---- YAML ------------------------------------------------------------------------
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's event parser when built with it
+
+
+@dataclass
+class _Open:
+    """A list or mapping whose end has not been seen yet."""
+
+    value: Any
+    anchor: str | None
+    line: int
+    size: int = 1
+    key: Any = None
+    has_key: bool = False
+    merges: list | None = None
+
+
+def parse_yaml(text: str, source: str, limits: InputLimits = DEFAULT_LIMITS) -> Any:
+    """One YAML document as plain data, built from the parser's events without recursion."""
+    return _YamlBuilder(source, limits).build(text)
+
+
+class _YamlBuilder:
+    """Turns YAML events into plain data with an explicit stack (so depth costs no
+    Python recursion), counting what aliases add."""
+
+    def __init__(self, source: str, limits: InputLimits):
+        self.source, self.limits = source, limits
+        self.resolver = Resolver()
+        self.scalars = SafeConstructor()
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.stack: list[_Open] = []
+        self.aliased = 0
+        self.documents = 0
+        self.result: Any = None
+
+    def fail(self, line: int, problem: str):
+        raise InputError(self.source, f"line {line}", problem)
+
+    def build(self, text: str) -> Any:
+        try:
+            for event in yaml.parse(text, Loader=_LOADER):
+                self.event(event)
+        except yaml.reader.ReaderError as e:
+            code = e.character if isinstance(e.character, int) else ord(e.character)
+            raise InputError(self.source, _line_at(text, e.position),
+                             f"character 0x{code:02x} is not allowed in YAML (control characters are not)") from None
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(e, "problem", None) or str(e)
+            raise InputError(self.source, "", f"not valid YAML or JSON{where}: {problem}") from None
+        return self.result
+
+    def event(self, e: yaml.Event) -> None:
+        line = e.start_mark.line + 1 if e.start_mark is not None else 0
+        if type(e) is yaml.ScalarEvent:  # the common case first: most events are scalars
+            self.add(self.scalar(e, line), 1, e.anchor, line)
+        elif isinstance(e, yaml.DocumentStartEvent):
+            self.documents += 1
+            if self.documents > 1:
+                self.fail(line, "must hold one YAML document, found a second")
+        elif isinstance(e, yaml.AliasEvent):
+            if e.anchor not in self.anchors:
+                self.fail(line, f"alias *{e.anchor} names no complete anchor before it")
+            value, size = self.anchors[e.anchor]
+            self.aliased += size
+            if self.aliased > self.limits.alias_budget:
+                self.fail(line, f"aliases expand to more than {self.limits.alias_budget} nodes (an alias bomb?)")
+            self.add(value, size, None, line)
+        elif isinstance(e, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            mapping = isinstance(e, yaml.MappingStartEvent)
+            if e.tag not in (None, "!", f"{_TAG}{'map' if mapping else 'seq'}"):
+                self.fail(line, f"the tag {_short(e.tag)} is not accepted (plain lists and mappings only)")
+            if len(self.stack) >= self.limits.max_depth:
+                self.fail(line, f"nests deeper than {self.limits.max_depth} levels")
+            self.stack.append(_Open({} if mapping else [], e.anchor, line))
+        elif isinstance(e, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            done = self.stack.pop()
+            value = done.value
+            if done.merges:
+                merged: dict = {}
+                for source in done.merges:
+                    for k, v in source.items():
+                        merged.setdefault(k, v)
+                value = {**merged, **value}
+            self.add(value, done.size, done.anchor, done.line)
+
+    def scalar(self, e: yaml.ScalarEvent, line: int) -> Any:
+        tag, text = e.tag, e.value
+        if tag is None and e.implicit[0] and text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") \
+                and len(text) <= self.limits.max_number_chars:
+            return int(text)  # a plain decimal: what the resolver and constructor would make of it, faster
+        if tag is None or tag == "!":
+            tag = self.resolver.resolve(ScalarNode, e.value, e.implicit)
+        if tag == f"{_TAG}str":
+            return text
+        if tag not in _SCALARS:
+            kind = {f"{_TAG}timestamp": "dates and times are", f"{_TAG}binary": "binary data is"}.get(tag)
+            if kind:
+                self.fail(line, f"{kind} not accepted, got {e.value[:40]!r} (quote it to make it text)")
+            self.fail(line, f"the tag {_short(tag)} is not accepted (plain text, numbers, true/false and null only)")
+        if tag == f"{_TAG}merge":
+            return _MERGE
+        if tag in (f"{_TAG}int", f"{_TAG}float") and len(e.value) > self.limits.max_number_chars:
+            self.fail(line, f"a number spelt in {len(e.value)} characters; at most {self.limits.max_number_chars}")
+        node = ScalarNode(tag, e.value)
+        value = {f"{_TAG}str": self.scalars.construct_yaml_str, f"{_TAG}int": self.scalars.construct_yaml_int,
+                 f"{_TAG}float": self.scalars.construct_yaml_float, f"{_TAG}bool": self.scalars.construct_yaml_bool,
+                 f"{_TAG}null": self.scalars.construct_yaml_null}[tag](node)
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(line, f"numbers must be finite, got {e.value[:40]}")
+        return value
+
+    def add(self, value: Any, size: int, anchor: str | None, line: int) -> None:
+        if anchor is not None:
+            self.anchors[anchor] = (value, size)
+        if not self.stack:
+            self.result = value
+            return
+        top = self.stack[-1]
+        top.size += size
+        if isinstance(top.value, list):
+            top.value.append(value)
+        elif not top.has_key:
+            if isinstance(value, (list, dict)):
+                self.fail(line, "a mapping key must be plain text or a number, not a list or mapping")
+            if value is not _MERGE and value in top.value:
+                self.fail(line, f"duplicate key {json.dumps(value)[:80]}")
+            top.key, top.has_key = value, True
+        else:
+            top.has_key = False
+            if top.key is _MERGE:
+                sources = value if isinstance(value, list) else [value]
+                if not all(isinstance(s, dict) for s in sources):
+                    self.fail(line, "a merge key (<<) takes a mapping or a list of mappings")
+                top.merges = (top.merges or []) + sources
+            else:
+                top.value[top.key] = value
+
+
+__all__ = ["DEFAULT_LIMITS", "InputLimits", "MIB", "decode", "load_file", "parse_json", "parse_text", "parse_yaml",
+           "read_text"]

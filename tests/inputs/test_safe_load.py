@@ -1,0 +1,91 @@
+"""gpu_policy.safe_load: plain data as PyYAML reads it, and one line for everything else."""
+
+import json
+import math
+
+import pytest
+import yaml
+
+pytest.importorskip("hypothesis", reason="hypothesis is in the [dev] extra: pip install -e '.[dev]'")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gpu_policy.errors import InputError  # noqa: E402
+from gpu_policy.safe_load import InputLimits, parse_text, read_text  # noqa: E402
+
+PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10 ** 15, 10 ** 15), st.text(max_size=20),
+              st.floats(allow_nan=False, allow_infinity=False, width=64).filter(lambda f: len(repr(f)) <= 64)),
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=8), inner, max_size=5)),
+    max_leaves=25)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(PLAIN, st.booleans())
+def test_plain_data_reads_as_pyyaml_and_json_read_it(data, flow):
+    text = yaml.safe_dump(data, default_flow_style=flow, allow_unicode=True)
+    assert parse_text(text, "x.yaml") == yaml.safe_load(text)
+    as_json = json.dumps([data])  # JSON documents are lists or mappings
+    assert parse_text(as_json, "x.json") == json.loads(as_json)
+
+
+def test_yaml_octal_and_sexagesimal_stay_as_pyyaml_reads_them():
+    assert parse_text("a: 010\nb: 1:30\nc: 0\nd: 1_000\n", "x") == {"a": 8, "b": 90, "c": 0, "d": 1000}
+
+
+def test_anchors_and_merge_keys():
+    text = "d: &d {gpus: 1, queue: q}\njobs:\n - <<: *d\n   name: a\n - <<: [*d]\n   name: b\n   gpus: 2\n"
+    assert parse_text(text, "x")["jobs"] == [{"gpus": 1, "queue": "q", "name": "a"},
+                                             {"gpus": 2, "queue": "q", "name": "b"}]
+
+
+REFUSED = {
+    "duplicate key": ("a: 1\na: 2\n", r"x: line 2: duplicate key \"a\""),
+    "duplicate JSON key": ('{"a": 1, "a": 2}', r"x: duplicate key \"a\""),
+    "date": ("a: 2024-01-01\n", r"line 1: dates and times are not accepted"),
+    "binary": ("a: !!binary aGVsbG8=\n", r"line 1: binary data is not accepted"),
+    "python object": ("a: !!python/object:os.system ls\n", r"the tag !!python/object:os.system is not accepted"),
+    "custom tag on a list": ("a: !x [1]\n", r"the tag !x is not accepted"),
+    "NaN": ("a: .nan\n", r"line 1: numbers must be finite, got .nan"),
+    "infinite float": ("a: 1.0e+400\n", r"numbers must be finite"),
+    "JSON NaN": ('{"a": NaN}', r"numbers must be finite, got NaN"),
+    "JSON Infinity": ('{"a": -Infinity}', r"numbers must be finite, got -Infinity"),
+    "JSON 1e400": ('{"a": 1e400}', r"numbers must be finite, got 1e400"),
+    "long number": ("a: " + "1" * 65 + "\n", r"a number spelt in 65 characters; at most 64"),
+    "deep YAML": ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 100)), r"line 65: nests deeper than 64"),
+    "deep JSON": ("[" * 65 + "]" * 65, r"line 1: nests deeper than 64 levels"),
+    "self alias": ("a: &a [1, *a]\n", r"alias \*a names no complete anchor before it"),
+    "two documents": ("a: 1\n---\nb: 2\n", r"line 2: must hold one YAML document"),
+    "list as key": ("? [a, b]\n: 1\n", r"a mapping key must be plain text or a number"),
+    "control character": ("a: \x07\n", r"line 1: character 0x07 is not allowed in YAML"),
+    "bad merge": ("a: 1\nb: {<<: 3}\n", r"a merge key \(<<\) takes a mapping or a list of mappings"),
+    "not YAML": ("a: [\n", r"not valid YAML or JSON at line 2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refused_in_one_line(case):
+    text, pattern = REFUSED[case]
+    with pytest.raises(InputError, match=pattern) as info:
+        parse_text(text, "x")
+    assert "\n" not in str(info.value)
+
+
+def test_size_limit_and_encoding(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 2000)
+    with pytest.raises(InputError, match=r"big.yaml: is larger than [0-9.]+ MB, the input limit"):
+        read_text(big, InputLimits(max_bytes=1049))
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"a: 1\nb: \xe9\n")
+    with pytest.raises(InputError, match=r"bad.yaml: line 2: is not UTF-8 text: byte 0xe9 at offset 8"):
+        read_text(bad)
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbfa: 1\n")
+    assert parse_text(read_text(bom), "bom") == {"a": 1}
+
+
+def test_limits_are_checked():
+    with pytest.raises(ValueError, match=r"InputLimits.max_depth: must be a whole number >= 1, got 0"):
+        InputLimits(max_depth=0)
+    assert math.isclose(InputLimits().max_bytes, 20 * 2 ** 20)
