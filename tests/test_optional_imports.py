@@ -6,7 +6,7 @@ from pathlib import Path
 
 BLOCKER = """
 import importlib.abc, sys
-BLOCKED = {"kfp", "airflow", "kubernetes", "prometheus_api_client", "torch", "highspy"}
+BLOCKED = {"kfp", "airflow", "kubernetes", "torch", "highspy"}
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
