@@ -68,7 +68,7 @@ class SimJob:
     """A job's state in the simulation. Policies read it; only the engine changes it."""
 
     __slots__ = ("spec", "nodes", "saved_s", "segment_start", "delay_s", "first_start", "finish", "wait_since",
-                 "waited_s", "preemptions", "moves", "lost_gpu_s", "version")
+                 "waited_s", "preemptions", "moves", "lost_gpu_s", "stopped_at", "version")
 
     def __init__(self, spec: TraceJob):
         self.spec = spec
@@ -83,6 +83,7 @@ class SimJob:
         self.preemptions = 0
         self.moves = 0
         self.lost_gpu_s = 0.0
+        self.stopped_at: float | None = None  # when it was last preempted or moved
         self.version = 0
 
     @property
@@ -263,10 +264,11 @@ class Simulation:
         return decision
 
     def _apply(self, d: Decision, t: float) -> None:
+        before, fair = dict(self.held), self.ledger.fair_now()
         for name in d.preempt:
             job = self._running(name, "preempt")
             give_back(self.free, job.spec, job.nodes)
-            self._stop(job, t, moved=False)
+            self._stop(job, t, moved=False, within_share=before[job.team] <= fair[job.team])
             del self.running[name]
             self.held[job.team] -= job.gpus
             self.ledger.held_changed(job.team, -job.gpus)
@@ -284,6 +286,8 @@ class Simulation:
                 raise PolicyViolation(f"{self.policy.name}: start {name}: the job is not waiting")
             job.waited_s += t - job.wait_since
             job.wait_since = None
+            if job.stopped_at is not None and t - job.stopped_at <= 2 * self.cfg.round_s:
+                self.ledger.restarted_soon(t, job.team)
             if job.first_start is None:
                 job.first_start = t
             self._launch(job, nodes, t)
@@ -301,20 +305,21 @@ class Simulation:
             raise PolicyViolation(f"{self.policy.name}: {action} {name}: the job is not running")
         return job
 
-    def _stop(self, job: SimJob, t: float, moved: bool) -> None:
+    def _stop(self, job: SimJob, t: float, moved: bool, within_share: bool = False) -> None:
         """End a run early: the job goes back to its last checkpoint and loses the
-        work since then."""
+        work since then. `within_share`: its team held no more than its fair share."""
         self._settle_restart(job, t)
         saved = job.last_checkpoint(t, self.cfg.checkpoint_every_s)
         self._lose(job, t, (job.progress(t) - saved) * job.gpus)
         job.saved_s = saved
         job.nodes = None
+        job.stopped_at = t
         job.version += 1
         if moved:
             job.moves += 1
         else:
             job.preemptions += 1
-        self.ledger.stopped(t, job.team, moved)
+        self.ledger.stopped(t, job.team, moved, within_share)
 
     def _settle_restart(self, job: SimJob, t: float) -> None:
         """A run ends: the restart time it spent (all of it, unless stopped sooner)

@@ -40,6 +40,8 @@ class Ledger:
         self.longest_below_s = dict.fromkeys(teams, 0.0)
         self.preemptions = dict.fromkeys(teams, 0)
         self.moves = dict.fromkeys(teams, 0)
+        self.victims_within_share = dict.fromkeys(teams, 0)
+        self.quick_restarts = dict.fromkeys(teams, 0)
         self.lost_gpu_s = dict.fromkeys(teams, 0.0)
         bins = max(1, math.ceil((self.w1 - self.w0) / BIN_S)) if math.isfinite(self.w1) else 1
         self.held_bins = np.zeros((len(teams), bins))
@@ -52,9 +54,7 @@ class Ledger:
 
     def advance(self, t: float) -> None:
         """Time passes to `t` with nothing changing."""
-        if self._fair_stale:
-            self.fair = team_fair_shares(self.quotas, self.demand, self.capacity)
-            self._fair_stale = False
+        self.fair_now()
         if self.t is not None:
             lo, hi = max(self.t, self.w0), min(t, self.w1)
             if hi > lo:
@@ -91,9 +91,23 @@ class Ledger:
             self._close_episode(team, t)
         self.owed = set(owed)
 
-    def stopped(self, t: float, team: str, moved: bool) -> None:
+    def fair_now(self) -> dict[str, int]:
+        if self._fair_stale:
+            self.fair = team_fair_shares(self.quotas, self.demand, self.capacity)
+            self._fair_stale = False
+        return self.fair
+
+    def stopped(self, t: float, team: str, moved: bool, within_share: bool) -> None:
+        """A preemption or move; `within_share`: the victim's team held no more than
+        its fair share before the round (a sign of churn, not a rule of any policy)."""
         if self.w0 <= t < self.w1:
             (self.moves if moved else self.preemptions)[team] += 1
+            self.victims_within_share[team] += within_share
+
+    def restarted_soon(self, t: float, team: str) -> None:
+        """A preempted job started again within two rounds: the preemption bought little."""
+        if self.w0 <= t < self.w1:
+            self.quick_restarts[team] += 1
 
     def lost(self, t: float, team: str, gpu_s: float) -> None:
         """GPU-seconds lost to a preemption or move: work since the checkpoint (at
@@ -160,6 +174,8 @@ class PolicyMetrics:
     preemptions: int
     moves: int
     lost_gpu_hours: float
+    victims_within_share: int     # preempted while their team held no more than its fair share
+    quick_restarts: int           # preempted jobs started again within two rounds
     queueing: Stats
     jct: Stats
     jobs: int
@@ -206,6 +222,7 @@ def measure(run) -> PolicyMetrics:
         jain=jain(ratios),
         preemptions=sum(led.preemptions.values()), moves=sum(led.moves.values()),
         lost_gpu_hours=sum(led.lost_gpu_s.values()) / 3600,
+        victims_within_share=sum(led.victims_within_share.values()), quick_restarts=sum(led.quick_restarts.values()),
         queueing=Stats.of([queueing_s(j, run.end_s) for j in measured]),
         jct=Stats.of([j.finish - j.spec.arrival_s for j in measured if j.finish is not None]),
         jobs=len(measured), finished=sum(j.finish is not None for j in measured),

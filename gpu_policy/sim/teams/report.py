@@ -26,9 +26,9 @@ def describe(c: TeamsComparison) -> str:
     d0, d1 = p.days
     ckpt = "never" if p.checkpoint_every_s is None else f"every {p.checkpoint_every_s:g} s"
     jobs = c.policies[0].jobs if c.policies else 0
-    return (f"philly-vc: {p.nodes} nodes, {8 * p.nodes} GPUs; days {d0:g}-{d1:g} after {p.warmup_days:g} days' "
-            f"warm-up, {jobs} jobs measured; rounds every {p.round_s:g} s; checkpoints {ckpt}, "
-            f"restart {p.restart_cost_s:g} s")
+    warmup = f"{p.warmup_days:g} day{'' if p.warmup_days == 1 else 's'} of warm-up"
+    return (f"philly-vc: {p.nodes} nodes, {8 * p.nodes} GPUs; days {d0:g}-{d1:g} after {warmup}, "
+            f"{jobs} jobs measured; rounds every {p.round_s:g} s; checkpoints {ckpt}, restart {p.restart_cost_s:g} s")
 
 
 def comparison_table(c: TeamsComparison) -> str:
@@ -85,7 +85,8 @@ def _policy_json(m: PolicyMetrics, worse: list[str] | None, wall_s: float) -> di
         "utilization": round(m.utilization, 6), "guarantee_share": _round(m.guarantee_share, 6),
         "longest_below_guarantee_s": _round(m.longest_below_guarantee_s), "teams_worse_than_static": worse,
         "jain": _round(m.jain, 6), "preemptions": m.preemptions, "moves": m.moves,
-        "lost_gpu_hours": round(m.lost_gpu_hours, 3), **_stats("queueing", m.queueing), **_stats("jct", m.jct),
+        "lost_gpu_hours": round(m.lost_gpu_hours, 3), "victims_within_fair_share": m.victims_within_share,
+        "restarts_within_two_rounds": m.quick_restarts, **_stats("queueing", m.queueing), **_stats("jct", m.jct),
         "jobs": m.jobs, "finished": m.finished, "unstarted": m.unstarted, "rounds": m.rounds,
         "end_day": round(m.end_s / 86_400, 3), "policy_stats": m.policy_stats, "wall_s": round(wall_s, 2),
         "teams": {team: _team_json(t, None if worse is None else team in worse) for team, t in m.teams.items()},
@@ -104,12 +105,12 @@ def comparison_json(c: TeamsComparison) -> dict:
     }
 
 
-def plot_pair(c: TeamsComparison) -> tuple[PolicyMetrics, PolicyMetrics] | tuple[PolicyMetrics]:
-    """The two policies whose allocations the plot draws: gpu-policy and kai-like
-    when both ran, else the first two."""
+def plot_pair(c: TeamsComparison) -> tuple[PolicyMetrics, ...]:
+    """The two policies whose allocations the plot draws: static (held to the quota)
+    and gpu-policy (lending what is idle) when both ran, else the first two."""
     by_name = {m.policy: m for m in c.policies}
-    if "gpu-policy" in by_name and "kai-like" in by_name:
-        return by_name["kai-like"], by_name["gpu-policy"]
+    if "static" in by_name and "gpu-policy" in by_name:
+        return by_name["static"], by_name["gpu-policy"]
     return tuple(c.policies[:2])
 
 

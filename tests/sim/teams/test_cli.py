@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpu_policy.cli import main
+from gpu_policy.sim.teams import Protocol, compare, load_team_trace
 
 #: The philly-vc workload: $GPU_POLICY_PHILLY_DIR, else ../shared/data/philly-vc beside the checkout.
 PHILLY = Path(os.environ.get("GPU_POLICY_PHILLY_DIR") or Path(__file__).resolve().parents[4] / "shared/data/philly-vc")
@@ -27,7 +28,7 @@ def simulate(trace_dir, *args) -> list[str]:
 def test_table_has_every_policy_and_the_per_team_delays(trace_dir, capsys):
     assert main(simulate(trace_dir)) == 0
     out = capsys.readouterr().out
-    assert out.startswith("philly-vc: 2 nodes, 16 GPUs; days 0-2 after 0 days' warm-up, 5 jobs measured")
+    assert out.startswith("philly-vc: 2 nodes, 16 GPUs; days 0-2 after 0 days of warm-up, 5 jobs measured")
     for name in ("static", "fifo", "kai-like", "gpu-policy"):
         assert f"\n{name} " in out
     assert "mean queueing delay per team, hours (* worse than static)" in out
@@ -55,6 +56,14 @@ def test_without_static_there_is_no_sharing_safety(trace_dir, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["policies"]["fifo"]["teams_worse_than_static"] is None
     assert data["policies"]["fifo"]["teams"]["a"]["worse_than_static"] is None
+
+
+def test_progress_counts_up_to_100_percent_over_all_runs(trace_dir):
+    seen = []
+    compare(load_team_trace(trace_dir), ["fifo", "kai-like"], Protocol(nodes=2, days=(0, 2), warmup_days=0),
+            lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (100, 100) and (50, 100) in seen
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and {t for _, t in seen} == {100}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,6 +6,7 @@ Rounds fall every 300 s, and at once when nothing runs.
 
 import pytest
 
+from gpu_policy.sim.teams import measure
 from tests.sim.teams.conftest import by_name, job, run
 
 QUOTAS = {"a": 8, "b": 8}
@@ -137,3 +138,15 @@ def test_quota_less_teams_never_run_under_static_and_borrow_elsewhere():
     jobs = [job("c-0", "c", 0, 1, 100)]
     assert by_name(run("static", jobs, {"c": 0}))["c-0"].first_start is None
     assert by_name(run("kai-like", jobs, {"c": 0}))["c-0"].finish == 100
+
+
+@pytest.mark.parametrize("policy, longest", [("fifo", 100_000 - 1200), ("kai-like", 0), ("gpu-policy", 0)])
+def test_the_guarantee_is_judged_from_the_round_that_could_have_kept_it(policy, longest):
+    """b is owed GPUs from the first round after its arrival (1200) until it starts:
+    under fifo when a's jobs finish at 100,000; never under the reclaiming policies."""
+    result = run(policy, greedy_team(), QUOTAS)
+    m = measure(result)
+    assert m.teams["b"].longest_below_guarantee_s == longest
+    assert m.teams["b"].guarantee_share == pytest.approx(1 - longest / result.end_s)
+    assert m.teams["a"].guarantee_share == 1.0      # a holds 8 = its quota: a 9th GPU is not owed
+    assert m.longest_below_guarantee_s == longest and m.guarantee_share == m.teams["b"].guarantee_share
