@@ -40,7 +40,7 @@ components: $(KFP_VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
-	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-day 21
+	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-days 21,29
 
 clean:
 	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) build *.egg-info

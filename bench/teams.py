@@ -1,14 +1,14 @@
 """Teams over time on the philly-vc workload: the default protocol, every policy in one run.
 
     .venv/bin/python bench/teams.py [--trace-dir ../shared/data/philly-vc] [--plot docs/img/teams.png]
-        [--skips-day 21]
+        [--skips-days 21,29]
 
 96 nodes (768 GPUs), days 21-35 after a 7-day warm-up, checkpoints every 30 min, rounds
 every 300 s. Prints the comparison table of `gpu-policy simulate teams`, the issue's
 targets with the figures that meet or miss them, and where the wall time went (the
-planner's share of gpu-policy's run). `--skips-day D` also replays day D (after the same
-warm-up) planning every round, and counts the rounds with nothing changed since the last
-that would have acted: the rounds the simulator skips.
+planner's share of gpu-policy's run). `--skips-days D,...` also replays each day D (after
+the same warm-up) planning every round, and counts the rounds with nothing changed since
+the last that would have acted: the rounds the simulator skips.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace-dir", default=str(Path(__file__).resolve().parents[2] / "shared/data/philly-vc"))
     parser.add_argument("--plot", default=None)
-    parser.add_argument("--skips-day", type=float, default=None)
+    parser.add_argument("--skips-days", default="")
     args = parser.parse_args()
     trace = load_team_trace(args.trace_dir)
     protocol = Protocol()
@@ -78,17 +78,17 @@ def main() -> int:
           f"{stats['slowest_plan_s']:.2f} s, plans at the time limit: {stats['plans_at_time_limit']}")
     if args.plot:
         print(f"plot: {plot_comparison(result, args.plot)}")
-    if args.skips_day is not None:
-        day = Protocol(days=(args.skips_day, args.skips_day + 1))
+    for first in [float(d) for d in args.skips_days.split(",") if d.strip()]:
+        day = Protocol(days=(first, first + 1))
         jobs = trace.between(day.config().start_s, day.config().window[1])
-        print(f"\nday {args.skips_day:g}, every round planned (after the same warm-up):")
+        print(f"\nday {first:g}, every round planned (after the same warm-up):")
         for name in ("kai-like", "gpu-policy"):
             cfg = day.config()
             cfg.skip_unchanged_rounds = False
             every = simulate(jobs, result.quotas, POLICIES[name](), cfg)
             skipping = simulate(jobs, result.quotas, POLICIES[name](), day.config())
             print(f"  {name}: {every.rounds} rounds planned, {skipping.rounds} when skipping; "
-                  f"{every.acted_unchanged} rounds with nothing changed acted")
+                  f"rounds with nothing changed that acted: {every.acted_unchanged}")
     return 0
 
 
