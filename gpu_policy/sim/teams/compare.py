@@ -17,6 +17,10 @@ from gpu_policy.sim.teams.ours import PlannerPolicy
 from gpu_policy.sim.teams.policies import FifoPolicy, StaticPolicy
 from gpu_policy.sim.teams.trace import DAY_S, TeamTrace
 
+#: Most nodes a run may have, and the last day it may measure.
+MAX_NODES = 100_000
+MAX_DAY = 3660.0
+
 POLICIES: dict[str, Callable[[], object]] = {
     "static": StaticPolicy,
     "fifo": FifoPolicy,
@@ -37,16 +41,17 @@ class Protocol:
     round_s: float = 300.0
 
     def check(self) -> None:
-        """Options a parser cannot judge alone, named as the command line names them."""
-        if self.nodes < 1:
-            raise GpuPolicyError(f"--nodes: must be >= 1, got {self.nodes}")
+        """Options a parser cannot judge alone, named as the command line names them.
+        The bounds keep a run's memory and number of rounds bounded."""
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise GpuPolicyError(f"--nodes: must be in 1..{MAX_NODES}, got {self.nodes}")
         if not 0 <= self.warmup_days <= self.days[0]:
             raise GpuPolicyError(f"--warmup-days: must be in 0..{self.days[0]:g} (the first day of --days), "
                                  f"got {self.warmup_days:g}")
-        if not 0 <= self.restart_cost_s < math.inf:
-            raise GpuPolicyError(f"--restart-cost: must be seconds >= 0, got {self.restart_cost_s:g}")
-        if not 0 < self.round_s < math.inf:
-            raise GpuPolicyError(f"--round-every: must be seconds > 0, got {self.round_s:g}")
+        if not 0 <= self.restart_cost_s <= DAY_S:
+            raise GpuPolicyError(f"--restart-cost: must be seconds in 0..{DAY_S:g}, got {self.restart_cost_s:g}")
+        if not 1 <= self.round_s <= DAY_S:
+            raise GpuPolicyError(f"--round-every: must be seconds in 1..{DAY_S:g}, got {self.round_s:g}")
 
     def config(self) -> SimConfig:
         d0, d1 = self.days
@@ -76,8 +81,9 @@ def parse_policies(text: str) -> list[str]:
 
 def parse_days(text: str) -> tuple[float, float]:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*", text)
-    if not match or float(match[1]) >= float(match[2]):
-        raise GpuPolicyError(f"--days: must be a range FIRST-LAST of days with FIRST < LAST, e.g. 21-35, got {text!r}")
+    if not match or not float(match[1]) < float(match[2]) <= MAX_DAY:
+        raise GpuPolicyError(f"--days: must be a range FIRST-LAST of days with FIRST < LAST <= {MAX_DAY:g}, "
+                             f"e.g. 21-35, got {text!r}")
     return float(match[1]), float(match[2])
 
 

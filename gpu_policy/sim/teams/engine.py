@@ -198,8 +198,11 @@ class Simulation:
         last_round = -math.inf
         limit = self.cfg.window[1] + self.cfg.drain_limit_s
         while True:
-            next_round = math.inf  # a round needs waiting work: with none, no policy has anything to decide
-            if self.waiting and (changed or not self.cfg.skip_unchanged_rounds):
+            # a round needs waiting work (with none, no policy has anything to decide), and
+            # something that changed; planning every round stops too once nothing can change
+            next_round = math.inf
+            busy = self.running or self._arrived < len(self.arrivals)
+            if self.waiting and (changed or (not self.cfg.skip_unchanged_rounds and busy)):
                 next_round = self._next_grid(t, last_round)
             t_next = min(self._next_arrival(), self._next_finish(), next_round)
             if t_next == math.inf:
@@ -216,7 +219,8 @@ class Simulation:
                     self.acted_unchanged += 1
                 changed = bool(decision.preempt or decision.move)
                 last_round = t
-        self.ledger.close(t)
+        # the measured time runs to the window's end even when the last job left before it
+        self.ledger.close(max(t, self.cfg.window[1]) if math.isfinite(self.cfg.window[1]) else t)
         return SimRun(self.policy.name, self.cfg, list(self.jobs.values()), self.ledger, t, self.rounds,
                       self.acted_unchanged, self.horizon_reached, dict(getattr(self.policy, "stats", {})))
 

@@ -14,8 +14,10 @@ import numpy as np
 
 from gpu_policy.sim.teams.shares import team_fair_shares
 
-#: Width of the time bins kept for the plot, in seconds.
+#: Width of the time bins kept for the plot, in seconds (wider when the window
+#: would need more than `MAX_BINS` of them).
 BIN_S = 3600.0
+MAX_BINS = 2000
 
 
 class Ledger:
@@ -43,7 +45,9 @@ class Ledger:
         self.victims_within_share = dict.fromkeys(teams, 0)
         self.quick_restarts = dict.fromkeys(teams, 0)
         self.lost_gpu_s = dict.fromkeys(teams, 0.0)
-        bins = max(1, math.ceil((self.w1 - self.w0) / BIN_S)) if math.isfinite(self.w1) else 1
+        finite = math.isfinite(self.w1)
+        self.bin_s = max(BIN_S, (self.w1 - self.w0) / MAX_BINS) if finite else math.inf
+        bins = max(1, math.ceil((self.w1 - self.w0) / self.bin_s)) if finite else 1
         self.held_bins = np.zeros((len(teams), bins))
         self.demand_bins = np.zeros((len(teams), bins))
         self._index = {team: i for i, team in enumerate(teams)}
@@ -70,9 +74,9 @@ class Ledger:
     def _bin(self, lo: float, hi: float) -> None:
         held = np.array([self.held[t] for t in self.teams], dtype=float)
         demand = np.array([self.demand[t] for t in self.teams], dtype=float)
-        b = int((lo - self.w0) // BIN_S)
+        b = int((lo - self.w0) // self.bin_s)
         while lo < hi and b < self.held_bins.shape[1]:
-            end = min(hi, self.w0 + (b + 1) * BIN_S)
+            end = min(hi, self.w0 + (b + 1) * self.bin_s)
             self.held_bins[:, b] += held * (end - lo)
             self.demand_bins[:, b] += demand * (end - lo)
             lo, b = end, b + 1
@@ -117,8 +121,9 @@ class Ledger:
 
     def close(self, t: float) -> None:
         self.advance(t)
-        for team in list(self.owed):
+        for team in self.owed:
             self._close_episode(team, t)
+        self.owed = set()
 
     def _close_episode(self, team: str, t: float) -> None:
         since = self.owed_since.pop(team)
@@ -184,9 +189,11 @@ class PolicyMetrics:
     teams: dict[str, TeamMetrics]
     rounds: int
     end_s: float
+    horizon_reached: bool = False           # stopped by the drain limit with jobs unfinished
     policy_stats: dict = field(default_factory=dict)
-    held_bins: np.ndarray | None = None     # mean GPUs per team per hour of the window
+    held_bins: np.ndarray | None = None     # mean GPUs per team per time bin of the window
     demand_bins: np.ndarray | None = None
+    bin_s: float = BIN_S
 
 
 def measure(run) -> PolicyMetrics:
@@ -213,7 +220,7 @@ def measure(run) -> PolicyMetrics:
         )
     with_quota = [t for t in teams.values() if t.guarantee_share is not None]
     ratios = [t.allocation_to_fair_share for t in teams.values() if t.allocation_to_fair_share is not None]
-    bins = led.held_bins.shape[1]
+    widths = _bin_widths(led)
     return PolicyMetrics(
         policy=run.policy,
         utilization=sum(led.held_gpu_s.values()) / (led.capacity * span),
@@ -227,8 +234,9 @@ def measure(run) -> PolicyMetrics:
         jct=Stats.of([j.finish - j.spec.arrival_s for j in measured if j.finish is not None]),
         jobs=len(measured), finished=sum(j.finish is not None for j in measured),
         unstarted=sum(j.first_start is None for j in measured),
-        teams=teams, rounds=run.rounds, end_s=run.end_s, policy_stats=dict(run.policy_stats),
-        held_bins=led.held_bins / _bin_widths(w0, w1, bins), demand_bins=led.demand_bins / _bin_widths(w0, w1, bins),
+        teams=teams, rounds=run.rounds, end_s=run.end_s, horizon_reached=run.horizon_reached,
+        policy_stats=dict(run.policy_stats),
+        held_bins=led.held_bins / widths, demand_bins=led.demand_bins / widths, bin_s=led.bin_s,
     )
 
 
@@ -246,6 +254,9 @@ def jain(values: list[float]) -> float | None:
     return float(a.sum() ** 2 / (len(a) * (a ** 2).sum())) if (a ** 2).sum() > 0 else None
 
 
-def _bin_widths(w0: float, w1: float, bins: int) -> np.ndarray:
-    edges = np.minimum(w0 + BIN_S * np.arange(bins + 1), w1 if math.isfinite(w1) else w0 + BIN_S * bins)
+def _bin_widths(led: Ledger) -> np.ndarray:
+    """Seconds of each bin the run covered (the last bin may be cut short)."""
+    if not math.isfinite(led.bin_s):
+        return np.array([max(led.span_s, 1e-9)])
+    edges = np.minimum(led.w0 + led.bin_s * np.arange(led.held_bins.shape[1] + 1), led.w1)
     return np.maximum(np.diff(edges), 1e-9)

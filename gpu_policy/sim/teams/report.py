@@ -88,7 +88,8 @@ def _policy_json(m: PolicyMetrics, worse: list[str] | None, wall_s: float) -> di
         "lost_gpu_hours": round(m.lost_gpu_hours, 3), "victims_within_fair_share": m.victims_within_share,
         "restarts_within_two_rounds": m.quick_restarts, **_stats("queueing", m.queueing), **_stats("jct", m.jct),
         "jobs": m.jobs, "finished": m.finished, "unstarted": m.unstarted, "rounds": m.rounds,
-        "end_day": round(m.end_s / 86_400, 3), "policy_stats": m.policy_stats, "wall_s": round(wall_s, 2),
+        "end_day": round(m.end_s / 86_400, 3), "stopped_at_drain_limit": m.horizon_reached,
+        "policy_stats": m.policy_stats, "wall_s": round(wall_s, 2),
         "teams": {team: _team_json(t, None if worse is None else team in worse) for team, t in m.teams.items()},
     }
 
@@ -126,15 +127,16 @@ def plot_comparison(c: TeamsComparison, path: str | Path) -> Path:
     teams = [t for t in c.quotas if any(m.teams[t].jobs or m.teams[t].mean_gpus for m in c.policies)]
     cols = 3
     rows = -(-len(teams) // cols)
-    fig = plt.figure(figsize=(12, 2.1 * rows + 4.2))
-    grid = fig.add_gridspec(rows + 2, cols, height_ratios=[1] * rows + [0.15, 1.9])
+    fig = plt.figure(figsize=(12, 2.1 * rows + 4))
+    grid = fig.add_gridspec(rows + 1, cols, height_ratios=[1] * rows + [1.9])
     d0 = c.protocol.days[0]
     colours = {m.policy: col for m, col in zip(pair, ("tab:orange", "tab:blue"))}
     for i, team in enumerate(teams):
         ax = fig.add_subplot(grid[i // cols, i % cols])
         index = list(c.quotas).index(team)
-        days = d0 + (np.arange(pair[0].held_bins.shape[1]) + 0.5) / 24
-        ax.fill_between(days, pair[0].demand_bins[index], color="0.88", step="mid", linewidth=0, label="demand")
+        days = d0 + (np.arange(pair[0].held_bins.shape[1]) + 0.5) * pair[0].bin_s / 86_400
+        ax.fill_between(days, pair[-1].demand_bins[index], color="0.88", step="mid", linewidth=0,
+                        label=f"demand ({pair[-1].policy})")
         for m in pair:
             ax.plot(days, m.held_bins[index], color=colours[m.policy], linewidth=0.9, label=m.policy)
         ax.axhline(c.quotas[team], color="black", linestyle="--", linewidth=0.9, label="quota")
@@ -145,10 +147,10 @@ def plot_comparison(c: TeamsComparison, path: str | Path) -> Path:
         if i == 0:
             ax.legend(fontsize=6, loc="upper right")
         if i % cols == 0:
-            ax.set_ylabel("GPUs (hourly mean)", fontsize=7)
+            ax.set_ylabel(f"GPUs (mean per {pair[0].bin_s / 3600:g} h)", fontsize=7)
         if i // cols == rows - 1:
             ax.set_xlabel("day", fontsize=7)
-    bars = fig.add_subplot(grid[rows + 1, :])
+    bars = fig.add_subplot(grid[rows, :])
     width = 0.8 / len(c.policies)
     x = np.arange(len(teams))
     for k, m in enumerate(c.policies):

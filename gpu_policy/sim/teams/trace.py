@@ -20,8 +20,12 @@ from gpu_policy.fair_share import round_largest_remainder
 JOB_FILE = "jobs.csv"
 TEAM_FILE = "vcs.csv"
 GPUS_PER_NODE = 8
-#: Most rows read from one file (the real workload has 15,264 jobs).
-MAX_ROWS = 1_000_000
+#: Most rows read from one file (the real workload has 15,264 jobs and 15 teams).
+MAX_ROWS = 200_000
+#: Most teams: every team costs the metrics a row of time bins.
+MAX_TEAMS = 1000
+#: Most GPUs one job may ask (the real workload's largest asks 64).
+MAX_JOB_GPUS = 65_536
 DAY_S = 86_400.0
 
 
@@ -94,8 +98,9 @@ def load_team_trace(trace_dir: str | Path) -> TeamTrace:
         if arrival < 0:
             raise TraceError(f"{path}: line {line}: arrival_s: must be >= 0, got {arrival:g}")
         gpus = _number(path, line, row, "gpus")
-        if gpus != int(gpus) or gpus < 1:
-            raise TraceError(f"{path}: line {line}: gpus: must be a whole number >= 1, got {row['gpus'].strip()}")
+        if gpus != int(gpus) or not 1 <= gpus <= MAX_JOB_GPUS:
+            raise TraceError(f"{path}: line {line}: gpus: must be a whole number in 1..{MAX_JOB_GPUS}, "
+                             f"got {row['gpus'].strip()}")
         duration = _number(path, line, row, "duration_s")
         if duration <= 0:
             raise TraceError(f"{path}: line {line}: duration_s: must be > 0, got {duration:g}")
@@ -114,6 +119,8 @@ def _load_teams(path: Path) -> list[Team]:
         if nodes != int(nodes) or nodes < 0:
             raise TraceError(f"{path}: line {line}: nodes: must be a whole number >= 0, got {row['nodes'].strip()}")
         teams.append(Team(name, int(nodes)))
+        if len(teams) > MAX_TEAMS:
+            raise TraceError(f"{path}: line {line}: must have at most {MAX_TEAMS} teams")
     return teams
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from gpu_policy.sim.teams import POLICIES, SimConfig, simulate
 from gpu_policy.sim.teams.compare import sharing_safety
 from gpu_policy.sim.teams.metrics import Ledger, Stats, jain, measure
 from tests.sim.teams.conftest import job, run
@@ -53,3 +54,21 @@ def test_churn_counters_count_only_the_measured_window():
     led.restarted_soon(199, "a")
     led.restarted_soon(200, "a")
     assert (led.preemptions["a"], led.moves["a"], led.victims_within_share["a"], led.quick_restarts["a"]) == (1, 1, 1, 1)
+
+
+def test_the_measured_time_is_the_whole_window_even_when_the_jobs_end_early():
+    result = simulate([job("a-0", "a", 0, 8, 3600)], {"a": 8}, POLICIES["fifo"](),
+                      SimConfig(nodes=1, window=(0.0, 4 * 3600.0)))
+    m = measure(result)
+    assert result.end_s == 3600 and m.utilization == pytest.approx(0.25)
+    assert m.held_bins.shape == (1, 4) and list(m.held_bins[0]) == [8, 0, 0, 0]
+
+
+def test_a_run_is_cut_at_the_drain_limit_and_says_so():
+    """The drain limit guards against a policy that never lets a job finish; here
+    the job simply runs past it."""
+    config = SimConfig(nodes=1, window=(0.0, 1000.0), drain_limit_s=5000.0)
+    result = simulate([job("a-0", "a", 0, 8, 10_000)], {"a": 8}, POLICIES["fifo"](), config)
+    assert result.horizon_reached and result.end_s == 6000.0
+    m = measure(result)
+    assert m.horizon_reached and m.finished == 0 and m.unstarted == 0

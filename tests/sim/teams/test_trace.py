@@ -56,8 +56,9 @@ BAD = {
     "not a number": (HEADER + "j,a,soon,1,10,m\n", TEAMS, r"jobs.csv: line 2: arrival_s: expected a number, got 'soon'"),
     "not finite": (HEADER + "j,a,0,1,inf,m\n", TEAMS, r"jobs.csv: line 2: duration_s: must be finite, got inf"),
     "negative arrival": (HEADER + "j,a,-5,1,10,m\n", TEAMS, r"line 2: arrival_s: must be >= 0, got -5"),
-    "fractional gpus": (HEADER + "j,a,0,1.5,10,m\n", TEAMS, r"line 2: gpus: must be a whole number >= 1, got 1.5"),
-    "zero gpus": (HEADER + "j,a,0,0,10,m\n", TEAMS, r"line 2: gpus: must be a whole number >= 1, got 0"),
+    "fractional gpus": (HEADER + "j,a,0,1.5,10,m\n", TEAMS, r"line 2: gpus: must be a whole number in 1\.\.65536, got 1.5"),
+    "zero gpus": (HEADER + "j,a,0,0,10,m\n", TEAMS, r"line 2: gpus: must be a whole number in 1\.\.65536, got 0"),
+    "huge gpus": (HEADER + "j,a,0,1e12,10,m\n", TEAMS, r"line 2: gpus: must be a whole number in 1\.\.65536, got 1e12"),
     "zero duration": (HEADER + "j,a,0,1,0,m\n", TEAMS, r"line 2: duration_s: must be > 0, got 0"),
     "unknown team": (HEADER + "j,a,0,1,10,m\nk,zz,0,1,10,m\n", TEAMS,
                      r"jobs.csv: line 3: vc: must be a team of vcs.csv, got 'zz'"),
@@ -93,6 +94,12 @@ def test_a_file_past_the_row_limit_is_refused_early(tmp_path, monkeypatch):
     rows = HEADER + "".join(f"j{i},a,0,1,10,m\n" for i in range(10))
     with pytest.raises(TraceError, match=r"jobs.csv: line 5: must have at most 3 rows"):
         load_team_trace(write_trace(tmp_path, rows))
+
+
+def test_too_many_teams_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_module, "MAX_TEAMS", 2)
+    with pytest.raises(TraceError, match=r"vcs.csv: line 4: must have at most 2 teams"):
+        load_team_trace(write_trace(tmp_path, JOBS, TEAMS + "c,1,8\n"))
 
 
 def test_a_huge_field_is_an_error_not_a_crash(tmp_path):
