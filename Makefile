@@ -63,6 +63,7 @@ constraints: dist
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
+	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-days 21,29
 
 clean:
 	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) build $(DIST) *.egg-info

@@ -1,7 +1,9 @@
 """`gpu-policy simulate KIND`: the trace simulators, one subcommand per experiment.
 
-`simulate openb` is the FGD paper's inflation experiment (docs/simulate.md). A new
-experiment adds its own `register_*` function to `EXPERIMENTS`.
+`simulate openb` is the FGD paper's inflation experiment; `simulate teams` replays
+a multi-team workload over weeks under several scheduling policies
+(docs/simulate.md). A new experiment adds its own `register_*` function to
+`EXPERIMENTS`.
 """
 
 from __future__ import annotations
@@ -76,5 +78,42 @@ def _check_arrivals(nodes, pods, inflate: float) -> None:
                          f"{mean_milli:.2f} thousandths of a GPU on average); at most {MAX_ARRIVALS:,}")
 
 
+def register_teams(kinds) -> None:
+    p = kinds.add_parser("teams", help="teams over weeks on the philly-vc workload: static, fifo, kai-like, gpu-policy")
+    p.add_argument("--trace-dir", required=True, metavar="DIR", help="folder with jobs.csv and vcs.csv")
+    p.add_argument("--nodes", type=int, default=96, metavar="N", help="nodes of 8 GPUs (default 96)")
+    p.add_argument("--days", default="21-35", metavar="FIRST-LAST", help="the measured days (default 21-35)")
+    p.add_argument("--warmup-days", type=float, default=7.0, metavar="D",
+                   help="days simulated before the measured ones (default 7)")
+    p.add_argument("--policies", metavar="LIST", default="static,fifo,kai-like,gpu-policy",
+                   help="comma-separated: static, fifo, kai-like, gpu-policy (default all)")
+    p.add_argument("--checkpoint-every", default="1800", metavar="S",
+                   help="seconds of progress between a job's checkpoints, or 'never' (default 1800)")
+    p.add_argument("--restart-cost", type=float, default=60.0, metavar="S",
+                   help="seconds a restarted job holds its GPUs before it makes progress (default 60)")
+    p.add_argument("--round-every", type=float, default=300.0, metavar="S",
+                   help="seconds between decision rounds (default 300)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--plot", metavar="OUT.png", help="each team's GPUs over time and queueing delays")
+    p.set_defaults(func=run_teams)
+
+
+def run_teams(args: argparse.Namespace) -> int:
+    from gpu_policy.sim.teams import (Protocol, compare, comparison_json, comparison_table, load_team_trace,
+                                      parse_checkpoint, parse_days, parse_policies, plot_comparison)
+
+    protocol = Protocol(nodes=args.nodes, days=parse_days(args.days), warmup_days=args.warmup_days,
+                        checkpoint_every_s=parse_checkpoint(args.checkpoint_every),
+                        restart_cost_s=args.restart_cost, round_s=args.round_every)
+    protocol.check()
+    policies = parse_policies(args.policies)
+    trace = load_team_trace(args.trace_dir)
+    result = compare(trace, policies, protocol, progress_bar("% of the runs") if sys.stderr.isatty() else None)
+    print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
+    if args.plot:
+        print(f"plot: {plot_comparison(result, args.plot)}", file=sys.stderr)
+    return 0
+
+
 #: One `register_*` per experiment under `gpu-policy simulate`.
-EXPERIMENTS = (register_openb,)
+EXPERIMENTS = (register_openb, register_teams)

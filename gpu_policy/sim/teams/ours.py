@@ -1,0 +1,84 @@
+"""gpu-policy's planner as a policy: each round, the cluster as a pipeline step
+would observe it (nodes, teams as queues with their deserved quotas, running and
+waiting jobs with the work each would lose) goes to `gpu_policy.plan`, and the
+plan's starts, preemptions and consolidation moves are applied as they are."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from gpu_policy import Job, Node, PlannerConfig, Queue, Scenario, plan
+from gpu_policy.sim.teams.engine import Decision, RoundView
+from gpu_policy.sim.teams.trace import GPUS_PER_NODE
+
+
+def default_config() -> PlannerConfig:
+    """HiGHS where installed (in-process, faster on 96 nodes), else CBC; a generous
+    time limit so that decisions do not depend on how busy the machine is."""
+    try:
+        import highspy  # noqa: F401
+        solver = "highs"
+    except ImportError:
+        solver = "cbc"
+    return PlannerConfig(solver=solver, time_limit_s=120.0)
+
+
+def silence_highs_banner() -> None:
+    """HiGHS prints its banner on standard output (file descriptor 1, from C++) the
+    first time a solver object is made in a process, whatever the options; make
+    that first object here with descriptor 1 on /dev/null, so `--format json`
+    stays JSON. Later objects print nothing with PuLP's msg=False."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class PlannerPolicy:
+    name = "gpu-policy"
+
+    def __init__(self, config: PlannerConfig | None = None):
+        self.config = config or default_config()
+        if self.config.solver == "highs":
+            silence_highs_banner()
+        self.stats = {"plans": 0, "plan_seconds": 0.0, "slowest_plan_s": 0.0, "plans_at_time_limit": 0,
+                      "solver": self.config.solver}
+
+    def decide(self, view: RoundView) -> Decision:
+        names = [f"node-{i}" for i in range(len(view.free))]
+        index = {name: i for i, name in enumerate(names)}
+        jobs = [Job(j.name, j.team, gpus=j.spec.gpus_per_replica, replicas=j.spec.replicas,
+                    running=[names[n] for n in j.nodes], submitted_at=j.spec.arrival_s,
+                    checkpoint_age_s=view.checkpoint_age(j)) for j in view.running]
+        jobs += [Job(j.name, j.team, gpus=j.spec.gpus_per_replica, replicas=j.spec.replicas,
+                     submitted_at=j.spec.arrival_s) for j in view.waiting]
+        scenario = Scenario(nodes=[Node(name, GPUS_PER_NODE) for name in names],
+                            queues=[Queue(team, deserved=quota) for team, quota in view.quotas.items()],
+                            jobs=jobs, source=f"round at t={view.now:g}")
+        began = time.perf_counter()
+        result = plan(scenario, self.config)
+        seconds = time.perf_counter() - began
+        self.stats["plans"] += 1
+        self.stats["plan_seconds"] += seconds
+        self.stats["slowest_plan_s"] = max(self.stats["slowest_plan_s"], seconds)
+        if "time limit" in result.solver.status:
+            self.stats["plans_at_time_limit"] += 1
+        decision = Decision()
+        for d in result.jobs:
+            nodes = tuple(index[r.node] for r in d.replicas)
+            if d.action == "start":
+                decision.start[d.name] = nodes
+            elif d.action == "preempt":
+                decision.preempt.append(d.name)
+            elif d.action == "move":
+                decision.move[d.name] = nodes
+        return decision

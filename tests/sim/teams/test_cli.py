@@ -1,0 +1,103 @@
+"""`gpu-policy simulate teams`: the tables, the JSON the issue asks for, the plot,
+bad options, and a day of the real workload."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpu_policy.cli import main
+from gpu_policy.sim.teams import Protocol, compare, load_team_trace
+
+#: The philly-vc workload: $GPU_POLICY_PHILLY_DIR, else ../shared/data/philly-vc beside the checkout.
+PHILLY = Path(os.environ.get("GPU_POLICY_PHILLY_DIR") or Path(__file__).resolve().parents[4] / "shared/data/philly-vc")
+
+#: The fields the issue names, for the cluster and for each team.
+POLICY_KEYS = {"utilization", "guarantee_share", "longest_below_guarantee_s", "teams_worse_than_static", "jain",
+               "preemptions", "lost_gpu_hours", "mean_queueing_s", "p95_queueing_s", "mean_jct_s", "teams"}
+TEAM_KEYS = {"utilization", "guarantee_share", "longest_below_guarantee_s", "worse_than_static", "preemptions",
+             "lost_gpu_hours", "mean_queueing_s", "p95_queueing_s", "mean_jct_s"}
+
+
+def simulate(trace_dir, *args) -> list[str]:
+    return ["simulate", "teams", "--trace-dir", str(trace_dir), "--nodes", "2", "--days", "0-2",
+            "--warmup-days", "0", *args]
+
+
+def test_table_has_every_policy_and_the_per_team_delays(trace_dir, capsys):
+    assert main(simulate(trace_dir)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("philly-vc: 2 nodes, 16 GPUs; days 0-2 after 0 days of warm-up, 5 jobs measured")
+    for name in ("static", "fifo", "kai-like", "gpu-policy"):
+        assert f"\n{name} " in out
+    assert "mean queueing delay per team, hours (* worse than static)" in out
+    assert "\na     8      3     " in out and "\nb     8      2     " in out
+
+
+def test_json_is_shaped_as_the_issue_says(trace_dir, tmp_path, capsys):
+    plot = tmp_path / "teams.png"
+    assert main(simulate(trace_dir, "--format", "json", "--checkpoint-every", "never", "--plot", str(plot))) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["protocol"]["checkpoint_every_s"] is None and data["quotas"] == {"a": 8, "b": 8}
+    assert list(data["policies"]) == ["static", "fifo", "kai-like", "gpu-policy"]
+    for name, p in data["policies"].items():
+        assert POLICY_KEYS <= set(p)
+        assert set(p["teams"]) == {"a", "b"} and all(TEAM_KEYS <= set(t) for t in p["teams"].values())
+        assert p["jobs"] == 5 and 0 < p["utilization"] <= 1 and 0.5 <= p["jain"] <= 1
+        assert isinstance(p["teams_worse_than_static"], list)
+    # b-1 asks 16 GPUs: more than b's quota, so static never starts it; everyone else runs it
+    assert data["policies"]["static"]["unstarted"] == 1 and data["policies"]["fifo"]["unstarted"] == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_static_there_is_no_sharing_safety(trace_dir, capsys):
+    assert main(simulate(trace_dir, "--format", "json", "--policies", "fifo,kai-like")) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["policies"]["fifo"]["teams_worse_than_static"] is None
+    assert data["policies"]["fifo"]["teams"]["a"]["worse_than_static"] is None
+
+
+def test_progress_counts_up_to_100_percent_over_all_runs(trace_dir):
+    seen = []
+    compare(load_team_trace(trace_dir), ["fifo", "kai-like"], Protocol(nodes=2, days=(0, 2), warmup_days=0),
+            lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (100, 100) and (50, 100) in seen
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and {t for _, t in seen} == {100}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--days", "35-21"], "--days: must be a range FIRST-LAST of days with FIRST < LAST <= 3660, e.g. 21-35, "
+                          "got '35-21'"),
+    (["--days", "three"], "--days: must be a range FIRST-LAST of days with FIRST < LAST <= 3660, e.g. 21-35, "
+                          "got 'three'"),
+    (["--days", "0-99999999"], "--days: must be a range FIRST-LAST of days with FIRST < LAST <= 3660"),
+    (["--warmup-days", "3"], "--warmup-days: must be in 0..0 (the first day of --days), got 3"),
+    (["--checkpoint-every", "0"], "--checkpoint-every: must be seconds > 0 or 'never', got '0'"),
+    (["--checkpoint-every", "sometimes"], "--checkpoint-every: must be seconds > 0 or 'never', got 'sometimes'"),
+    (["--policies", "fifo,magic"], "--policies: must name policies of static, fifo, kai-like, gpu-policy, got 'magic'"),
+    (["--policies", "fifo,fifo"], "--policies: must name each policy once, got 'fifo,fifo'"),
+    (["--nodes", "0"], "--nodes: must be in 1..100000, got 0"),
+    (["--nodes", "1000000000"], "--nodes: must be in 1..100000, got 1000000000"),
+    (["--restart-cost", "-1"], "--restart-cost: must be seconds in 0..86400, got -1"),
+    (["--round-every", "0.001"], "--round-every: must be seconds in 1..86400, got 0.001"),
+    (["--round-every", "nan"], "--round-every: must be seconds in 1..86400, got nan"),
+])
+def test_bad_options_exit_2_with_one_line(args, message, trace_dir, capsys):
+    assert main(simulate(trace_dir, *args)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-policy: {message}") and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not PHILLY.is_dir(), reason=f"the philly-vc workload is not at {PHILLY}: set GPU_POLICY_PHILLY_DIR")
+def test_a_day_of_the_real_workload(capsys):
+    """Day 21 after a week's warm-up on 96 nodes: every policy, the default protocol otherwise."""
+    assert main(["simulate", "teams", "--trace-dir", str(PHILLY), "--days", "21-22", "--format", "json"]) == 0
+    p = json.loads(capsys.readouterr().out)["policies"]
+    assert {name: r["jobs"] for name, r in p.items()} == dict.fromkeys(p, 241)   # arrivals of day 21
+    assert p["static"]["preemptions"] == p["fifo"]["preemptions"] == 0
+    for name in ("kai-like", "gpu-policy"):
+        assert p[name]["utilization"] >= p["fifo"]["utilization"] - 0.01 > p["static"]["utilization"]
+        assert p[name]["guarantee_share"] >= 0.99 and p[name]["longest_below_guarantee_s"] <= 600
+        assert p[name]["teams_worse_than_static"] == []
+    assert p["gpu-policy"]["policy_stats"]["plans_at_time_limit"] == 0
