@@ -30,4 +30,11 @@ def require(module: str, what: str) -> ModuleType:
         raise MissingExtra(what, module.split(".")[0], EXTRA_OF[module.split(".")[0]]) from None
 
 
-__all__ = ["EXTRA_OF", "require"]
+def pyplot(what: str) -> ModuleType:
+    """matplotlib's pyplot on the file-only Agg backend, for `what` (e.g. ``--plot``),
+    or one line saying which extra brings matplotlib."""
+    require("matplotlib", what).use("Agg")
+    return require("matplotlib.pyplot", what)
+
+
+__all__ = ["EXTRA_OF", "pyplot", "require"]

@@ -49,10 +49,8 @@ def run_openb(args: argparse.Namespace) -> int:
     from gpu_policy.sim.report import comparison_json, comparison_table, plot_comparison
 
     policies, seeds = parse_policies(args.policies), parse_seeds(args.seeds)
-    if args.plot:  # before the runs, not after them
-        from gpu_policy.extras import require
-
-        require("matplotlib", "--plot")
+    if args.plot:
+        _plot_needs_matplotlib()
     nodes, pods = load_trace(args.trace_dir, limits=input_limits(args))
     _check_arrivals(nodes, pods, args.inflate)
     result = compare(nodes, pods, policies, seeds, args.inflate, args.window, args.workers,
@@ -94,7 +92,9 @@ def register_teams(kinds) -> None:
     p.add_argument("--round-every", type=float, default=300.0, metavar="S",
                    help="seconds between decision rounds (default 300)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--plot", metavar="OUT.png", help="each team's GPUs over time and queueing delays")
+    p.add_argument("--plot", metavar="OUT.png", type=output_file,
+                   help="each team's GPUs over time and queueing delays (needs matplotlib)")
+    add_input_options(p)
     p.set_defaults(func=run_teams)
 
 
@@ -107,12 +107,22 @@ def run_teams(args: argparse.Namespace) -> int:
                         restart_cost_s=args.restart_cost, round_s=args.round_every)
     protocol.check()
     policies = parse_policies(args.policies)
-    trace = load_team_trace(args.trace_dir)
+    if args.plot:
+        _plot_needs_matplotlib()
+    trace = load_team_trace(args.trace_dir, limits=input_limits(args))
     result = compare(trace, policies, protocol, progress_bar("% of the runs") if sys.stderr.isatty() else None)
     print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
     if args.plot:
-        print(f"plot: {plot_comparison(result, args.plot)}", file=sys.stderr)
+        write_output("--plot", args.plot, lambda path: plot_comparison(result, path))
+        print(f"plot: {args.plot}", file=sys.stderr)
     return 0
+
+
+def _plot_needs_matplotlib() -> None:
+    """`--plot` is checked before the runs, not after them."""
+    from gpu_policy.extras import require
+
+    require("matplotlib", "--plot")
 
 
 #: One `register_*` per experiment under `gpu-policy simulate`.

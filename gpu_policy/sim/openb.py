@@ -15,17 +15,15 @@ through `gpu_policy.safe_load` (size limit, UTF-8).
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from gpu_policy.errors import InputError, TraceError
+from gpu_policy.errors import TraceError
 from gpu_policy.packing.fragmentation import MILLI
-from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, read_text
+from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits
+from gpu_policy.sim.tables import cell_number, read_rows
 
 NODE_FILE = "openb_node_list_all_node.csv"
 POD_FILE = "openb_pod_list_default.csv"
@@ -75,44 +73,9 @@ class PodList:
         return np.bincount(self.type_of_pod, minlength=len(self.types))
 
 
-def _rows(path: Path, columns: tuple[str, ...], limits: InputLimits) -> list[tuple[int, dict[str, str]]]:
-    """The CSV rows of `path` as (line, row), after checking the header names `columns`."""
-    try:
-        text = read_text(path, limits)
-    except InputError as e:
-        raise TraceError(str(e)) from None
-    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
-    try:
-        header = reader.fieldnames or []
-        doubled = sorted({c for c in header if header.count(c) > 1})
-        if doubled:
-            raise TraceError(f"{path}: header: column {doubled[0]!r} appears twice")
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise TraceError(f"{path}: header: missing column {missing[0]!r} (needs {', '.join(columns)})")
-        rows = [(reader.line_num, row) for row in reader]
-    except csv.Error as e:  # the csv module's own parse error: an unbalanced quote, a huge field
-        raise TraceError(f"{path}: line {reader.reader.line_num}: not valid CSV: {e}") from None
-    if not rows:
-        raise TraceError(f"{path}: no rows")
-    return rows
-
-
 def _number(path: Path, line: int, row: dict[str, str], field: str, whole: bool, high: int) -> int:
     """A column's value: a whole number (counts) or a finite one rounded to whole (resources)."""
-    text = (row.get(field) or "").strip()
-    kind = "a whole number" if whole else "a number"
-    try:
-        value = float(text) if len(text) <= 40 else math.nan
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise TraceError(f"{path}: line {line}: {field}: must be {kind}, got {text[:40]!r}")
-    if whole and not value.is_integer():
-        raise TraceError(f"{path}: line {line}: {field}: must be a whole number, got {text!r}")
-    if not 0 <= value <= high:
-        raise TraceError(f"{path}: line {line}: {field}: must be from 0 to {high:,}, got {text!r}")
-    return round(value)
+    return round(cell_number(path, line, row, field, low=0, high=high, whole=whole))
 
 
 def _count(path: Path, line: int, row: dict[str, str], field: str, high: int = MAX_GPUS_PER_NODE) -> int:
@@ -126,7 +89,7 @@ def _resources(path: Path, line: int, row: dict[str, str]) -> tuple[int, int]:
 
 def load_nodes(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> NodeList:
     names, cpu, memory, gpus, model_names = [], [], [], [], []
-    for line, row in _rows(path, NODE_COLUMNS, limits):
+    for line, row in read_rows(path, NODE_COLUMNS, limits):
         count = _count(path, line, row, "gpu")
         model = (row.get("model") or "").strip()
         if count and not model:
@@ -149,7 +112,7 @@ def load_pods(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> PodList:
     """The pod list; `gpu_spec` is optional (absent or empty: any GPU model)."""
     types: dict[PodType, int] = {}
     type_of_pod = []
-    for line, row in _rows(path, POD_COLUMNS, limits):
+    for line, row in read_rows(path, POD_COLUMNS, limits):
         gpus = _count(path, line, row, "num_gpu")
         milli = _count(path, line, row, "gpu_milli", MILLI) if gpus == 1 else MILLI * (gpus > 0)
         if gpus == 1 and milli == 0:

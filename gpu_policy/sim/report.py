@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu_policy.errors import GpuPolicyError
+from gpu_policy.extras import pyplot
 from gpu_policy.render import text_table
 from gpu_policy.sim.compare import Comparison
 
@@ -41,13 +41,7 @@ def comparison_json(c: Comparison) -> dict:
 
 def plot_comparison(c: Comparison, path: str | Path) -> Path:
     """Unallocated GPU % against arrived workload % (0-100), the mean over seeds."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise GpuPolicyError("--plot needs matplotlib: pip install 'gpu-policy[report]'") from None
+    plt = pyplot("--plot")
     grid = np.linspace(0, 100 * c.inflate, 401)
     mean_curves = {p.policy: np.mean([np.interp(grid, *np.array(r.curve).T) for r in p.runs], axis=0)
                    for p in c.policies}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu_policy.errors import GpuPolicyError
+from gpu_policy.extras import pyplot
 from gpu_policy.render import text_table
 from gpu_policy.sim.teams.compare import TeamsComparison
 from gpu_policy.sim.teams.metrics import PolicyMetrics, Stats, TeamMetrics
@@ -116,13 +116,7 @@ def plot_pair(c: TeamsComparison) -> tuple[PolicyMetrics, ...]:
 
 
 def plot_comparison(c: TeamsComparison, path: str | Path) -> Path:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise GpuPolicyError("--plot needs matplotlib: pip install 'gpu-policy[report]'") from None
+    plt = pyplot("--plot")
     pair = plot_pair(c)
     teams = [t for t in c.quotas if any(m.teams[t].jobs or m.teams[t].mean_gpus for m in c.policies)]
     cols = 3

@@ -3,19 +3,20 @@
 `jobs.csv`: job, vc, arrival_s, gpus, duration_s (and columns not read, e.g. model).
 `vcs.csv`: vc, nodes (the team's share of the original cluster, in nodes; 0 for
 teams without a quota). A bad row is a `TraceError` naming the file, line and
-field; files are read row by row and refused past `MAX_ROWS` rows, so a huge or
-endless file costs bounded time and memory.
+field; files are read through `gpu_policy.sim.tables` (size limit, UTF-8, one-line
+CSV errors) and refused past `MAX_ROWS` rows.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_policy.errors import TraceError
 from gpu_policy.fair_share import round_largest_remainder
+from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits
+from gpu_policy.sim.tables import cell_number, cell_text, read_rows
 
 JOB_FILE = "jobs.csv"
 TEAM_FILE = "vcs.csv"
@@ -77,92 +78,38 @@ class TeamTrace:
         return [j for j in self.jobs if start_s <= j.arrival_s < end_s]
 
 
-def load_team_trace(trace_dir: str | Path) -> TeamTrace:
+def load_team_trace(trace_dir: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> TeamTrace:
     folder = Path(trace_dir)
     if not folder.is_dir():
         raise TraceError(f"{folder}: not a folder (expected the philly-vc CSVs: {JOB_FILE}, {TEAM_FILE})")
-    teams = _load_teams(folder / TEAM_FILE)
+    teams = _load_teams(folder / TEAM_FILE, limits)
     known = {t.name for t in teams}
     jobs: list[TraceJob] = []
     seen: set[str] = set()
     path = folder / JOB_FILE
-    for line, row in _rows(path, ("job", "vc", "arrival_s", "gpus", "duration_s")):
-        name = _text(path, line, row, "job")
+    for line, row in read_rows(path, ("job", "vc", "arrival_s", "gpus", "duration_s"), limits, MAX_ROWS):
+        name = cell_text(path, line, row, "job")
         if name in seen:
             raise TraceError(f"{path}: line {line}: job: duplicate name {name!r}")
         seen.add(name)
-        team = _text(path, line, row, "vc")
+        team = cell_text(path, line, row, "vc")
         if team not in known:
             raise TraceError(f"{path}: line {line}: vc: must be a team of {TEAM_FILE}, got {team!r}")
-        arrival = _number(path, line, row, "arrival_s")
-        if arrival < 0:
-            raise TraceError(f"{path}: line {line}: arrival_s: must be >= 0, got {arrival:g}")
-        gpus = _number(path, line, row, "gpus")
-        if gpus != int(gpus) or not 1 <= gpus <= MAX_JOB_GPUS:
-            raise TraceError(f"{path}: line {line}: gpus: must be a whole number in 1..{MAX_JOB_GPUS}, "
-                             f"got {row['gpus'].strip()}")
-        duration = _number(path, line, row, "duration_s")
-        if duration <= 0:
-            raise TraceError(f"{path}: line {line}: duration_s: must be > 0, got {duration:g}")
-        jobs.append(TraceJob(name, team, arrival, int(gpus), duration))
+        arrival = cell_number(path, line, row, "arrival_s", low=0)
+        gpus = int(cell_number(path, line, row, "gpus", low=1, high=MAX_JOB_GPUS, whole=True))
+        duration = cell_number(path, line, row, "duration_s", low=0, above=True)
+        jobs.append(TraceJob(name, team, arrival, gpus, duration))
     jobs.sort(key=lambda j: (j.arrival_s, j.name))
     return TeamTrace(jobs, teams, str(folder))
 
 
-def _load_teams(path: Path) -> list[Team]:
+def _load_teams(path: Path, limits: InputLimits) -> list[Team]:
     teams: list[Team] = []
-    for line, row in _rows(path, ("vc", "nodes")):
-        name = _text(path, line, row, "vc")
-        if any(t.name == name for t in teams):
+    names: set[str] = set()
+    for line, row in read_rows(path, ("vc", "nodes"), limits, MAX_TEAMS):
+        name = cell_text(path, line, row, "vc")
+        if name in names:
             raise TraceError(f"{path}: line {line}: vc: duplicate team {name!r}")
-        nodes = _number(path, line, row, "nodes")
-        if nodes != int(nodes) or nodes < 0:
-            raise TraceError(f"{path}: line {line}: nodes: must be a whole number >= 0, got {row['nodes'].strip()}")
-        teams.append(Team(name, int(nodes)))
-        if len(teams) > MAX_TEAMS:
-            raise TraceError(f"{path}: line {line}: must have at most {MAX_TEAMS} teams")
+        names.add(name)
+        teams.append(Team(name, int(cell_number(path, line, row, "nodes", low=0, whole=True))))
     return teams
-
-
-def _rows(path: Path, columns: tuple[str, ...]):
-    """(line number, row) for each data row; the header must name `columns`."""
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with handle:
-        try:
-            reader = csv.DictReader(handle)
-            missing = [c for c in columns if c not in (reader.fieldnames or [])]
-            if missing:
-                raise TraceError(f"{path}: header: missing column {missing[0]!r}")
-            count = 0
-            for row in reader:
-                count += 1
-                if count > MAX_ROWS:
-                    raise TraceError(f"{path}: line {reader.line_num}: must have at most {MAX_ROWS:,} rows")
-                yield reader.line_num, row
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{path}: must be UTF-8 text, got byte {exc.object[exc.start]:#x}") from None
-        except csv.Error as exc:
-            raise TraceError(f"{path}: line {reader.line_num + 1}: not CSV: {exc}") from None
-    if not count:
-        raise TraceError(f"{path}: no rows")
-
-
-def _text(path: Path, line: int, row: dict, field: str) -> str:
-    value = (row.get(field) or "").strip()
-    if not value:
-        raise TraceError(f"{path}: line {line}: {field}: must not be empty")
-    return value
-
-
-def _number(path: Path, line: int, row: dict, field: str) -> float:
-    text = (row.get(field) or "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceError(f"{path}: line {line}: {field}: expected a number, got {text[:40]!r}") from None
-    if not math.isfinite(value):
-        raise TraceError(f"{path}: line {line}: {field}: must be finite, got {text}")
-    return value

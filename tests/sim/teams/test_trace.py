@@ -51,24 +51,24 @@ def test_the_real_shares_on_96_nodes():
 HEADER = "job,vc,arrival_s,gpus,duration_s,model\n"
 BAD = {
     "no folder": (None, TEAMS, r"nope: not a folder \(expected the philly-vc CSVs"),
-    "missing column": (JOBS.replace("duration_s", "runtime"), TEAMS, r"jobs.csv: header: missing column 'duration_s'"),
+    "missing column": (JOBS.replace("duration_s", "runtime"), TEAMS, r"jobs.csv: header: missing column 'duration_s' \(needs job, vc"),
     "no rows": (HEADER, TEAMS, r"jobs.csv: no rows"),
-    "not a number": (HEADER + "j,a,soon,1,10,m\n", TEAMS, r"jobs.csv: line 2: arrival_s: expected a number, got 'soon'"),
-    "not finite": (HEADER + "j,a,0,1,inf,m\n", TEAMS, r"jobs.csv: line 2: duration_s: must be finite, got inf"),
-    "negative arrival": (HEADER + "j,a,-5,1,10,m\n", TEAMS, r"line 2: arrival_s: must be >= 0, got -5"),
-    "fractional gpus": (HEADER + "j,a,0,1.5,10,m\n", TEAMS, r"line 2: gpus: must be a whole number in 1\.\.65536, got 1.5"),
-    "zero gpus": (HEADER + "j,a,0,0,10,m\n", TEAMS, r"line 2: gpus: must be a whole number in 1\.\.65536, got 0"),
-    "huge gpus": (HEADER + "j,a,0,1e12,10,m\n", TEAMS, r"line 2: gpus: must be a whole number in 1\.\.65536, got 1e12"),
-    "zero duration": (HEADER + "j,a,0,1,0,m\n", TEAMS, r"line 2: duration_s: must be > 0, got 0"),
+    "not a number": (HEADER + "j,a,soon,1,10,m\n", TEAMS, r"jobs.csv: line 2: arrival_s: must be a number, got 'soon'"),
+    "not finite": (HEADER + "j,a,0,1,inf,m\n", TEAMS, r"jobs.csv: line 2: duration_s: must be a number, got 'inf'"),
+    "negative arrival": (HEADER + "j,a,-5,1,10,m\n", TEAMS, r"line 2: arrival_s: must be >= 0, got '-5'"),
+    "fractional gpus": (HEADER + "j,a,0,1.5,10,m\n", TEAMS, r"line 2: gpus: must be a whole number, got '1.5'"),
+    "zero gpus": (HEADER + "j,a,0,0,10,m\n", TEAMS, r"line 2: gpus: must be from 1 to 65,536, got '0'"),
+    "huge gpus": (HEADER + "j,a,0,1e12,10,m\n", TEAMS, r"line 2: gpus: must be from 1 to 65,536, got '1e12'"),
+    "zero duration": (HEADER + "j,a,0,1,0,m\n", TEAMS, r"line 2: duration_s: must be > 0, got '0'"),
     "unknown team": (HEADER + "j,a,0,1,10,m\nk,zz,0,1,10,m\n", TEAMS,
                      r"jobs.csv: line 3: vc: must be a team of vcs.csv, got 'zz'"),
     "duplicate job": (HEADER + "j,a,0,1,10,m\nj,b,0,1,10,m\n", TEAMS, r"line 3: job: duplicate name 'j'"),
     "empty name": (HEADER + ",a,0,1,10,m\n", TEAMS, r"line 2: job: must not be empty"),
     "duplicate team": (JOBS, TEAMS + "a,2,16\n", r"vcs.csv: line 4: vc: duplicate team 'a'"),
-    "negative share": (JOBS, "vc,nodes,gpus\na,-1,8\nb,1,8\n", r"vcs.csv: line 2: nodes: must be a whole number >= 0, got -1"),
+    "negative share": (JOBS, "vc,nodes,gpus\na,-1,8\nb,1,8\n", r"vcs.csv: line 2: nodes: must be >= 0, got '-1'"),
     "team file missing column": (JOBS, "vc,gpus\na,8\n", r"vcs.csv: header: missing column 'nodes'"),
-    "not text": (HEADER + "j,a,0,1,10,\xff\n", TEAMS, r"jobs.csv: must be UTF-8 text"),
-    "a NUL byte": (HEADER + "j,a,0\x00,1,10,m\n", TEAMS, r"jobs.csv: line 2: arrival_s: expected a number"),
+    "not text": (HEADER + "j,a,0,1,10,\xff\n", TEAMS, r"jobs.csv: .*UTF-8"),
+    "a NUL byte": (HEADER + "j,a,0\x00,1,10,m\n", TEAMS, r"jobs.csv: line 2: arrival_s: must be a number"),
 }
 
 
@@ -98,11 +98,11 @@ def test_a_file_past_the_row_limit_is_refused_early(tmp_path, monkeypatch):
 
 def test_too_many_teams_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(trace_module, "MAX_TEAMS", 2)
-    with pytest.raises(TraceError, match=r"vcs.csv: line 4: must have at most 2 teams"):
+    with pytest.raises(TraceError, match=r"vcs.csv: line 4: must have at most 2 rows"):
         load_team_trace(write_trace(tmp_path, JOBS, TEAMS + "c,1,8\n"))
 
 
 def test_a_huge_field_is_an_error_not_a_crash(tmp_path):
     rows = HEADER + "j,a,0,1,10," + "x" * 200_000 + "\n"
-    with pytest.raises(TraceError, match=r"jobs.csv: line 2: not CSV: field larger than field limit"):
+    with pytest.raises(TraceError, match=r"jobs.csv: line 2: not valid CSV: field larger than field limit"):
         load_team_trace(write_trace(tmp_path, rows))
