@@ -29,16 +29,18 @@ $(AIRFLOW_VENV)/.installed: setup.py
 demo: $(VENV)/.installed
 	$(BIN)/gpu-policy demo
 
+# tests/kubernetes run in all three: the core's client (.venv), kubernetes 30.x (kfp), 36.x (Airflow)
 test: $(VENV)/.installed $(KFP_VENV)/.installed $(AIRFLOW_VENV)/.installed
 	$(BIN)/python -m pytest -q --ignore=tests/kfp --ignore=tests/airflow
-	$(KFP_VENV)/bin/python -m pytest -q tests/kfp
-	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
+	$(KFP_VENV)/bin/python -m pytest -q tests/kfp tests/kubernetes
+	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow tests/kubernetes
 
 components: $(KFP_VENV)/.installed
 	$(KFP_VENV)/bin/python scripts/generate_kfp.py
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
+	$(BIN)/python bench/observe_scale.py
 	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
 
 clean:

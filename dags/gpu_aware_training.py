@@ -5,8 +5,9 @@ until the step may start, bounded by its timeout), then runs the training step a
 pod on the planned node with the planned GPU count (PlannedKubernetesPodOperator),
 resuming from the checkpoints of the round before on a PVC.
 
-On the embedded simulated cluster the pods are built but not launched (dry run);
-set GPU_POLICY_DRY_RUN=0 where a Kubernetes connection reaches a real cluster.
+On the embedded simulated cluster the pods are built but not launched (dry run). For a
+real cluster, set GPU_POLICY_KUBERNETES_CONN_ID (the cluster the plan observes) and
+GPU_POLICY_DRY_RUN=0 (the pods are launched).
 """
 
 import os
@@ -23,6 +24,7 @@ ROUNDS = 3
 STEPS_PER_ROUND = 100
 SCENARIO = os.environ.get("GPU_POLICY_SCENARIO",
                           str(resources.files("gpu_policy") / "examples" / "training-cluster.yaml"))
+KUBERNETES_CONN_ID = os.environ.get("GPU_POLICY_KUBERNETES_CONN_ID") or None  # set: plan that live cluster
 DRY_RUN = os.environ.get("GPU_POLICY_DRY_RUN", "1") != "0"
 CHECKPOINTS = k8s.V1Volume(name="checkpoints",
                            persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name="gpu-policy-checkpoints"))
@@ -40,7 +42,8 @@ with DAG(
         # [START howto_sensor_gpu_plan]
         plan = GpuPlanSensor(
             task_id=f"plan_{k}",
-            scenario_path=SCENARIO,
+            scenario_path=None if KUBERNETES_CONN_ID else SCENARIO,
+            kubernetes_conn_id=KUBERNETES_CONN_ID,
             job_name="train",
             team="team-a",
             gpus=1,

@@ -2,19 +2,18 @@
 
 `decide_step` adds the step's job to the cluster snapshot (unless it is already
 there), plans, and turns the job's decision into the settings a Kubernetes pod
-needs: a node affinity, a node selector, a GPU count. `wait_for_step` re-plans
-until the step may start or a time budget runs out. The KFP components and the
-Airflow operators call these; no policy lives in the integrations.
+needs: a node affinity, a node selector, a GPU count. Waiting, which observes the
+cluster again each round, is `gpu_policy.cluster.compose.wait_for_step`; the CLI,
+the KFP components and the Airflow operators call it, and no policy lives in them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
-from typing import Callable
 
+from gpu_policy.errors import ScenarioError
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
 from gpu_policy.planner import PlannerConfig, plan
@@ -49,8 +48,8 @@ def with_step_job(s: Scenario, job: Job) -> Scenario:
     if any(j.name == job.name for j in s.jobs):
         return s
     if job.queue not in {q.name for q in s.queues}:
-        raise ValueError(f"queue: {job.queue!r} is not a queue of the cluster "
-                         f"({', '.join(q.name for q in s.queues)})")
+        raise ScenarioError(s.source, "queue", f"{job.queue!r} is not a queue of the cluster "
+                                               f"({', '.join(q.name for q in s.queues)})")
     return dataclasses.replace(s, jobs=[*s.jobs, job])
 
 
@@ -71,18 +70,3 @@ def decide_step(s: Scenario, job: Job, signals: ClusterSignals | None = None,
         node_affinity=affinity, node_selector={HOSTNAME_LABEL: nodes[0]} if len(set(nodes)) == 1 else {},
         tolerations=list(GPU_TOLERATIONS) if go else [], plan=result,
     )
-
-
-def wait_for_step(observe: Callable[[], tuple[Scenario, ClusterSignals | None]], job: Job, max_wait_s: float = 0.0,
-                  poll_interval_s: float = 30.0, config: PlannerConfig | None = None,
-                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> StepDecision:
-    """Observe and decide until the step may start or `max_wait_s` has passed (bounded)."""
-    began, attempts = clock(), 0
-    while True:
-        attempts += 1
-        scenario, signals = observe()
-        decision = decide_step(scenario, job, signals, config)
-        decision.attempts = attempts
-        if decision.can_start or clock() - began + poll_interval_s > max_wait_s:
-            return decision
-        sleep(poll_interval_s)

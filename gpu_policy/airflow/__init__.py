@@ -7,7 +7,7 @@ Airflow finds it through the ``apache_airflow_provider`` entry point, which call
 from gpu_policy._version import __version__
 
 MODULES = {
-    "hooks": ["gpu_policy.airflow.hooks.dcgm"],
+    "hooks": ["gpu_policy.airflow.hooks.dcgm", "gpu_policy.airflow.hooks.cluster"],
     "operators": ["gpu_policy.airflow.operators.telemetry", "gpu_policy.airflow.operators.plan",
                   "gpu_policy.airflow.operators.training", "gpu_policy.airflow.operators.pod"],
     "sensors": ["gpu_policy.airflow.sensors.plan"],

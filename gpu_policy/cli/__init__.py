@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpu_policy.cli import demo, plan, simulate, telemetry, train
+from gpu_policy.cli import demo, plan, simulate, snapshot, telemetry, train
 from gpu_policy.errors import GpuPolicyError
 
 #: The command modules, in the order `gpu-policy --help` lists them.
-COMMANDS = (plan, demo, telemetry, simulate, train)
+COMMANDS = (plan, snapshot, demo, telemetry, simulate, train)
 
 
 def build_parser() -> argparse.ArgumentParser:

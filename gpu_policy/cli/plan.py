@@ -1,4 +1,4 @@
-"""`gpu-policy plan`: plan one scenario, print it, check it, apply it."""
+"""`gpu-policy plan`: plan a cluster (a scenario file, or k8s://), print it, check it, apply it."""
 
 from __future__ import annotations
 
@@ -10,15 +10,18 @@ import yaml
 
 from gpu_policy.apply import apply_plan
 from gpu_policy.check import differences
+from gpu_policy.cli._cluster import add_cluster_options, observed_line, open_from_args
 from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, planner_config,
                                      telemetry_settings)
+from gpu_policy.errors import GpuPolicyError
 from gpu_policy.render import plan_table
-from gpu_policy.scenario import dump_scenario, load_scenario
+from gpu_policy.scenario import dump_scenario
 
 
 def register(sub) -> None:
-    p = sub.add_parser("plan", help="plan one scenario file (YAML or JSON)")
-    p.add_argument("scenario", help="scenario file")
+    p = sub.add_parser("plan", help="plan a cluster: a scenario file (YAML or JSON) or k8s://")
+    p.add_argument("scenario", nargs="?", help="scenario file (shorthand for --cluster FILE)")
+    add_cluster_options(p, required=False)
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--check", action="store_true", help="compare with the file's expect: block; exit 1 on a difference")
     p.add_argument("--apply-to", metavar="OUT.yaml", help="write the scenario as it is after the plan")
@@ -28,27 +31,31 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpu_policy.telemetry import dcgm_source, plan_with_telemetry
+    from gpu_policy.cluster.compose import observe, plan_observation
 
-    scenario = load_scenario(args.scenario)
+    if bool(args.scenario) == bool(args.cluster):
+        raise GpuPolicyError("plan: give a scenario FILE or --cluster CLUSTER (one of them)")
+    name = args.cluster or args.scenario
     settings = telemetry_settings(args)
-    result = plan_with_telemetry(scenario, dcgm_source(args.prometheus, scenario, settings), planner_config(args),
-                                 settings)
+    obs = observe(open_from_args(args, name), args.prometheus, settings)
+    result = plan_observation(obs, planner_config(args))
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))
     elif args.format == "yaml":
         print(yaml.safe_dump(result.to_dict(), sort_keys=False), end="")
     else:
         print(plan_table(result))
+        if result.observed:
+            print(observed_line(result.observed))
     if args.apply_to:
-        dump_scenario(apply_plan(scenario, result), args.apply_to)
+        dump_scenario(apply_plan(obs.scenario, result), args.apply_to)
     if args.check:
-        if scenario.expect is None:
-            print(f"{args.scenario}: --check needs an expect: block", file=sys.stderr)
+        if obs.scenario.expect is None:
+            print(f"{name}: --check needs an expect: block", file=sys.stderr)
             return 2
-        diff = differences(result, scenario.expect)
+        diff = differences(result, obs.scenario.expect)
         for line in diff:
             print(f"check: {line}", file=sys.stderr)
-        print(f"check: {'FAILED' if diff else 'passed'} ({args.scenario})", file=sys.stderr)
+        print(f"check: {'FAILED' if diff else 'passed'} ({name})", file=sys.stderr)
         return 1 if diff else 0
     return 0

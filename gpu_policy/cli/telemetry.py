@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpu_policy.cli._cluster import add_cluster_options, open_from_args
 from gpu_policy.cli._options import add_telemetry_options, telemetry_settings
+from gpu_policy.errors import GpuPolicyError
 from gpu_policy.model import Scenario
 from gpu_policy.scenario import load_scenario
 
@@ -13,6 +15,7 @@ from gpu_policy.scenario import load_scenario
 def register(sub) -> None:
     tm = sub.add_parser("telemetry", help="per-GPU table of DCGM signals (idle, busy, XID, memory)")
     tm.add_argument("--scenario", metavar="FILE", help="a scenario: simulate its telemetry, or name the jobs")
+    add_cluster_options(tm, required=False)
     add_telemetry_options(tm)
     tm.set_defaults(func=run_table)
     ex = sub.add_parser("dcgm-exporter-sim", help="serve a scenario's simulated DCGM metrics for Prometheus")
@@ -28,10 +31,14 @@ def run_table(args: argparse.Namespace) -> int:
     from gpu_policy.render import telemetry_table
     from gpu_policy.telemetry import cluster_signals, dcgm_source
 
-    if not args.prometheus and not args.scenario:
-        print("gpu-policy telemetry: give --prometheus URL, or a --scenario FILE to simulate", file=sys.stderr)
+    if args.scenario and args.cluster:
+        raise GpuPolicyError("telemetry: give --scenario FILE or --cluster CLUSTER, not both")
+    cluster = open_from_args(args, args.cluster or args.scenario) if args.cluster or args.scenario else None
+    if not args.prometheus and not (cluster and cluster.simulated_telemetry):
+        print("gpu-policy telemetry: give --prometheus URL, or a --scenario FILE to simulate "
+              "(a live cluster's telemetry needs --prometheus)", file=sys.stderr)
         return 2
-    scenario = load_scenario(args.scenario) if args.scenario else None
+    scenario = cluster.observe().scenario if cluster else None
     settings = telemetry_settings(args)
     source = dcgm_source(args.prometheus, scenario, settings)
     known = scenario or Scenario(nodes=[], queues=[], jobs=[])  # no scenario: signals per GPU only

@@ -25,7 +25,9 @@ def push_decision(context, decision) -> dict:
 
 
 class GpuPlanOperator(StepJobArgs, BaseOperator):
-    """Plan GPUs for a training step of team (queue) ``team``: the job is added to the
+    """Plan GPUs for a training step of team (queue) ``team`` on the live cluster of
+    ``kubernetes_conn_id`` (default ``kubernetes_default``) or the embedded cluster of
+    ``scenario_path``: the job is added to the
     cluster snapshot (waiting) unless it is there, and the plan's decision for it is pushed
     to XCom: ``plan``, ``node_affinity``, ``node_selector``, ``tolerations``,
     ``gpu_count``, ``can_start``, ``reason``. It does not wait: use GpuPlanSensor for that.
@@ -34,10 +36,11 @@ class GpuPlanOperator(StepJobArgs, BaseOperator):
 
     template_fields: Sequence[str] = StepJobArgs.template_fields
 
-    def __init__(self, *, scenario_path: str, job_name: str, team: str, gpus: float, replicas: int = 1,
-                 priority: int = 50, dcgm_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, job_name: str, team: str, gpus: float, scenario_path: str | None = None,
+                 kubernetes_conn_id: str | None = None, replicas: int = 1, priority: int = 50,
+                 dcgm_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.set_job_args(scenario_path, job_name, team, gpus, replicas, priority, dcgm_conn_id)
+        self.set_job_args(scenario_path, kubernetes_conn_id, job_name, team, gpus, replicas, priority, dcgm_conn_id)
 
     def execute(self, context) -> dict:
         decision = self.decide()
