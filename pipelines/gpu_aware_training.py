@@ -58,7 +58,8 @@ def build_pipeline(ops: "Components | None" = None, rounds: int = ROUNDS, accele
                 # gpu_count also goes in as an input: kfp 2.17 does not carry a channel used only in
                 # set_accelerator_limit into a dsl.If group, and the step logs what it was granted
                 train = ops.checkpointed_train_step(checkpoint_uri=checkpoint_uri, total_steps=total_steps,
-                                                    steps_per_run=steps_per_round, gpu_count=plan.outputs["gpu_count"])
+                                                    steps_per_run=steps_per_round, gpu_count=plan.outputs["gpu_count"],
+                                                    job_name=job_name, queue=queue)
                 train.set_display_name(f"train-{k}")
                 kubernetes.add_node_affinity_json(train, plan.outputs["node_affinity"])
                 train.set_accelerator_type(accelerator_type)

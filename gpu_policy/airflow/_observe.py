@@ -15,7 +15,7 @@ from airflow.exceptions import AirflowException
 
 from gpu_policy import Job
 from gpu_policy.cluster import ClusterSource, Observation, ScenarioCluster
-from gpu_policy.cluster.compose import observe, step_observation
+from gpu_policy.cluster.compose import observe, wait_for_step
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.step import StepDecision
 from gpu_policy.telemetry import DcgmSource, TelemetrySettings
@@ -70,8 +70,10 @@ class StepJobArgs:
     template_fields = ("scenario_path", "kubernetes_conn_id", "job_name", "team", "dcgm_conn_id")
 
     def set_job_args(self, scenario_path: str | None, kubernetes_conn_id: str | None, job_name: str, team: str,
-                     gpus: float, replicas: int, priority: int, dcgm_conn_id: str | None) -> None:
+                     gpus: float, replicas: int, priority: int, dcgm_conn_id: str | None,
+                     execute_plan: bool | None) -> None:
         check_job_args(type(self).__name__, gpus, replicas, priority)
+        self.execute_plan = check_execute_plan(type(self).__name__, execute_plan)
         self.scenario_path = scenario_path
         self.kubernetes_conn_id = kubernetes_conn_id
         self.job_name = job_name
@@ -82,6 +84,8 @@ class StepJobArgs:
         self.dcgm_conn_id = dcgm_conn_id
 
     def decide(self) -> StepDecision:
+        """One round: observe, decide and, with `execute_plan`, carry the plan out (evictions, the
+        step's reservation) under the cluster's planning lease."""
         # templated fields hold their rendered values only now, so they are checked here
         owner = type(self).__name__
         for name in ("job_name", "team"):
@@ -90,7 +94,13 @@ class StepJobArgs:
         cluster = cluster_for(owner, self.scenario_path, self.kubernetes_conn_id)
         job = Job(name=self.job_name, queue=self.team, gpus=self.gpus, replicas=self.replicas, priority=self.priority)
         with one_line_errors():
-            return step_observation(observe_cluster(cluster, self.dcgm_conn_id), cluster.step_job(job))
+            decision = wait_for_step(cluster, job, None, *telemetry_source(self.dcgm_conn_id),
+                                     execute=self.execute_plan)
+        for warning in decision.plan.warnings:
+            log.warning("%s", warning)
+        for outcome in decision.outcomes:
+            log.info("%s", outcome.line())
+        return decision
 
 
 def check_job_args(owner: str, gpus: float, replicas: int, priority: int) -> None:
@@ -101,3 +111,11 @@ def check_job_args(owner: str, gpus: float, replicas: int, priority: int) -> Non
         raise AirflowException(f"{owner}: `replicas` must be a whole number >= 1, got {replicas!r}")
     if not isinstance(priority, int):
         raise AirflowException(f"{owner}: `priority` must be a whole number, got {priority!r}")
+
+
+def check_execute_plan(owner: str, execute_plan) -> bool | None:
+    """`execute_plan` (not `execute`: that is every operator's method) is true, false or None."""
+    if execute_plan not in (None, True, False):
+        raise AirflowException(f"{owner}: `execute_plan` must be true, false or None (true on a live cluster, false "
+                               f"on the embedded one), got {execute_plan!r}")
+    return execute_plan

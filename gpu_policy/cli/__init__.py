@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpu_policy.cli import demo, plan, simulate, snapshot, telemetry, train
+from gpu_policy.cli import apply, demo, plan, reconcile, simulate, snapshot, step, telemetry, train
 from gpu_policy.errors import GpuPolicyError
 
 #: The command modules, in the order `gpu-policy --help` lists them.
-COMMANDS = (plan, snapshot, demo, telemetry, simulate, train)
+COMMANDS = (plan, snapshot, apply, step, reconcile, demo, telemetry, simulate, train)
 
 
 def build_parser() -> argparse.ArgumentParser:

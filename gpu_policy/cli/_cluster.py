@@ -30,6 +30,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def add_execute_options(p: argparse.ArgumentParser, default: str) -> None:
+    way = p.add_mutually_exclusive_group()
+    way.add_argument("--execute", dest="execute", action="store_true", default=None,
+                     help=f"carry the plan out: evict, reserve (default: {default})")
+    way.add_argument("--dry-run", dest="execute", action="store_false", help="only say what would be done")
+
+
 def open_from_args(args: argparse.Namespace, name: str | None = None):
     """The cluster the options name (`name` overrides --cluster)."""
     from gpu_policy.cluster import open_cluster, split_scheme
@@ -49,6 +56,10 @@ def open_from_args(args: argparse.Namespace, name: str | None = None):
     if args.api_deadline:
         settings.deadline_s = args.api_deadline
     return open_cluster(name, kubeconfig=args.kubeconfig, settings=settings)
+
+
+def outcome_lines(outcomes) -> list[str]:
+    return [f"  {o.line()}" for o in outcomes] or ["  nothing to do"]
 
 
 def observed_line(observed: dict | None) -> str:

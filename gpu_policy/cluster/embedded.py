@@ -2,31 +2,39 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import yaml
 
-from gpu_policy.cluster.source import Observation
+from gpu_policy.apply import apply_plan
+from gpu_policy.cluster.source import Observation, Outcome
 from gpu_policy.errors import ScenarioError
 from gpu_policy.model import Job, Scenario
-from gpu_policy.scenario import load_scenario, parse_scenario
+from gpu_policy.plan import Plan
+from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario
 
 
 class ScenarioCluster:
     """A scenario file (read on the first look) or a Scenario, as a cluster. Telemetry is
-    simulated from its `telemetry:` section."""
+    simulated from its `telemetry:` section. Carrying out a plan changes the scenario in
+    memory (the plan happens at once: victims stop, starts run), and writes it to
+    `apply_to` when given; the file it was read from is never changed."""
 
     simulated_telemetry = True
+    executes_by_default = False
 
-    def __init__(self, scenario: Scenario | str | Path):
+    def __init__(self, scenario: Scenario | str | Path, apply_to: str | Path | None = None):
         if isinstance(scenario, Scenario):
             self.url, self._scenario = scenario.source or "<scenario>", scenario
         else:
             self.url, self._scenario = str(scenario), None
+        self.apply_to = apply_to
+        self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str) -> ScenarioCluster:
-        return cls(url.removeprefix("file://"))
+    def from_url(cls, url: str, apply_to: str | Path | None = None) -> ScenarioCluster:
+        return cls(url.removeprefix("file://"), apply_to)
 
     @classmethod
     def from_text(cls, text: str, source: str) -> ScenarioCluster:
@@ -49,3 +57,19 @@ class ScenarioCluster:
 
     def step_job(self, job: Job) -> Job:
         return job
+
+    def planning(self) -> threading.Lock:
+        return self._lock
+
+    def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
+        result = "done" if execute else "dry run"
+        outcomes = [Outcome(d.name, d.action, result, d.reason, [r.node for r in d.replicas])
+                    for d in plan.jobs if d.action in ("preempt", "move")]
+        if step is not None and plan.job(step.name).action == "start":
+            outcomes.append(Outcome(step.name, "reserve", result, "it runs where the plan put it",
+                                    [r.node for r in plan.job(step.name).replicas]))
+        if execute:
+            self._scenario = apply_plan(observation.scenario, plan)
+            if self.apply_to:
+                dump_scenario(self._scenario, self.apply_to)
+        return outcomes

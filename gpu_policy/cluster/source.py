@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gpu_policy.model import Job, Scenario
+from gpu_policy.plan import Plan
 
 
 @dataclass
@@ -19,6 +21,7 @@ class Observation:
     warnings: list[str] = field(default_factory=list)
     signals: Any = None  # gpu_policy.telemetry.ClusterSignals, set by gpu_policy.cluster.compose.observe
     telemetry_unavailable: str | None = None  # why there are no signals, when telemetry was asked for
+    backend: Any = None  # what the backend's actuator needs from this look (e.g. the pods of each job)
 
 
 class ClusterSource(Protocol):
@@ -33,3 +36,36 @@ class ClusterSource(Protocol):
 
     def step_job(self, job: Job) -> Job:
         """The pipeline step's job as this cluster names it (a namespace on Kubernetes)."""
+
+
+@dataclass
+class Outcome:
+    """What carrying out one decision did: `action` is preempt, move, reserve or release;
+    `result` done, dry run, blocked, gone or skipped; `pods` the objects it touched."""
+
+    job: str
+    action: str
+    result: str
+    detail: str = ""
+    pods: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        return f"{self.action} {self.job}: {self.result}" + (f" ({self.detail})" if self.detail else "")
+
+
+class Actuator(Protocol):
+    """A cluster gpu-policy can act on: the embedded one (the scenario as it is after the
+    plan) and ``k8s://`` (evictions, reservations, under a lease)."""
+
+    #: whether plans are carried out unless told otherwise (a live cluster: yes; a file: no)
+    executes_by_default: bool
+
+    def planning(self) -> AbstractContextManager:
+        """Hold this for observe -> decide -> act: one planner at a time."""
+
+    def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
+        """Do (or, without `execute`, describe) what `plan` decided on `observation`: evict its
+        victims, reserve the places of moved jobs and of the pipeline step `step` when it starts."""

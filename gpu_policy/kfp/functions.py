@@ -50,7 +50,8 @@ def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", 
 
 def plan_gpu_allocation(job_name: str, queue: str, gpus: float, plan: Output[Artifact], cluster: str = "k8s://",
                         scenario_yaml: str = "", telemetry: Input[Artifact] = None, replicas: int = 1,
-                        priority: int = 50, max_wait_s: float = 0.0, poll_interval_s: float = 30.0) -> NamedTuple(
+                        priority: int = 50, max_wait_s: float = 0.0, poll_interval_s: float = 30.0,
+                        execute: bool = True) -> NamedTuple(
         "StepPlan", [("node_affinity", dict), ("gpu_count", int), ("can_start", bool), ("reason", str)]):
     """Plan GPUs for the next training step: fair share, reclaim and packing as one integer program.
 
@@ -69,6 +70,9 @@ def plan_gpu_allocation(job_name: str, queue: str, gpus: float, plan: Output[Art
         priority: The job's priority (100 and above is non-preemptible).
         max_wait_s: Seconds to keep observing and re-planning while the step may not start (0: decide once).
         poll_interval_s: Seconds between looks at the cluster while waiting.
+        execute: Carry the plan out on a live cluster, holding the planning lease: evict its victims (through
+            the Eviction API, honouring disruption budgets) and reserve the step's GPUs until its pods run. False
+            only plans. The embedded cluster of scenario_yaml is never changed.
 
     Returns:
         node_affinity: Node affinity JSON for the training step (kfp-kubernetes add_node_affinity_json).
@@ -94,7 +98,8 @@ def plan_gpu_allocation(job_name: str, queue: str, gpus: float, plan: Output[Art
     job = Job(name=job_name, queue=queue, gpus=gpus, replicas=replicas, priority=priority)
     try:
         source = ScenarioCluster.from_text(scenario_yaml, "scenario_yaml") if scenario_yaml else open_cluster(cluster)
-        decision = wait_for_step(source, job, telemetry=signals, max_wait_s=max_wait_s, poll_interval_s=poll_interval_s)
+        decision = wait_for_step(source, job, telemetry=signals, max_wait_s=max_wait_s, poll_interval_s=poll_interval_s,
+                                 execute=execute and not scenario_yaml)
     except GpuPolicyError as e:
         raise SystemExit(f"gpu-policy: {e}") from None
     result = decision.plan.to_dict()
@@ -109,7 +114,8 @@ def plan_gpu_allocation(job_name: str, queue: str, gpus: float, plan: Output[Art
 def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run: int, gpu_count: int = 0,
                             step_function: str = "gpu_policy.checkpoint.example:example_step",
                             init_function: str = "gpu_policy.checkpoint.example:initial_state",
-                            grace_period_s: float = 30.0, keep_last: int = 3) -> NamedTuple(
+                            grace_period_s: float = 30.0, keep_last: int = 3, job_name: str = "",
+                            queue: str = "") -> NamedTuple(
         "TrainStep", [("step_reached", int), ("checkpoint_uri", str), ("preempted", bool)]):
     """Train for a budget of steps, resuming from the newest checkpoint, safe against preemption.
 
@@ -122,6 +128,9 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
         init_function: 'module:function' returning the state before step 0.
         grace_period_s: Seconds between SIGTERM and SIGKILL (the pod's terminationGracePeriodSeconds).
         keep_last: Checkpoints to keep.
+        job_name: The job plan_gpu_allocation planned (its job_name); in a cluster the pod labels itself with it
+            and its queue, so the plan finds it and drops its reservation. Empty: no labels.
+        queue: The job's team (queue), as given to plan_gpu_allocation.
 
     Returns:
         step_reached: Steps done when this pipeline step ended.
@@ -131,9 +140,13 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
     from collections import namedtuple
 
     from gpu_policy.checkpoint.budget import run_step_budget
+    from gpu_policy.kubernetes.own_pod import OwnPod
 
+    pod = OwnPod.here()  # in a cluster: this step's pod, told its job and each checkpoint (best effort)
+    if job_name and queue:
+        pod.label_job(job_name, queue)
     summary = run_step_budget(checkpoint_uri, total_steps, steps_per_run, step_function, init_function,
-                              grace_period_s, keep_last)
+                              grace_period_s, keep_last, on_checkpoint=pod.note_checkpoint)
     print(f"steps {summary.first_step} -> {summary.last_step} on {gpu_count} planned GPU(s); "
           f"checkpoints written: {summary.checkpoints_written}")
     if summary.preempted:

@@ -17,6 +17,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
@@ -84,6 +85,12 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(f"{_SERVICE_ACCOUNT}/token")
 
 
+def service_account_namespace() -> str:
+    """The namespace of this pod's service account."""
+    with open(f"{_SERVICE_ACCOUNT}/namespace") as f:
+        return f.read().strip() or "default"
+
+
 def connect(context: str | None, kubeconfig: str | None, where: str):
     """An ApiClient for the in-cluster service account (no context and no kubeconfig given,
     inside a pod), else for `context` (None: the current one) of `kubeconfig` (None:
@@ -97,8 +104,7 @@ def connect(context: str | None, kubeconfig: str | None, where: str):
     try:
         if context is None and not kubeconfig and in_cluster():
             config.load_incluster_config(client_configuration=cfg)
-            with open(f"{_SERVICE_ACCOUNT}/namespace") as f:
-                namespace = f.read().strip() or "default"
+            namespace = service_account_namespace()
         else:
             config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
             contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
@@ -158,7 +164,87 @@ class KubeClient:
             name=name, namespace=ns, **kw), accept={404})
         return None if answer.status == 404 else answer.body
 
+    # -- writes ---------------------------------------------------------------------------------
+    @_needs("create", "configmaps", own_namespace=True)
+    def create_config_map(self, name: str, data: dict[str, str]) -> dict | None:
+        """Create it; None when it already exists (someone was faster)."""
+        ns = self.settings.namespace
+        body = self._models.V1ConfigMap(metadata=self._models.V1ObjectMeta(name=name, namespace=ns), data=data)
+        answer = self._request(f"create ConfigMap {ns}/{name}", lambda **kw: self._core.create_namespaced_config_map(
+            namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("update", "configmaps", own_namespace=True)
+    def replace_config_map(self, name: str, data: dict[str, str], resource_version: str) -> dict | None:
+        """Replace it if it is still at `resource_version`; None on a conflict (409)."""
+        ns = self.settings.namespace
+        meta = self._models.V1ObjectMeta(name=name, namespace=ns, resource_version=resource_version)
+        body = self._models.V1ConfigMap(metadata=meta, data=data)
+        answer = self._request(f"update ConfigMap {ns}/{name}", lambda **kw: self._core.replace_namespaced_config_map(
+            name=name, namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("get", "leases", group="coordination.k8s.io", own_namespace=True)
+    def read_lease(self, name: str) -> dict | None:
+        ns = self.settings.namespace
+        answer = self._request(f"get Lease {ns}/{name}", lambda **kw: self._coordination.read_namespaced_lease(
+            name=name, namespace=ns, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("create", "leases", group="coordination.k8s.io", own_namespace=True)
+    def create_lease(self, name: str, spec: dict) -> dict | None:
+        """Create it; None when it already exists."""
+        ns = self.settings.namespace
+        body = self._models.V1Lease(metadata=self._models.V1ObjectMeta(name=name, namespace=ns),
+                                    spec=self._lease_spec(spec))
+        answer = self._request(f"create Lease {ns}/{name}", lambda **kw: self._coordination.create_namespaced_lease(
+            namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("update", "leases", group="coordination.k8s.io", own_namespace=True)
+    def replace_lease(self, name: str, spec: dict, resource_version: str) -> dict | None:
+        """Write it if it is still at `resource_version`; None when another holder wrote first."""
+        ns = self.settings.namespace
+        meta = self._models.V1ObjectMeta(name=name, namespace=ns, resource_version=resource_version)
+        body = self._models.V1Lease(metadata=meta, spec=self._lease_spec(spec))
+        answer = self._request(f"update Lease {ns}/{name}", lambda **kw: self._coordination.replace_namespaced_lease(
+            name=name, namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("get", "pods")
+    def read_pod(self, namespace: str, name: str) -> dict | None:
+        answer = self._request(f"get pod {namespace}/{name}", lambda **kw: self._core.read_namespaced_pod(
+            name=name, namespace=namespace, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("patch", "pods")
+    def patch_pod_metadata(self, namespace: str, name: str, annotations: dict[str, str] | None = None,
+                           labels: dict[str, str] | None = None) -> dict | None:
+        """Merge annotations and labels into the pod's; None when the pod is gone."""
+        meta = {k: v for k, v in (("annotations", annotations), ("labels", labels)) if v}
+        answer = self._request(f"patch pod {namespace}/{name}", lambda **kw: self._core.patch_namespaced_pod(
+            name=name, namespace=namespace, body={"metadata": meta}, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("create", "pods/eviction")
+    def evict_pod(self, namespace: str, name: str) -> Answer:
+        """Ask the Eviction API (policy/v1) to evict the pod with its own grace period.
+        201: accepted; 429: refused for now (a PodDisruptionBudget); 404: already gone."""
+        body = self._models.V1Eviction(metadata=self._models.V1ObjectMeta(name=name, namespace=namespace))
+        return self._request(f"evict pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod_eviction(
+            name=name, namespace=namespace, body=body, **kw), accept={404, 429})
+
     # -- plumbing -------------------------------------------------------------------------------
+    def _lease_spec(self, spec: dict):
+        def moment(text):
+            return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+        return self._models.V1LeaseSpec(holder_identity=spec.get("holderIdentity"),
+                                        lease_duration_seconds=spec.get("leaseDurationSeconds"),
+                                        acquire_time=moment(spec.get("acquireTime")),
+                                        renew_time=moment(spec.get("renewTime")),
+                                        lease_transitions=spec.get("leaseTransitions"))
+
     def _list(self, what: str, call: Callable[..., Any], missing_ok: bool = False) -> list[dict] | None:
         """Every item of a paginated LIST; a 410 on a continue token restarts it once."""
         items: list[dict] = []

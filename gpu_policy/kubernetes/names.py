@@ -15,6 +15,7 @@ FRACTION_ANNOTATION = "gpu-policy.io/gpu-fraction"
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_INDEX_ANNOTATION = "gpu-policy.io/gpu-index"
 LAST_CHECKPOINT_ANNOTATION = "gpu-policy.io/last-checkpoint"
+CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"  # how long the last save took: set the grace period above it
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
 
 # on nodes

@@ -22,10 +22,23 @@ from gpu_policy.kubernetes.quantity import parse_quantity
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
 
 
+@dataclass(frozen=True)
+class PodRef:
+    """A pod as the actuator names it: the uid tells a pod from its replacement."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 @dataclass
 class PodView:
     namespace: str
     name: str
+    uid: str
     node: str | None  # spec.nodeName: bound to this node
     gpus: float  # whole GPUs, or a fraction of one; 0 for a pod that asks for none
     cpu: float | None  # None: no container asks for it
@@ -44,6 +57,10 @@ class PodView:
     @property
     def full_name(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
 
     @property
     def asks_for_gpus(self) -> bool:
@@ -70,7 +87,7 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         if other:
             unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
     return PodView(
-        namespace=ns, name=name, node=spec.get("nodeName") or None, gpus=gpus,
+        namespace=ns, name=name, uid=meta.get("uid", ""), node=spec.get("nodeName") or None, gpus=gpus,
         cpu=_effective(spec, "cpu", where, whole=False), memory_gib=_gib(_effective(spec, "memory", where, whole=False)),
         priority=_priority(spec, where), created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
         deleting=bool(meta.get("deletionTimestamp")), queue_label=labels.get(QUEUE_LABEL) or labels.get(KAI_QUEUE_LABEL),
@@ -200,4 +217,4 @@ def _time(text, where: str, field: str) -> float | None:
     return moment.timestamp()
 
 
-__all__ = ["PodView", "read_pod"]
+__all__ = ["PodRef", "PodView", "read_pod"]

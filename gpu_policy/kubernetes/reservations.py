@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from gpu_policy.errors import ClusterObjectError
+from gpu_policy.errors import ClusterBusy, ClusterObjectError
 from gpu_policy.kubernetes.names import RESERVATIONS_CONFIGMAP
 
 
@@ -97,3 +97,23 @@ def _moment(text: str) -> float | None:
     except ValueError:
         return None
     return moment.timestamp() if moment.tzinfo else None
+
+
+def write_reservations(client, add: list[Reservation], stale: set[str], check) -> None:
+    """Add `add` and drop the `stale` keys (expired, or whose pods are bound) in one
+    optimistic write of the ConfigMap, read again on a conflict. `check` runs before each
+    write (it raises when the planning lease was lost)."""
+    for _ in range(5):
+        check()
+        config_map = client.read_config_map(RESERVATIONS_CONFIGMAP)
+        data = dict((config_map or {}).get("data") or {})
+        new = {key: value for key, value in data.items() if key not in stale}
+        new.update({r.key: r.value() for r in add})
+        if config_map is None:
+            if not new or client.create_config_map(RESERVATIONS_CONFIGMAP, new) is not None:
+                return
+        elif new == data or client.replace_config_map(RESERVATIONS_CONFIGMAP, new,
+                                                      config_map["metadata"]["resourceVersion"]) is not None:
+            return
+    raise ClusterBusy(f"{client.where}: ConfigMap {client.settings.namespace}/{RESERVATIONS_CONFIGMAP}: "
+                      "another writer changed it 5 times in a row; the reservation was not written")

@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from gpu_policy.kubernetes.names import GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, TERMINATING_QUEUE, UNMANAGED_QUEUE
 from gpu_policy.kubernetes.nodes import NodeView
-from gpu_policy.kubernetes.pods import PodView
+from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.reservations import Reservation
 from gpu_policy.model import Job, Node, Queue, Scenario
 from gpu_policy.scenario import parse_scenario, scenario_to_dict
@@ -35,15 +36,26 @@ def needs_namespace_labels(pods: list[PodView]) -> bool:
     return any(p.asks_for_gpus and not p.deleting and not p.queue_label for p in pods)
 
 
+@dataclass
+class Snapshot:
+    """The scenario of one observation, and what acting on its plan needs."""
+
+    scenario: Scenario
+    warnings: list[str] = field(default_factory=list)
+    pods: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods
+    reservations: dict[str, Reservation] = field(default_factory=dict)  # job name -> the reservation standing for it
+    stale: set[str] = field(default_factory=set)  # reservation keys that no longer stand (expired, bound, invalid)
+
+
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
-                   source: str) -> tuple[Scenario, list[str]]:
+                   source: str) -> Snapshot:
     warnings: list[str] = []
     node_views = {n.name: n for n in nodes}
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
-    jobs = []
+    jobs, refs = [], {}
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
     for (namespace, group), members in sorted(managed.items()):
         name = f"{namespace}/{group}"
@@ -54,13 +66,15 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
             unmanaged.extend(members)
         else:
             jobs.append(job)
+            refs[name] = [p.ref for p in members if p.node or not job.running]
     jobs += [_reservation_job(r) for r in reserved.values()]
     synthetic = _held_elsewhere(jobs, unmanaged, terminating)
     jobs.sort(key=lambda j: (j.submitted_at, j.name))  # oldest first: jobs without GPU indices take them in this order
     scenario_nodes = _nodes(node_views, jobs, pods, warnings)
     _drop_bad_indices(scenario_nodes, jobs, warnings)
     scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source)
-    return parse_scenario(scenario_to_dict(scenario), source), warnings
+    return Snapshot(parse_scenario(scenario_to_dict(scenario), source), warnings, refs, reserved,
+                    {r.key for r in reservations} - {r.key for r in reserved.values()})
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],

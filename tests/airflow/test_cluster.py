@@ -76,3 +76,29 @@ def test_one_cluster_at_a_time(live):
     with pytest.raises(AirflowException, match=r"GpuPlanOperator: give `scenario_path` \(the embedded cluster\) or "
                                                r"`kubernetes_conn_id` \(a live one\), not both"):
         GpuPlanOperator(**args(scenario_path=str(EXAMPLE))).execute({"ti": FakeTI()})
+
+
+def test_the_plan_operator_reserves_the_step_s_gpus(live):
+    ti = FakeTI()
+    out = GpuPlanOperator(**args()).execute({"ti": ti})
+    assert ti.pushed["pod_labels"] == {"gpu-policy.io/job": "train", "gpu-policy.io/queue": "team-a"}
+    assert [o["action"] for o in ti.pushed["outcomes"]] == ["reserve"] and out["can_start"]
+    assert list(live.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy")["data"]) == ["team-a.train"]
+    live.reset_log()
+    GpuPlanOperator(**args(job_name="other", execute_plan=False)).execute({"ti": FakeTI()})
+    assert {r.method for r in live.requests} == {"GET"}  # only planned
+
+
+def test_apply_operator_evicts_what_the_plan_reclaims(tmp_path, monkeypatch):
+    from gpu_policy.airflow.operators.apply import GpuApplyPlanOperator
+    from tests.conftest import SCENARIOS
+
+    with FakeKubernetes() as api:
+        load_into(api, load_scenario(SCENARIOS / "seed1-greedy-team.yaml"), time.time())
+        monkeypatch.setenv("AIRFLOW_CONN_SEED1", json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": api.kubeconfig(tmp_path / "kubeconfig")}}))
+        out = GpuApplyPlanOperator(task_id="reconcile", kubernetes_conn_id="seed1").execute({})
+        assert [(o["job"], o["result"]) for o in out["outcomes"]] == [("jobs/a-5", "done"), ("jobs/a-6", "done")]
+        assert api.evictions == [("jobs", "a-5-0"), ("jobs", "a-6-0")] and out["summary"]["preemptions"] == 2
+    with pytest.raises(AirflowException, match=r"`execute_plan` must be true, false or None"):
+        GpuApplyPlanOperator(task_id="x", execute_plan="yes")

@@ -30,7 +30,7 @@ def live(tmp_path, monkeypatch):
     """The example cluster on the fake API server, named by $KUBECONFIG's current context."""
     with FakeKubernetes() as api:
         load_into(api, load_scenario(EXAMPLE), time.time(), namespace="team-a")
-        monkeypatch.setenv("KUBECONFIG", api.kubeconfig(tmp_path / "kubeconfig", contexts=("fake",)))
+        monkeypatch.setenv("KUBECONFIG", api.kubeconfig(tmp_path / "kubeconfig", contexts=("fake",), namespace="team-a"))
         yield api
 
 
@@ -65,3 +65,22 @@ def test_the_component_runs_against_the_cluster_with_kfp_local(live, tmp_path):
     assert task.outputs["can_start"] is True and task.outputs["gpu_count"] == 8
     plan = json.loads(Path(task.outputs["plan"].path).read_text())
     assert plan["observed"]["source"] == "k8s://"
+
+
+def test_plan_gpu_allocation_reserves_the_step_unless_told_not_to(live, tmp_path):
+    live.reset_log()
+    plan_gpu_allocation.python_func(job_name="dry", queue="team-a", gpus=2, plan=FakeArtifact(tmp_path / "p"),
+                                    execute=False)
+    assert {r.method for r in live.requests} == {"GET"}  # planned only
+    plan_gpu_allocation.python_func(job_name="train", queue="team-a", gpus=2, plan=FakeArtifact(tmp_path / "p"))
+    reserved = live.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy")["data"]
+    assert list(reserved) == ["team-a.train"]  # the pipeline's namespace: the kubeconfig context's here
+
+
+def test_the_training_step_outside_a_cluster_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    from gpu_policy.kfp import checkpointed_train_step
+
+    out = checkpointed_train_step.python_func(checkpoint_uri=str(tmp_path / "c"), total_steps=5, steps_per_run=5,
+                                              job_name="train", queue="team-a")
+    assert out.step_reached == 5

@@ -9,7 +9,9 @@ from tests.kubernetes.fake_api import FakeKubernetes
 
 
 class FakeTime:
-    """A monotonic clock that sleeping advances: retries wait without taking time."""
+    """Clocks that sleeping advances: retries and leases wait without taking time."""
+
+    EPOCH = 1_800_000_000.0  # what `time()` says when `monotonic()` says 0
 
     def __init__(self):
         self.now = 1000.0
@@ -17,6 +19,9 @@ class FakeTime:
 
     def monotonic(self) -> float:
         return self.now
+
+    def time(self) -> float:
+        return self.EPOCH + self.now
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
@@ -48,11 +53,10 @@ def fake_time():
 
 @pytest.fixture
 def cluster(api, kubeconfig, fake_time):
-    """k8s:// through the real client, with retries that wait on the fake clock."""
+    """k8s:// through the real client; retries, leases and reservations run on the fake clocks."""
     def make(clock=None, **settings):
         return KubernetesCluster("k8s://", kubeconfig=kubeconfig, settings=KubernetesSettings(**settings),
-                                 sleep=fake_time.sleep, monotonic=fake_time.monotonic,
-                                 **({"clock": clock} if clock else {}))
+                                 sleep=fake_time.sleep, monotonic=fake_time.monotonic, clock=clock or fake_time.time)
 
     return make
 

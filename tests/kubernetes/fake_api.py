@@ -26,6 +26,7 @@ import copy
 import itertools
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -265,6 +266,11 @@ class FakeKubernetes:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeKubernetes
     protocol_version = "HTTP/1.1"
+    wbufsize = 1 << 16  # headers and body leave in one write: no Nagle / delayed-ACK stall on keep-alive
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, *args) -> None:  # quiet
         pass

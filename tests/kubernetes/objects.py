@@ -132,3 +132,27 @@ def large_scenario(nodes: int, pods: int, teams: int = 4) -> Scenario:
         k += replicas
     return Scenario(nodes=[Node(name=f"node-{i}", gpus=8, cpu=96, memory_gib=1024) for i in range(nodes)],
                     queues=queues, jobs=jobs)
+
+
+def settle(api, plan: dict, before: dict[str, dict], namespace: str = "jobs") -> None:
+    """What the cluster does after `apply --execute` carried out `plan` (JSON): the kubelet
+    ends the evicted pods, controllers make the pods of evicted jobs again, and the
+    scheduler binds the pods of started and moved jobs where the plan put them.
+    `before` maps pod names to the pods as they were before the plan."""
+    import copy
+
+    api.finish_terminating()
+    for decision in plan["jobs"]:
+        job = decision["name"].removeprefix(f"{namespace}/")
+        pods = sorted(n for n, p in before.items() if p["metadata"]["labels"].get(names.JOB_LABEL) == job)
+        for r, pod_name in enumerate(pods):
+            if api.get("pods", pod_name, namespace) is None:  # evicted: its controller makes it again, pending
+                pod = copy.deepcopy(before[pod_name])
+                for key in ("uid", "resourceVersion", "deletionTimestamp"):
+                    pod["metadata"].pop(key, None)
+                pod["metadata"].get("annotations", {}).pop(names.GPU_INDEX_ANNOTATION, None)
+                pod["spec"].pop("nodeName", None)
+                pod["status"] = {"phase": "Pending"}
+                api.put(pod)
+            if decision["action"] in ("start", "move"):
+                api.bind(namespace, pod_name, decision["replicas"][r]["node"])
