@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -43,7 +44,8 @@ class ScenarioCluster:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
-            raise ScenarioError(source, "", f"not valid YAML or JSON{f' at line {mark.line + 1}' if mark else ''}") from None
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise ScenarioError(source, "", f"not valid YAML or JSON{where}") from None
         return cls(parse_scenario(data, source))
 
     @property
@@ -69,7 +71,10 @@ class ScenarioCluster:
             outcomes.append(Outcome(step.name, "reserve", result, "it runs where the plan put it",
                                     [r.node for r in plan.job(step.name).replicas]))
         if execute:
-            self._scenario = apply_plan(observation.scenario, plan)
+            scenario = observation.scenario
+            if step is not None and all(j.name != step.name for j in scenario.jobs):
+                scenario = dataclasses.replace(scenario, jobs=[*scenario.jobs, step])  # it runs from now on
+            self._scenario = apply_plan(scenario, plan)
             if self.apply_to:
                 dump_scenario(self._scenario, self.apply_to)
         return outcomes

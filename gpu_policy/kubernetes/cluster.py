@@ -127,8 +127,9 @@ class KubernetesCluster:
         namespace, _, name = job.name.rpartition("/")
         namespace = namespace or self.default_namespace
         if not _NAMESPACE.match(namespace) or not _LABEL_VALUE.match(name):
-            raise ScenarioError(self.url, "job", "must be NAME or NAMESPACE/NAME, with a Kubernetes namespace and a "
-                                                 f"label value (letters, digits, -_., at most 63) as NAME, got {job.name!r}")
+            raise ScenarioError(self.url, "job", "must be NAME or NAMESPACE/NAME, with a Kubernetes namespace and "
+                                                 "a label value (letters, digits, -_., at most 63) as NAME, "
+                                                 f"got {job.name!r}")
         return dataclasses.replace(job, name=f"{namespace}/{name}")
 
     def _queues(self, cluster_gpus: int) -> tuple[list[Queue], list[str]]:

@@ -15,7 +15,8 @@ FRACTION_ANNOTATION = "gpu-policy.io/gpu-fraction"
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_INDEX_ANNOTATION = "gpu-policy.io/gpu-index"
 LAST_CHECKPOINT_ANNOTATION = "gpu-policy.io/last-checkpoint"
-CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"  # how long the last save took: set the grace period above it
+#: how long the last checkpoint save took: set the pod's grace period well above it
+CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
 
 # on nodes

@@ -89,7 +89,8 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
     return PodView(
         namespace=ns, name=name, uid=meta.get("uid", ""), node=spec.get("nodeName") or None, gpus=gpus,
         cpu=_effective(spec, "cpu", where, whole=False), memory_gib=_gib(_effective(spec, "memory", where, whole=False)),
-        priority=_priority(spec, where), created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
+        priority=_priority(spec, where),
+        created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
         deleting=bool(meta.get("deletionTimestamp")), queue_label=labels.get(QUEUE_LABEL) or labels.get(KAI_QUEUE_LABEL),
         group=labels.get(JOB_LABEL) or _controller(meta) or name, preemptible=_preemptible(labels, where),
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
@@ -124,8 +125,10 @@ def _request(container: dict, resource: str, where: str, path: str) -> float | N
 def _effective(spec: dict, resource: str, where: str, whole: bool = True) -> float | None:
     """The pod's effective request: the larger of the sum over its containers and its largest
     init container. Whole GPUs: 0 when none is asked for; CPU and memory: None."""
-    main = [_request(c, resource, where, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or [])]
-    init = [_request(c, resource, where, f"spec.initContainers[{i}]") for i, c in enumerate(spec.get("initContainers") or [])]
+    main = [_request(c, resource, where, f"spec.containers[{i}]")
+            for i, c in enumerate(spec.get("containers") or [])]
+    init = [_request(c, resource, where, f"spec.initContainers[{i}]")
+            for i, c in enumerate(spec.get("initContainers") or [])]
     if all(v is None for v in main + init):
         return 0 if whole else None
     value = max(sum(v or 0 for v in main), max((v or 0 for v in init), default=0))

@@ -151,8 +151,8 @@ def _live_reservations(reservations: list[Reservation], managed: dict, node_view
             continue
         missing = [n for n in r.nodes if n not in node_views]
         if r.queue not in leaf or missing:
-            warnings.append(f"reservation {r.key}: {'queue ' + repr(r.queue) if r.queue not in leaf else 'node ' + missing[0]}"
-                            " no longer exists: ignored")
+            what = f"queue {r.queue!r}" if r.queue not in leaf else f"node {missing[0]}"
+            warnings.append(f"reservation {r.key}: {what} no longer exists: ignored")
             continue
         live[r.job_name] = r
     return live
@@ -167,9 +167,9 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
          warnings: list[str]) -> Job | None:
     """One job from the pods of a gang; None (with a warning) when they disagree."""
     first = pods[0]
+    queue = _queue_of(first, namespace_queues, known)
     for p in pods[1:]:
-        for what, mine, theirs in (("GPUs", p.gpus, first.gpus),
-                                   ("queue", _queue_of(p, namespace_queues, known), _queue_of(first, namespace_queues, known))):
+        for what, mine, theirs in (("GPUs", p.gpus, first.gpus), ("queue", _queue_of(p, namespace_queues, known), queue)):
             if mine != theirs:
                 warnings.append(f"job {name}: pod {p.full_name} asks for {what} {mine}, pod {first.full_name} for "
                                 f"{theirs}: the pods of one job must agree; counted as unmanaged")
@@ -181,7 +181,7 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
     ages = [now - p.checkpoint_at for p in pods if p.checkpoint_at is not None]
     preemptible = [p.preemptible for p in pods if p.preemptible is not None]
     return Job(
-        name=name, queue=_queue_of(first, namespace_queues, known), gpus=first.gpus, replicas=len(pods),
+        name=name, queue=queue, gpus=first.gpus, replicas=len(pods),
         priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
         gpu_model=first.gpu_model, cpu=_most(p.cpu for p in pods), memory_gib=_most(p.memory_gib for p in pods),
         running=[p.node for p in pods] if bound else [],

@@ -134,25 +134,33 @@ def large_scenario(nodes: int, pods: int, teams: int = 4) -> Scenario:
                     queues=queues, jobs=jobs)
 
 
-def settle(api, plan: dict, before: dict[str, dict], namespace: str = "jobs") -> None:
-    """What the cluster does after `apply --execute` carried out `plan` (JSON): the kubelet
-    ends the evicted pods, controllers make the pods of evicted jobs again, and the
-    scheduler binds the pods of started and moved jobs where the plan put them.
-    `before` maps pod names to the pods as they were before the plan."""
+def end_evictions(api, before: dict[str, dict], namespace: str = "jobs") -> None:
+    """What the cluster does after evictions: the kubelet ends the evicted pods when their
+    grace period is over, and their controllers make them again, pending. `before` maps pod
+    names to the pods as they were before."""
     import copy
 
     api.finish_terminating()
+    for pod_name, old in before.items():
+        if api.get("pods", pod_name, namespace) is None:
+            pod = copy.deepcopy(old)
+            for key in ("uid", "resourceVersion", "deletionTimestamp"):
+                pod["metadata"].pop(key, None)
+            pod["metadata"].get("annotations", {}).pop(names.GPU_INDEX_ANNOTATION, None)
+            pod["spec"].pop("nodeName", None)
+            pod["status"] = {"phase": "Pending"}
+            api.put(pod)
+
+
+def schedule(api, plan: dict, namespace: str = "jobs") -> None:
+    """What the scheduler does with the step's pods: bind each pending pod of a job the plan
+    runs (started, moved, or kept as a reservation) where the plan puts it."""
     for decision in plan["jobs"]:
+        if decision["action"] not in ("start", "move", "keep"):
+            continue
         job = decision["name"].removeprefix(f"{namespace}/")
-        pods = sorted(n for n, p in before.items() if p["metadata"]["labels"].get(names.JOB_LABEL) == job)
-        for r, pod_name in enumerate(pods):
-            if api.get("pods", pod_name, namespace) is None:  # evicted: its controller makes it again, pending
-                pod = copy.deepcopy(before[pod_name])
-                for key in ("uid", "resourceVersion", "deletionTimestamp"):
-                    pod["metadata"].pop(key, None)
-                pod["metadata"].get("annotations", {}).pop(names.GPU_INDEX_ANNOTATION, None)
-                pod["spec"].pop("nodeName", None)
-                pod["status"] = {"phase": "Pending"}
-                api.put(pod)
-            if decision["action"] in ("start", "move"):
-                api.bind(namespace, pod_name, decision["replicas"][r]["node"])
+        pods = sorted(p["metadata"]["name"] for p in api.objects("pods", namespace)
+                      if p["metadata"]["labels"].get(names.JOB_LABEL) == job)
+        for pod_name, replica in zip(pods, decision["replicas"]):
+            if not api.get("pods", pod_name, namespace)["spec"].get("nodeName"):
+                api.bind(namespace, pod_name, replica["node"])

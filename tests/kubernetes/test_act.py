@@ -13,7 +13,7 @@ from gpu_policy.kubernetes import names
 from gpu_policy.kubernetes.reservations import read_reservations
 from gpu_policy.model import Node, Queue, Scenario
 from tests.conftest import SCENARIOS
-from tests.kubernetes.objects import gpu_pod, load_into, node_object, queues_config_map, settle
+from tests.kubernetes.objects import end_evictions, gpu_pod, load_into, node_object, queues_config_map, schedule
 
 SEED1 = SCENARIOS / "seed1-greedy-team.yaml"
 
@@ -50,7 +50,12 @@ def test_apply_then_replan_ends_in_the_layout_the_file_expects(api, kubeconfig, 
     moved = [d["name"] for d in victims if d["action"] == "move"]
     assert sorted(r.job_name for r in reservations(api).values()) == moved  # a moved job's new place is reserved
 
-    settle(api, applied["plan"], before)
+    end_evictions(api, before)  # the victims have gone (and come back pending)
+    second = run(capsys, "plan", *cluster, "--format", "json")
+    starts = {j for j, a in scenario.expect["jobs"].items() if a == "start"}
+    assert {d["name"].removeprefix("jobs/") for d in second["jobs"] if d["action"] == "start"} == starts
+    assert second["summary"]["preemptions"] == 0
+    schedule(api, second)  # the scheduler binds what the plan starts (and the moved job, to its reserved place)
     again = run(capsys, "plan", *cluster, "--format", "json")
     after = {"keep": "keep", "start": "keep", "move": "keep", "preempt": "wait", "wait": "wait"}
     assert {j: d["action"] for j, d in ((d["name"].removeprefix("jobs/"), d) for d in again["jobs"])
@@ -59,8 +64,10 @@ def test_apply_then_replan_ends_in_the_layout_the_file_expects(api, kubeconfig, 
         report = next(q for q in again["queues"] if q["name"] == queue)
         assert report["allocated_before"] == report["allocated_after"] == fields["allocated_after"]
     assert (again["summary"]["preemptions"], again["summary"]["moves"], again["summary"]["starts"]) == (0, 0, 0)
-    assert reservations(api) == {} or run(capsys, "apply", *cluster, "--execute", "--format", "json") and \
-        reservations(api) == {}  # bound: dropped by the next write
+    evicted = len(api.evictions)
+    last = run(capsys, "apply", *cluster, "--execute", "--format", "json")  # stable: nothing more to do
+    assert [o["action"] for o in last["outcomes"]] == [] and len(api.evictions) == evicted
+    assert reservations(api) == {}  # the moved job's pods are bound: its reservation was dropped
 
 
 def test_apply_is_a_dry_run_by_default(api, kubeconfig, capsys):
