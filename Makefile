@@ -36,10 +36,11 @@ $(AIRFLOW_VENV)/.installed: setup.py
 demo: $(VENV)/.installed
 	$(BIN)/gpu-policy demo
 
+# tests/kubernetes run in all three: the core's client (.venv), kubernetes 30.x (kfp), 36.x (Airflow)
 test: $(VENV)/.installed $(KFP_VENV)/.installed $(AIRFLOW_VENV)/.installed
 	$(BIN)/python -m pytest -q --ignore=tests/kfp --ignore=tests/airflow
-	$(KFP_VENV)/bin/python -m pytest -q tests/kfp
-	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
+	$(KFP_VENV)/bin/python -m pytest -q tests/kfp tests/kubernetes
+	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow tests/kubernetes
 
 # Regenerate components/ and pipelines/compiled/; IMAGE=registry/gpu-policy:TAG names your image in them
 components: $(KFP_VENV)/.installed
@@ -62,6 +63,7 @@ constraints: dist
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
+	$(BIN)/python bench/observe_scale.py
 	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
 	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-days 21,29
 

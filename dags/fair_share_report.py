@@ -1,7 +1,8 @@
 """Example DAG: the per-team fair-share report of the cluster, every hour (docs/airflow.md).
 
-Observes (DCGM telemetry, simulated on the embedded cluster), plans, and writes
-report.md (the per-team table) and fair_share.png (a bar chart) to
+Observes the cluster (the embedded one of $GPU_POLICY_SCENARIO, or the live one of the
+Kubernetes connection $GPU_POLICY_KUBERNETES_CONN_ID) and its DCGM telemetry, plans,
+and writes report.md (the per-team table) and fair_share.png (a bar chart) to
 $GPU_POLICY_REPORT_DIR/<run date>, by default $AIRFLOW_HOME/gpu-policy-reports: a
 folder the Airflow user owns, never a fixed path in the shared /tmp, where another
 user could plant a link.
@@ -15,6 +16,7 @@ from airflow.sdk import DAG, task
 
 SCENARIO = os.environ.get("GPU_POLICY_SCENARIO",
                           str(resources.files("gpu_policy") / "examples" / "seed3b-owner-returns.yaml"))
+KUBERNETES_CONN_ID = os.environ.get("GPU_POLICY_KUBERNETES_CONN_ID") or None  # set: plan that live cluster
 AIRFLOW_HOME = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
 REPORT_DIR = os.environ.get("GPU_POLICY_REPORT_DIR") or os.path.join(AIRFLOW_HOME, "gpu-policy-reports")
 
@@ -29,13 +31,12 @@ with DAG(
 
     @task
     def fair_share_report(ds=None) -> list[str]:
-        from gpu_policy.airflow._observe import load, telemetry_source
+        from gpu_policy.airflow._observe import cluster_for, observe_cluster
+        from gpu_policy.cluster.compose import plan_observation
         from gpu_policy.report import write_report
-        from gpu_policy.telemetry import plan_with_telemetry
 
-        scenario = load(SCENARIO)
-        source, settings = telemetry_source(scenario, os.environ.get("GPU_POLICY_DCGM_CONN_ID") or None)
-        result = plan_with_telemetry(scenario, source, settings=settings)
+        cluster = cluster_for("fair_share_report", None if KUBERNETES_CONN_ID else SCENARIO, KUBERNETES_CONN_ID)
+        result = plan_observation(observe_cluster(cluster, os.environ.get("GPU_POLICY_DCGM_CONN_ID") or None))
         return [str(p) for p in write_report(result, os.path.join(REPORT_DIR, ds or "latest"),
                                              title=f"GPU fair share, {ds}")]
 

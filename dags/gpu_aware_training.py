@@ -8,8 +8,9 @@ resuming from the checkpoints of the round before on a PVC.
 The training pods run in the gpu-policy image (`make image IMAGE=...`; set
 GPU_POLICY_IMAGE to its name), which holds gpu-policy and its pinned dependencies:
 nothing is installed when a pod starts. On the embedded simulated cluster the pods
-are built but not launched (dry run); set GPU_POLICY_DRY_RUN=0 where a Kubernetes
-connection reaches a real cluster.
+are built but not launched (dry run). For a real cluster, set
+GPU_POLICY_KUBERNETES_CONN_ID (the cluster the plan observes) and GPU_POLICY_DRY_RUN=0
+(the pods are launched).
 """
 
 import os
@@ -27,6 +28,7 @@ ROUNDS = 3
 STEPS_PER_ROUND = 100
 SCENARIO = os.environ.get("GPU_POLICY_SCENARIO",
                           str(resources.files("gpu_policy") / "examples" / "training-cluster.yaml"))
+KUBERNETES_CONN_ID = os.environ.get("GPU_POLICY_KUBERNETES_CONN_ID") or None  # set: plan that live cluster
 DRY_RUN = os.environ.get("GPU_POLICY_DRY_RUN", "1") != "0"
 IMAGE = os.environ.get("GPU_POLICY_IMAGE", DEFAULT_IMAGE)
 CHECKPOINTS = k8s.V1Volume(name="checkpoints",
@@ -45,7 +47,8 @@ with DAG(
         # [START howto_sensor_gpu_plan]
         plan = GpuPlanSensor(
             task_id=f"plan_{k}",
-            scenario_path=SCENARIO,
+            scenario_path=None if KUBERNETES_CONN_ID else SCENARIO,
+            kubernetes_conn_id=KUBERNETES_CONN_ID,
             job_name="train",
             team="team-a",
             gpus=1,

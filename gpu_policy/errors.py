@@ -66,6 +66,29 @@ class TraceError(GpuPolicyError, ValueError):
     """A workload trace is unreadable or malformed: one line naming file, line and field."""
 
 
+class ClusterError(GpuPolicyError):
+    """A live cluster could not be read or written as gpu-policy needs."""
+
+
+class ClusterUnavailable(ClusterError):
+    """The API server did not answer, or kept refusing within the deadline (429, 5xx)."""
+
+
+class ClusterAccessDenied(ClusterError):
+    """The API server refused a request (401 or 403): the account lacks a permission."""
+
+
+class ClusterBusy(ClusterError):
+    """Another planner held the planning lease for longer than we were willing to wait."""
+
+
+class ClusterObjectError(ScenarioError, ClusterError):
+    """A cluster object breaks the contract (docs/kubernetes.md).
+
+    The message is one line: ``KIND NAMESPACE/NAME: field.path: must be ..., got ...``.
+    """
+
+
 class UsageError(GpuPolicyError, ValueError):
     """A command-line option or API argument is out of range: ``--option: must be ..., got ...``."""
 
@@ -78,5 +101,6 @@ class MissingExtra(GpuPolicyError, ImportError):
         super().__init__(f"{what} needs {module}: pip install 'gpu-policy[{extra}]'")
 
 
-__all__ = ["GpuPolicyError", "InputError", "MESSAGE_LIMIT", "MissingExtra", "ScenarioError", "SolverError",
+__all__ = ["ClusterAccessDenied", "ClusterBusy", "ClusterError", "ClusterObjectError", "ClusterUnavailable",
+           "GpuPolicyError", "InputError", "MESSAGE_LIMIT", "MissingExtra", "ScenarioError", "SolverError",
            "TraceError", "UsageError", "one_line"]

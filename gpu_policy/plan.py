@@ -57,6 +57,7 @@ class Plan:
     solver: SolverReport
     warnings: list[str] = field(default_factory=list)
     telemetry: dict | None = None  # what telemetry the plan used, and how old it was
+    observed: dict | None = None  # a live cluster's observation: source, api_calls, objects, bytes, seconds
 
     def job(self, name: str) -> JobDecision:
         return next(j for j in self.jobs if j.name == name)
@@ -69,7 +70,7 @@ class Plan:
             solver.pop("build_seconds")
             for stage in solver["stages"]:
                 stage.pop("seconds", None)
-        return {
+        out = {
             "apiVersion": API_VERSION,
             "kind": "Plan",
             "jobs": [asdict(j) for j in self.jobs],
@@ -80,3 +81,7 @@ class Plan:
             "telemetry": self.telemetry if with_timing or self.telemetry is None
             else {k: v for k, v in self.telemetry.items() if k != "age_s"},
         }
+        if self.observed is not None:
+            out["observed"] = dict(self.observed) if with_timing else {
+                k: v for k, v in self.observed.items() if k != "seconds"}
+        return out

@@ -2,25 +2,24 @@
 
 `decide_step` adds the step's job to the cluster snapshot (unless it is already
 there), plans, and turns the job's decision into the settings a Kubernetes pod
-needs: a node affinity, a node selector, a GPU count. `wait_for_step` re-plans
-until the step may start or a time budget runs out. The KFP components and the
-Airflow operators call these; no policy lives in the integrations.
+needs: a node affinity, a node selector, a GPU count. Waiting, which observes the
+cluster again each round, is `gpu_policy.cluster.compose.wait_for_step`; the CLI,
+the KFP components and the Airflow operators call it, and no policy lives in them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
 
+from gpu_policy.errors import ScenarioError
+from gpu_policy.kubernetes.names import HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
 from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.telemetry.signals import ClusterSignals
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: GPU nodes are commonly tainted so that only GPU work lands there (NVIDIA's GPU operator does it).
 GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -34,14 +33,17 @@ class StepDecision:
     node_affinity: dict  # V1NodeAffinity as JSON; {} when the step may not start
     node_selector: dict  # {kubernetes.io/hostname: node} for a one-replica step
     tolerations: list[dict]  # for the GPU nodes' usual taint
+    pod_labels: dict  # for the step's pods: which job and queue they are, so observations find them
     plan: Plan
     attempts: int = 1
+    outcomes: list = field(default_factory=list)  # what carrying out the plan did (gpu_policy.cluster.Outcome)
 
     def outputs(self) -> dict:
         """The plain outputs a pipeline passes on (everything but the plan itself)."""
         return {"can_start": self.can_start, "reason": self.reason, "nodes": self.nodes,
                 "gpu_count": self.gpu_count, "node_affinity": self.node_affinity,
-                "node_selector": self.node_selector, "tolerations": self.tolerations, "attempts": self.attempts}
+                "node_selector": self.node_selector, "tolerations": self.tolerations, "pod_labels": self.pod_labels,
+                "attempts": self.attempts, "outcomes": [o.to_dict() for o in self.outcomes]}
 
 
 def with_step_job(s: Scenario, job: Job) -> Scenario:
@@ -49,8 +51,8 @@ def with_step_job(s: Scenario, job: Job) -> Scenario:
     if any(j.name == job.name for j in s.jobs):
         return s
     if job.queue not in {q.name for q in s.queues}:
-        raise ValueError(f"queue: {job.queue!r} is not a queue of the cluster "
-                         f"({', '.join(q.name for q in s.queues)})")
+        raise ScenarioError(s.source, "queue", f"{job.queue!r} is not a queue of the cluster "
+                                               f"({', '.join(q.name for q in s.queues)})")
     return dataclasses.replace(s, jobs=[*s.jobs, job])
 
 
@@ -69,20 +71,6 @@ def decide_step(s: Scenario, job: Job, signals: ClusterSignals | None = None,
     return StepDecision(
         can_start=go, reason=reason, nodes=nodes, gpu_count=max(1, math.ceil(job.gpus)),
         node_affinity=affinity, node_selector={HOSTNAME_LABEL: nodes[0]} if len(set(nodes)) == 1 else {},
-        tolerations=list(GPU_TOLERATIONS) if go else [], plan=result,
+        tolerations=list(GPU_TOLERATIONS) if go else [],
+        pod_labels={JOB_LABEL: job.name.rpartition("/")[2], QUEUE_LABEL: job.queue}, plan=result,
     )
-
-
-def wait_for_step(observe: Callable[[], tuple[Scenario, ClusterSignals | None]], job: Job, max_wait_s: float = 0.0,
-                  poll_interval_s: float = 30.0, config: PlannerConfig | None = None,
-                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> StepDecision:
-    """Observe and decide until the step may start or `max_wait_s` has passed (bounded)."""
-    began, attempts = clock(), 0
-    while True:
-        attempts += 1
-        scenario, signals = observe()
-        decision = decide_step(scenario, job, signals, config)
-        decision.attempts = attempts
-        if decision.can_start or clock() - began + poll_interval_s > max_wait_s:
-            return decision
-        sleep(poll_interval_s)

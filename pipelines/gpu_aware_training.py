@@ -20,9 +20,10 @@ from kfp import dsl, kubernetes
 from gpu_policy.kfp import Components, components
 
 ROUNDS = 3
-#: The embedded simulated cluster, the default snapshot (a live source comes with the Kubernetes adapter),
-#: as one line of JSON: kfp 2.17 writes defaults into the compiled file's header comment unescaped,
-#: and a multi-line default would break the YAML.
+#: The embedded simulated cluster, the default so that the pipeline runs anywhere (kfp.local included);
+#: run it with scenario_yaml="" to plan the live cluster named by `cluster` (k8s://: the pod's service
+#: account). One line of JSON: kfp 2.17 writes defaults into the compiled file's header comment
+#: unescaped, and a multi-line default would break the YAML.
 EXAMPLE_CLUSTER = json.dumps(yaml.safe_load((resources.files("gpu_policy") / "examples" / "training-cluster.yaml").read_text()))
 CHECKPOINT_MOUNT = "/checkpoints"
 
@@ -35,16 +36,19 @@ def build_pipeline(ops: "Components | None" = None, rounds: int = ROUNDS, accele
 
     @dsl.pipeline(name="gpu-aware-training",
                   description="Observe, plan and train in checkpointed rounds on the GPUs the plan grants.")
-    def gpu_aware_training(scenario_yaml: str = EXAMPLE_CLUSTER, job_name: str = "train", queue: str = "team-a", gpus: float = 1.0,
+    def gpu_aware_training(cluster: str = "k8s://", scenario_yaml: str = EXAMPLE_CLUSTER, job_name: str = "train",
+                           queue: str = "team-a", gpus: float = 1.0,
                            total_steps: int = 300, steps_per_round: int = 100,
                            checkpoint_uri: str = f"{CHECKPOINT_MOUNT}/train", checkpoint_pvc: str = "gpu-policy-checkpoints",
                            prometheus_url: str = "", max_wait_s: float = 600.0, poll_interval_s: float = 30.0):
         def round_(k: int, after=None):
-            telemetry = ops.collect_gpu_telemetry(scenario_yaml=scenario_yaml, prometheus_url=prometheus_url)
+            telemetry = ops.collect_gpu_telemetry(cluster=cluster, scenario_yaml=scenario_yaml,
+                                                  prometheus_url=prometheus_url)
             telemetry.set_display_name(f"telemetry-{k}")
             if after is not None:
                 telemetry.after(after)
-            plan = ops.plan_gpu_allocation(scenario_yaml=scenario_yaml, job_name=job_name, queue=queue, gpus=gpus,
+            plan = ops.plan_gpu_allocation(cluster=cluster, scenario_yaml=scenario_yaml, job_name=job_name,
+                                           queue=queue, gpus=gpus,
                                            telemetry=telemetry.outputs["telemetry"], max_wait_s=max_wait_s,
                                            poll_interval_s=poll_interval_s)
             plan.set_display_name(f"plan-{k}")
@@ -54,7 +58,8 @@ def build_pipeline(ops: "Components | None" = None, rounds: int = ROUNDS, accele
                 # gpu_count also goes in as an input: kfp 2.17 does not carry a channel used only in
                 # set_accelerator_limit into a dsl.If group, and the step logs what it was granted
                 train = ops.checkpointed_train_step(checkpoint_uri=checkpoint_uri, total_steps=total_steps,
-                                                    steps_per_run=steps_per_round, gpu_count=plan.outputs["gpu_count"])
+                                                    steps_per_run=steps_per_round, gpu_count=plan.outputs["gpu_count"],
+                                                    job_name=job_name, queue=queue)
                 train.set_display_name(f"train-{k}")
                 kubernetes.add_node_affinity_json(train, plan.outputs["node_affinity"])
                 train.set_accelerator_type(accelerator_type)

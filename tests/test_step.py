@@ -7,7 +7,10 @@ import pytest
 from gpu_policy import Job, load_scenario
 from gpu_policy.checkpoint import CheckpointStore
 from gpu_policy.checkpoint.budget import resolve, run_step_budget
-from gpu_policy.step import HOSTNAME_LABEL, decide_step, wait_for_step
+from gpu_policy.cluster import ScenarioCluster
+from gpu_policy.cluster.compose import wait_for_step
+from gpu_policy.errors import ScenarioError
+from gpu_policy.step import HOSTNAME_LABEL, decide_step
 from tests.conftest import SCENARIOS
 
 SEED3 = SCENARIOS / "seed3-idle-borrow.yaml"
@@ -29,7 +32,7 @@ def test_a_step_that_waits_says_why():
 
 
 def test_unknown_queue():
-    with pytest.raises(ValueError, match="queue: 'nope' is not a queue of the cluster"):
+    with pytest.raises(ScenarioError, match="seed3-idle-borrow.yaml: queue: 'nope' is not a queue of the cluster"):
         decide_step(load_scenario(SEED3), Job(name="train", queue="nope", gpus=1))
 
 
@@ -40,8 +43,7 @@ def test_wait_is_bounded():
         sleeps.append(seconds)
         now[0] += seconds
 
-    scenario = load_scenario(SEED3)
-    d = wait_for_step(lambda: (scenario, None), Job(name="t", queue="team-a", gpus=8), max_wait_s=100,
+    d = wait_for_step(ScenarioCluster(SEED3), Job(name="t", queue="team-a", gpus=8), max_wait_s=100,
                       poll_interval_s=30, clock=lambda: now[0], sleep=sleep)
     assert not d.can_start and d.attempts == 4 and sleeps == [30, 30, 30]
 

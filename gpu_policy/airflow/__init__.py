@@ -12,9 +12,10 @@ if importlib.util.find_spec("airflow") is None:  # the provider's modules need i
     raise ImportError("gpu_policy.airflow needs Apache Airflow: pip install 'gpu-policy[airflow]'")
 
 MODULES = {
-    "hooks": ["gpu_policy.airflow.hooks.dcgm"],
+    "hooks": ["gpu_policy.airflow.hooks.dcgm", "gpu_policy.airflow.hooks.cluster"],
     "operators": ["gpu_policy.airflow.operators.telemetry", "gpu_policy.airflow.operators.plan",
-                  "gpu_policy.airflow.operators.training", "gpu_policy.airflow.operators.pod"],
+                  "gpu_policy.airflow.operators.training", "gpu_policy.airflow.operators.pod",
+                  "gpu_policy.airflow.operators.apply"],
     "sensors": ["gpu_policy.airflow.sensors.plan"],
 }
 

@@ -42,15 +42,18 @@ def run_training_steps(step_fn: Callable[[Any, int], Any], init_state: Any, stor
                        steps: int | None = None, time_budget_s: float | None = None,
                        policy: CheckpointPolicy | None = None, guard: PreemptionGuard | None = None,
                        metadata: dict | None = None, clock: Callable[[], float] = time.monotonic,
-                       progress: Callable[[int, int | None], None] | None = None) -> TrainingSummary:
+                       progress: Callable[[int, int | None], None] | None = None,
+                       on_checkpoint: Callable[[int, float], None] | None = None) -> TrainingSummary:
     """Run ``state = step_fn(state, k)`` for k = first, first + 1, ... with checkpoints.
 
     ``init_state`` is the state before step 0 (or a callable that makes it), used
     only when the store has no usable checkpoint. Stops after ``steps`` steps in
     all, after ``time_budget_s`` seconds of this run, or on a preemption signal
     caught by ``guard`` (a new `PreemptionGuard` when None). ``progress(k, steps)``
-    is called after each step. The store's writer lock is held from the start to
-    the end, so a second writer on the same location fails before its first step.
+    is called after each step, ``on_checkpoint(k, seconds)`` after each checkpoint
+    (gpu-policy's training notes it on its pod: `gpu_policy.kubernetes.own_pod`).
+    The store's writer lock is held from the start to the end, so a second writer on
+    the same location fails before its first step.
     """
     if steps is None and time_budget_s is None:
         raise ValueError("give steps, time_budget_s or both: the loop needs a place to stop")
@@ -83,6 +86,8 @@ def _run(step_fn, init_state, store: CheckpointStore, steps: int | None, time_bu
         summary.checkpoints_written += 1
         summary.seconds_saving += seconds
         saved_at = k
+        if on_checkpoint:
+            on_checkpoint(k, seconds)
 
     began = clock()
     policy.start(began)

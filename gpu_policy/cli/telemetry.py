@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from gpu_policy.cli._options import (add_input_options, add_telemetry_options, input_limits, number,
-                                     telemetry_settings)
+from gpu_policy.cli._cluster import add_cluster_options, open_from_args
+from gpu_policy.cli._options import add_input_options, add_telemetry_options, input_limits, number, telemetry_settings
 from gpu_policy.errors import UsageError
 from gpu_policy.model import Scenario
 from gpu_policy.scenario import load_scenario
@@ -14,8 +14,8 @@ from gpu_policy.scenario import load_scenario
 def register(sub) -> None:
     tm = sub.add_parser("telemetry", help="per-GPU table of DCGM signals (idle, busy, XID, memory)")
     tm.add_argument("--scenario", metavar="FILE", help="a scenario: simulate its telemetry, or name the jobs")
+    add_cluster_options(tm, required=False)
     add_telemetry_options(tm)
-    add_input_options(tm)
     tm.set_defaults(func=run_table)
     ex = sub.add_parser("dcgm-exporter-sim", help="serve a scenario's simulated DCGM metrics for Prometheus")
     ex.add_argument("scenario", help="scenario file (its telemetry: section sets the profiles)")
@@ -32,9 +32,13 @@ def run_table(args: argparse.Namespace) -> int:
     from gpu_policy.render import telemetry_table
     from gpu_policy.telemetry import cluster_signals, dcgm_source
 
-    if not args.prometheus and not args.scenario:
-        raise UsageError("telemetry: give --prometheus URL, or a --scenario FILE to simulate")
-    scenario = load_scenario(args.scenario, input_limits(args)) if args.scenario else None
+    if args.scenario and args.cluster:
+        raise UsageError("telemetry: give --scenario FILE or --cluster CLUSTER, not both")
+    cluster = open_from_args(args, args.cluster or args.scenario) if args.cluster or args.scenario else None
+    if not args.prometheus and not (cluster and cluster.simulated_telemetry):
+        raise UsageError("telemetry: give --prometheus URL, or a --scenario FILE to simulate "
+                         "(a live cluster's telemetry needs --prometheus)")
+    scenario = cluster.observe().scenario if cluster else None
     settings = telemetry_settings(args)
     source = dcgm_source(args.prometheus, scenario, settings)
     known = scenario or Scenario(nodes=[], queues=[], jobs=[])  # no scenario: signals per GPU only

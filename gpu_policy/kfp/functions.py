@@ -1,8 +1,9 @@
 """The bodies of the KFP components: parse inputs, call the core, write outputs.
 
 KFP serialises each function's source into the component, so every import is
-inside the body. The logic lives in `gpu_policy.step`, `gpu_policy.telemetry`
-and `gpu_policy.checkpoint`.
+inside the body. The logic lives in `gpu_policy.cluster.compose` (observe ->
+decide), `gpu_policy.step` and `gpu_policy.checkpoint`. gpu-policy's own errors
+end the component with one line (no traceback).
 """
 
 from typing import NamedTuple
@@ -10,15 +11,16 @@ from typing import NamedTuple
 from kfp.dsl import Artifact, Input, Output
 
 
-def collect_gpu_telemetry(scenario_yaml: str, telemetry: Output[Artifact], prometheus_url: str = "",
-                          window_s: float = 600.0) -> str:
+def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", scenario_yaml: str = "",
+                          prometheus_url: str = "", window_s: float = 600.0) -> str:
     """Collect DCGM GPU telemetry and judge it: idle, unhealthy and busy GPUs, memory headroom.
 
     Args:
-        scenario_yaml: The cluster snapshot as scenario YAML (gpu-policy's scenario format);
-            its telemetry section is simulated when no Prometheus URL is given.
         telemetry: The per-GPU and per-job signals as JSON, for plan_gpu_allocation.
-        prometheus_url: A Prometheus that scrapes dcgm-exporter; empty for simulated telemetry.
+        cluster: The cluster: k8s:// (the pod's service account), k8s://CONTEXT, or a scenario file path.
+        scenario_yaml: A cluster snapshot as scenario YAML or JSON (the embedded simulated cluster);
+            when given it replaces `cluster`, and its telemetry section is simulated unless a Prometheus URL is given.
+        prometheus_url: A Prometheus that scrapes dcgm-exporter; empty for simulated telemetry (embedded cluster only).
         window_s: Seconds of telemetry judged (idle means below 5% for the whole window).
 
     Returns:
@@ -26,40 +28,51 @@ def collect_gpu_telemetry(scenario_yaml: str, telemetry: Output[Artifact], prome
     """
     import json
 
-    import yaml
+    from gpu_policy.cluster import ScenarioCluster, open_cluster
+    from gpu_policy.cluster.compose import observe
+    from gpu_policy.errors import GpuPolicyError
+    from gpu_policy.telemetry import TelemetrySettings
 
-    from gpu_policy import parse_scenario
-    from gpu_policy.telemetry import TelemetrySettings, dcgm_source, observe
-
-    scenario = parse_scenario(yaml.safe_load(scenario_yaml), "scenario_yaml")
-    settings = TelemetrySettings(window_s=window_s)
-    signals, warning = observe(scenario, dcgm_source(prometheus_url or None, scenario, settings), settings)
-    if signals is None:
-        data, summary = {"unavailable": warning}, warning
+    try:
+        source = ScenarioCluster.from_text(scenario_yaml, "scenario_yaml") if scenario_yaml else open_cluster(cluster)
+        obs = observe(source, prometheus_url or None, TelemetrySettings(window_s=window_s))
+    except GpuPolicyError as e:
+        raise SystemExit(f"gpu-policy: {e}") from None
+    if obs.signals is None:
+        why = obs.telemetry_unavailable or "no Prometheus URL given for a live cluster"
+        data, summary = {"unavailable": why}, why
     else:
-        data, summary = signals.to_dict(), json.dumps(signals.describe())
+        data, summary = obs.signals.to_dict(), json.dumps(obs.signals.describe())
     with open(telemetry.path, "w") as f:
         json.dump(data, f)
     return summary
 
 
-def plan_gpu_allocation(scenario_yaml: str, job_name: str, queue: str, gpus: float, plan: Output[Artifact],
-                        telemetry: Input[Artifact] = None, replicas: int = 1, priority: int = 50,
-                        max_wait_s: float = 0.0, poll_interval_s: float = 30.0) -> NamedTuple(
+def plan_gpu_allocation(job_name: str, queue: str, gpus: float, plan: Output[Artifact], cluster: str = "k8s://",
+                        scenario_yaml: str = "", telemetry: Input[Artifact] = None, replicas: int = 1,
+                        priority: int = 50, max_wait_s: float = 0.0, poll_interval_s: float = 30.0,
+                        execute: bool = True) -> NamedTuple(
         "StepPlan", [("node_affinity", dict), ("gpu_count", int), ("can_start", bool), ("reason", str)]):
     """Plan GPUs for the next training step: fair share, reclaim and packing as one integer program.
 
     Args:
-        scenario_yaml: The cluster snapshot as scenario YAML (the embedded simulated cluster).
-        job_name: The training job this step belongs to; added to the snapshot as waiting unless there.
+        job_name: The training job this step belongs to (NAMESPACE/NAME on Kubernetes; a bare NAME lives in the
+            pipeline's namespace); added to the snapshot as waiting unless there.
         queue: The team (queue) the job runs for.
         gpus: GPUs per replica; below 1 is a fraction of one GPU.
         plan: The whole Plan as JSON.
-        telemetry: Signals from collect_gpu_telemetry; without them the plan uses allocations only.
+        cluster: The cluster: k8s:// (the pod's service account), k8s://CONTEXT, or a scenario file path.
+        scenario_yaml: A cluster snapshot as scenario YAML or JSON (the embedded simulated cluster, for a local
+            run); when given it replaces `cluster`.
+        telemetry: Signals from collect_gpu_telemetry; without them telemetry is simulated on the embedded
+            cluster and left out on a live one.
         replicas: Replicas of the job (a gang: all start or none).
         priority: The job's priority (100 and above is non-preemptible).
-        max_wait_s: Seconds to keep re-planning while the step may not start (0: decide once).
-        poll_interval_s: Seconds between re-plans while waiting.
+        max_wait_s: Seconds to keep observing and re-planning while the step may not start (0: decide once).
+        poll_interval_s: Seconds between looks at the cluster while waiting.
+        execute: Carry the plan out on a live cluster, holding the planning lease: evict its victims (through
+            the Eviction API, honouring disruption budgets) and reserve the step's GPUs until its pods run. False
+            only plans. The embedded cluster of scenario_yaml is never changed.
 
     Returns:
         node_affinity: Node affinity JSON for the training step (kfp-kubernetes add_node_affinity_json).
@@ -70,13 +83,12 @@ def plan_gpu_allocation(scenario_yaml: str, job_name: str, queue: str, gpus: flo
     import json
     from collections import namedtuple
 
-    import yaml
-
-    from gpu_policy import Job, parse_scenario
-    from gpu_policy.step import wait_for_step
+    from gpu_policy import Job
+    from gpu_policy.cluster import ScenarioCluster, open_cluster
+    from gpu_policy.cluster.compose import wait_for_step
+    from gpu_policy.errors import GpuPolicyError
     from gpu_policy.telemetry import ClusterSignals
 
-    scenario = parse_scenario(yaml.safe_load(scenario_yaml), "scenario_yaml")
     signals, warning = None, None
     if telemetry is not None:
         with open(telemetry.path) as f:
@@ -84,7 +96,12 @@ def plan_gpu_allocation(scenario_yaml: str, job_name: str, queue: str, gpus: flo
         signals = None if "unavailable" in data else ClusterSignals.from_dict(data)
         warning = data.get("unavailable")
     job = Job(name=job_name, queue=queue, gpus=gpus, replicas=replicas, priority=priority)
-    decision = wait_for_step(lambda: (scenario, signals), job, max_wait_s, poll_interval_s)
+    try:
+        source = ScenarioCluster.from_text(scenario_yaml, "scenario_yaml") if scenario_yaml else open_cluster(cluster)
+        decision = wait_for_step(source, job, telemetry=signals, max_wait_s=max_wait_s, poll_interval_s=poll_interval_s,
+                                 execute=execute and not scenario_yaml)
+    except GpuPolicyError as e:
+        raise SystemExit(f"gpu-policy: {e}") from None
     result = decision.plan.to_dict()
     if warning:
         result["warnings"].append(warning)
@@ -97,7 +114,8 @@ def plan_gpu_allocation(scenario_yaml: str, job_name: str, queue: str, gpus: flo
 def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run: int, gpu_count: int = 0,
                             step_function: str = "gpu_policy.checkpoint.example:example_step",
                             init_function: str = "gpu_policy.checkpoint.example:initial_state",
-                            grace_period_s: float = 30.0, keep_last: int = 3) -> NamedTuple(
+                            grace_period_s: float = 30.0, keep_last: int = 3, job_name: str = "",
+                            queue: str = "") -> NamedTuple(
         "TrainStep", [("step_reached", int), ("checkpoint_uri", str), ("preempted", bool)]):
     """Train for a budget of steps, resuming from the newest checkpoint, safe against preemption.
 
@@ -110,6 +128,9 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
         init_function: 'module:function' returning the state before step 0.
         grace_period_s: Seconds between SIGTERM and SIGKILL (the pod's terminationGracePeriodSeconds).
         keep_last: Checkpoints to keep.
+        job_name: The job plan_gpu_allocation planned (its job_name); in a cluster the pod labels itself with it
+            and its queue, so the plan finds it and drops its reservation. Empty: no labels.
+        queue: The job's team (queue), as given to plan_gpu_allocation.
 
     Returns:
         step_reached: Steps done when this pipeline step ended.
@@ -119,9 +140,13 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
     from collections import namedtuple
 
     from gpu_policy.checkpoint.budget import run_step_budget
+    from gpu_policy.kubernetes.own_pod import OwnPod
 
+    pod = OwnPod.here()  # in a cluster: this step's pod, told its job and each checkpoint (best effort)
+    if job_name and queue:
+        pod.label_job(job_name, queue)
     summary = run_step_budget(checkpoint_uri, total_steps, steps_per_run, step_function, init_function,
-                              grace_period_s, keep_last)
+                              grace_period_s, keep_last, on_checkpoint=pod.note_checkpoint)
     print(f"steps {summary.first_step} -> {summary.last_step} on {gpu_count} planned GPU(s); "
           f"checkpoints written: {summary.checkpoints_written}")
     if summary.preempted:

@@ -2,7 +2,8 @@
 
 `dcgm_source(url, scenario)` picks the backend from the URL, as fsspec does:
 none means the embedded simulated source, ``http://`` or ``https://`` a
-Prometheus server that scrapes dcgm-exporter.
+Prometheus server that scrapes dcgm-exporter. Planning with telemetry is
+`gpu_policy.cluster.compose` (observe -> decide).
 """
 
 from __future__ import annotations
@@ -48,20 +49,8 @@ def observe(scenario: Scenario, source: DcgmSource | None = None,
         return None, f"planned without telemetry: {e}"
 
 
-def plan_with_telemetry(scenario: Scenario, source: DcgmSource | None = None, config=None,
-                        settings: TelemetrySettings | None = None):
-    """Observe, then decide; without telemetry the plan uses allocations alone and says so."""
-    from gpu_policy.planner import plan
-
-    signals, warning = observe(scenario, source, settings)
-    result = plan(scenario, config, signals)
-    if warning:
-        result.warnings.append(warning)
-    return result
-
-
 __all__ = [
     "CRITICAL_XIDS", "ClusterSignals", "DcgmSource", "GpuKey", "GpuReading", "GpuSignals", "GpuTelemetry",
     "PrometheusDcgmSource", "SimulatedDcgmSource", "TelemetrySettings", "TelemetryUnavailable", "cluster_signals",
-    "dcgm_source", "observe", "plan_with_telemetry",
+    "dcgm_source", "observe",
 ]

@@ -27,7 +27,7 @@ def dagbag(airflow_db):
 
 def test_dagbag_imports(dagbag):
     assert dagbag.import_errors == {}
-    assert {"gpu_aware_training", "fair_share_report"} <= set(dagbag.dag_ids)
+    assert {"gpu_aware_training", "fair_share_report", "gpu_reconcile"} <= set(dagbag.dag_ids)
 
 
 def test_gpu_aware_training_end_to_end(dagbag):
@@ -43,6 +43,7 @@ def test_gpu_aware_training_end_to_end(dagbag):
         container = pod["spec"]["containers"][0]
         assert container["resources"]["limits"] == {"nvidia.com/gpu": str(plan["gpu_count"])}
         assert pod["spec"]["nodeSelector"] == plan["node_selector"]
+        assert pod["metadata"]["labels"]["gpu-policy.io/job"] == "train"  # observations find the step's pod by it
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
         # the gpu-policy image: nothing installed when the pod starts
         assert container["image"] == DEFAULT_IMAGE and container["command"] == ["gpu-policy", "train-example"]
@@ -57,3 +58,10 @@ def test_fair_share_report(dagbag, tmp_path):
     paths = [Path(p) for p in xcom(run, "fair_share_report")]
     assert [p.name for p in paths] == ["report.md", "fair_share.png"]
     assert "FAIR SHARE" in paths[0].read_text() and paths[1].stat().st_size > 5000
+
+
+def test_gpu_reconcile_reports_what_it_would_do_on_the_embedded_cluster(dagbag):
+    run = dagbag.get_dag("gpu_reconcile").test()
+    assert run.state == "success"
+    out = xcom(run, "reconcile")
+    assert out["summary"]["preemptions"] == 2 and {o["result"] for o in out["outcomes"]} == {"dry run"}

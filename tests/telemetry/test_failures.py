@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from gpu_policy import parse_scenario
-from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings, TelemetryUnavailable, plan_with_telemetry
+from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings, TelemetryUnavailable
 from tests.telemetry.conftest import NODE_A
 
 FAST = TelemetrySettings(timeout_s=0.3, retries=2, backoff_s=0.01)

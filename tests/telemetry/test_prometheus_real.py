@@ -2,8 +2,8 @@
 
 from gpu_policy import parse_scenario
 from gpu_policy.cli import main
-from gpu_policy.telemetry import (
-    GpuKey, PrometheusDcgmSource, TelemetrySettings, cluster_signals, plan_with_telemetry)
+from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.telemetry import GpuKey, PrometheusDcgmSource, TelemetrySettings, cluster_signals
 from tests.telemetry.conftest import NODE_A, WINDOW_S
 
 SETTINGS = TelemetrySettings(window_s=WINDOW_S, history_s=WINDOW_S, step_s=1, stale_after_s=30)

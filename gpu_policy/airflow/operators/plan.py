@@ -11,7 +11,8 @@ from gpu_policy.airflow._observe import StepJobArgs
 __all__ = ["GpuPlanOperator"]
 
 #: XCom keys the operator (and GpuPlanSensor) push, besides the return value.
-XCOM_KEYS = ("plan", "node_affinity", "node_selector", "tolerations", "gpu_count", "can_start", "reason")
+XCOM_KEYS = ("plan", "node_affinity", "node_selector", "tolerations", "gpu_count", "can_start", "reason", "pod_labels",
+             "outcomes")
 
 
 def push_decision(context, decision) -> dict:
@@ -25,19 +26,26 @@ def push_decision(context, decision) -> dict:
 
 
 class GpuPlanOperator(StepJobArgs, BaseOperator):
-    """Plan GPUs for a training step of team (queue) ``team``: the job is added to the
+    """Plan GPUs for a training step of team (queue) ``team`` on the live cluster of
+    ``kubernetes_conn_id`` (default ``kubernetes_default``) or the embedded cluster of
+    ``scenario_path``: the job is added to the
     cluster snapshot (waiting) unless it is there, and the plan's decision for it is pushed
     to XCom: ``plan``, ``node_affinity``, ``node_selector``, ``tolerations``,
-    ``gpu_count``, ``can_start``, ``reason``. It does not wait: use GpuPlanSensor for that.
+    ``gpu_count``, ``can_start``, ``reason``, ``pod_labels`` and ``outcomes``. With ``execute_plan``
+    (default: true on a live cluster, false on the embedded one) it carries the plan out
+    under the planning lease: the plan's victims are evicted and the step's GPUs reserved.
+    It does not wait: use GpuPlanSensor for that.
     (The argument is ``team``, not ``queue``: every Airflow operator already has a
     ``queue``, the executor's.)"""
 
     template_fields: Sequence[str] = StepJobArgs.template_fields
 
-    def __init__(self, *, scenario_path: str, job_name: str, team: str, gpus: float, replicas: int = 1,
-                 priority: int = 50, dcgm_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, job_name: str, team: str, gpus: float, scenario_path: str | None = None,
+                 kubernetes_conn_id: str | None = None, replicas: int = 1, priority: int = 50,
+                 dcgm_conn_id: str | None = None, execute_plan: bool | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.set_job_args(scenario_path, job_name, team, gpus, replicas, priority, dcgm_conn_id)
+        self.set_job_args(scenario_path, kubernetes_conn_id, job_name, team, gpus, replicas, priority, dcgm_conn_id,
+                          execute_plan)
 
     def execute(self, context) -> dict:
         decision = self.decide()

@@ -30,8 +30,9 @@ def node_affinity(affinity: dict) -> k8s.V1Affinity | None:
 
 
 class PlannedKubernetesPodOperator(KubernetesPodOperator):
-    """A KubernetesPodOperator whose affinity, node selector, tolerations and GPU limit come
-    from the XComs of ``plan_task_id`` (a GpuPlanOperator or GpuPlanSensor). With
+    """A KubernetesPodOperator whose affinity, node selector, tolerations, GPU limit and
+    gpu-policy labels (job and queue, so observations find the pod and drop its
+    reservation) come from the XComs of ``plan_task_id`` (a GpuPlanOperator or GpuPlanSensor). With
     ``dry_run=True`` it builds the pod with ``build_pod_request_obj`` and pushes it as JSON
     (XCom key ``pod``) instead of launching it (the example DAG's default on the simulated
     cluster)."""
@@ -50,13 +51,15 @@ class PlannedKubernetesPodOperator(KubernetesPodOperator):
     def apply_plan(self, context) -> None:
         ti = context["ti"]
         pulled = {key: ti.xcom_pull(task_ids=self.plan_task_id, key=key)
-                  for key in ("can_start", "reason", "node_affinity", "node_selector", "tolerations", "gpu_count")}
+                  for key in ("can_start", "reason", "node_affinity", "node_selector", "tolerations", "gpu_count",
+                              "pod_labels")}
         if pulled["can_start"] is None:
             raise AirflowException(f"{type(self).__name__}: no plan in XCom from task `{self.plan_task_id}`")
         if not pulled["can_start"]:
             raise AirflowException(f"the plan does not let this step start: {pulled['reason']}")
         self.affinity = node_affinity(pulled["node_affinity"] or {})
         self.node_selector = {**(self.node_selector or {}), **(pulled["node_selector"] or {})}
+        self.labels = {**(self.labels or {}), **(pulled["pod_labels"] or {})}  # the plan finds the step's pods by these
         self.tolerations = [*(self.tolerations or []), *(k8s.V1Toleration(**t) for t in pulled["tolerations"] or [])]
         gpus = str(pulled["gpu_count"])
         self.container_resources = k8s.V1ResourceRequirements(limits={self.gpu_resource: gpus},

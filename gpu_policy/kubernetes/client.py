@@ -1,0 +1,339 @@
+"""Every API call gpu-policy makes, one method each, through the real `kubernetes` client.
+
+Kind to the API server (docs/kubernetes.md): LISTs are paginated (`limit`, following
+`continue`; a `410 Gone` on a continue token restarts that list once), answers are read
+as raw JSON (no per-object model building), `429` and `5xx` are retried after
+`Retry-After` or with doubling backoff within a deadline, and nothing but gpu-policy's
+own errors leaves this module. Each method declares the RBAC permission it needs
+(`PERMISSIONS`); deploy/ grants exactly those, and a test checks both ways.
+
+Only API that kubernetes client 30.x and 36.x (and 37.x) all have is used: the typed
+API classes with keyword arguments, ``_preload_content=False`` and ``_request_timeout``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
+from gpu_policy.kubernetes.names import KAI_GROUP, KAI_PLURAL, KAI_VERSION
+from gpu_policy.kubernetes.settings import KubernetesSettings
+
+#: finished pods hold nothing: the API server leaves them out
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+_SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One RBAC rule line: a verb on a resource; `own_namespace`: only in gpu-policy's
+    namespace (a Role), else cluster-wide (a ClusterRole)."""
+
+    verb: str
+    group: str
+    resource: str
+    own_namespace: bool = False
+
+
+PERMISSIONS: set[Permission] = set()
+
+
+def _needs(verb: str, resource: str, group: str = "", own_namespace: bool = False):
+    """Declare the permission a client method uses (collected in PERMISSIONS)."""
+    permission = Permission(verb, group, resource, own_namespace)
+    PERMISSIONS.add(permission)
+
+    def mark(method):
+        method.permission = permission
+        return method
+
+    return mark
+
+
+@dataclass
+class ApiStats:
+    """What the calls cost: requests sent (retries included), objects listed, bytes read."""
+
+    calls: int = 0
+    objects: int = 0
+    bytes: int = 0
+
+    def since(self, before: ApiStats) -> ApiStats:
+        return ApiStats(self.calls - before.calls, self.objects - before.objects, self.bytes - before.bytes)
+
+
+@dataclass
+class Answer:
+    """An API answer a caller handles itself (e.g. 404, 409, 429 on an eviction)."""
+
+    status: int
+    body: dict = field(default_factory=dict)
+    retry_after: float | None = None
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("message", "")).replace("\n", " ")[:300]
+
+
+def in_cluster() -> bool:
+    """Whether we run in a pod with a service account (k8s:// then uses it)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(f"{_SERVICE_ACCOUNT}/token")
+
+
+def service_account_namespace() -> str:
+    """The namespace of this pod's service account."""
+    with open(f"{_SERVICE_ACCOUNT}/namespace") as f:
+        return f.read().strip() or "default"
+
+
+def connect(context: str | None, kubeconfig: str | None, where: str):
+    """An ApiClient for the in-cluster service account (no context and no kubeconfig given,
+    inside a pod), else for `context` (None: the current one) of `kubeconfig` (None:
+    $KUBECONFIG or ~/.kube/config). Returns (api_client, default namespace)."""
+    import yaml
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    cfg = client.Configuration()
+    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None  # read now: the client reads it at import
+    try:
+        if context is None and not kubeconfig and in_cluster():
+            config.load_incluster_config(client_configuration=cfg)
+            namespace = service_account_namespace()
+        else:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+            namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+    except (ConfigException, OSError, yaml.YAMLError) as e:
+        detail = " ".join(str(e).split())[:300]
+        raise ClusterError(f"{where}: cannot load the Kubernetes configuration"
+                           f"{f' {kubeconfig}' if kubeconfig else ''}: {detail}") from None
+    cfg.retries = 0  # our own retries below: one place that bounds them and words the failure
+    return client.ApiClient(cfg), namespace
+
+
+class KubeClient:
+    """The requests gpu-policy sends, each bounded, retried and worded the same way."""
+
+    def __init__(self, api_client, where: str, settings: KubernetesSettings,
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic):
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+        self._models = client
+        self.where = where
+        self.settings = settings
+        self.stats = ApiStats()
+        self._sleep = sleep
+        self._monotonic = monotonic
+
+    # -- reads of one observation --------------------------------------------------------------
+    @_needs("list", "nodes")
+    def list_nodes(self) -> list[dict]:
+        return self._list("list nodes", self._core.list_node)
+
+    @_needs("list", "pods")
+    def list_pods(self) -> list[dict]:
+        """Pods of all namespaces that are not finished."""
+        return self._list("list pods", lambda **kw: self._core.list_pod_for_all_namespaces(
+            field_selector=UNFINISHED_PODS, **kw))
+
+    @_needs("list", "namespaces")
+    def list_namespaces(self) -> list[dict]:
+        return self._list("list namespaces", self._core.list_namespace)
+
+    @_needs("list", KAI_PLURAL, group=KAI_GROUP)
+    def list_kai_queues(self) -> list[dict] | None:
+        """KAI-Scheduler's Queue objects; None when the cluster has no such resource."""
+        return self._list("list KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
+            group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), missing_ok=True)
+
+    @_needs("get", "configmaps", own_namespace=True)
+    def read_config_map(self, name: str) -> dict | None:
+        """The ConfigMap in gpu-policy's namespace; None when it does not exist."""
+        ns = self.settings.namespace
+        answer = self._request(f"get ConfigMap {ns}/{name}", lambda **kw: self._core.read_namespaced_config_map(
+            name=name, namespace=ns, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    # -- writes ---------------------------------------------------------------------------------
+    @_needs("create", "configmaps", own_namespace=True)
+    def create_config_map(self, name: str, data: dict[str, str]) -> dict | None:
+        """Create it; None when it already exists (someone was faster)."""
+        ns = self.settings.namespace
+        body = self._models.V1ConfigMap(metadata=self._models.V1ObjectMeta(name=name, namespace=ns), data=data)
+        answer = self._request(f"create ConfigMap {ns}/{name}", lambda **kw: self._core.create_namespaced_config_map(
+            namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("update", "configmaps", own_namespace=True)
+    def replace_config_map(self, name: str, data: dict[str, str], resource_version: str) -> dict | None:
+        """Replace it if it is still at `resource_version`; None on a conflict (409)."""
+        ns = self.settings.namespace
+        meta = self._models.V1ObjectMeta(name=name, namespace=ns, resource_version=resource_version)
+        body = self._models.V1ConfigMap(metadata=meta, data=data)
+        answer = self._request(f"update ConfigMap {ns}/{name}", lambda **kw: self._core.replace_namespaced_config_map(
+            name=name, namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("get", "leases", group="coordination.k8s.io", own_namespace=True)
+    def read_lease(self, name: str) -> dict | None:
+        ns = self.settings.namespace
+        answer = self._request(f"get Lease {ns}/{name}", lambda **kw: self._coordination.read_namespaced_lease(
+            name=name, namespace=ns, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("create", "leases", group="coordination.k8s.io", own_namespace=True)
+    def create_lease(self, name: str, spec: dict) -> dict | None:
+        """Create it; None when it already exists."""
+        ns = self.settings.namespace
+        body = self._models.V1Lease(metadata=self._models.V1ObjectMeta(name=name, namespace=ns),
+                                    spec=self._lease_spec(spec))
+        answer = self._request(f"create Lease {ns}/{name}", lambda **kw: self._coordination.create_namespaced_lease(
+            namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("update", "leases", group="coordination.k8s.io", own_namespace=True)
+    def replace_lease(self, name: str, spec: dict, resource_version: str) -> dict | None:
+        """Write it if it is still at `resource_version`; None when another holder wrote first."""
+        ns = self.settings.namespace
+        meta = self._models.V1ObjectMeta(name=name, namespace=ns, resource_version=resource_version)
+        body = self._models.V1Lease(metadata=meta, spec=self._lease_spec(spec))
+        answer = self._request(f"update Lease {ns}/{name}", lambda **kw: self._coordination.replace_namespaced_lease(
+            name=name, namespace=ns, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("get", "pods")
+    def read_pod(self, namespace: str, name: str) -> dict | None:
+        answer = self._request(f"get pod {namespace}/{name}", lambda **kw: self._core.read_namespaced_pod(
+            name=name, namespace=namespace, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("patch", "pods")
+    def patch_pod_metadata(self, namespace: str, name: str, annotations: dict[str, str] | None = None,
+                           labels: dict[str, str] | None = None) -> dict | None:
+        """Merge annotations and labels into the pod's; None when the pod is gone."""
+        meta = {k: v for k, v in (("annotations", annotations), ("labels", labels)) if v}
+        answer = self._request(f"patch pod {namespace}/{name}", lambda **kw: self._core.patch_namespaced_pod(
+            name=name, namespace=namespace, body={"metadata": meta}, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("create", "pods/eviction")
+    def evict_pod(self, namespace: str, name: str) -> Answer:
+        """Ask the Eviction API (policy/v1) to evict the pod with its own grace period.
+        201: accepted; 429: refused for now (a PodDisruptionBudget); 404: already gone."""
+        body = self._models.V1Eviction(metadata=self._models.V1ObjectMeta(name=name, namespace=namespace))
+        return self._request(f"evict pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod_eviction(
+            name=name, namespace=namespace, body=body, **kw), accept={404, 429})
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _lease_spec(self, spec: dict):
+        def moment(text):
+            return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+        return self._models.V1LeaseSpec(holder_identity=spec.get("holderIdentity"),
+                                        lease_duration_seconds=spec.get("leaseDurationSeconds"),
+                                        acquire_time=moment(spec.get("acquireTime")),
+                                        renew_time=moment(spec.get("renewTime")),
+                                        lease_transitions=spec.get("leaseTransitions"))
+
+    def _list(self, what: str, call: Callable[..., Any], missing_ok: bool = False) -> list[dict] | None:
+        """Every item of a paginated LIST; a 410 on a continue token restarts it once."""
+        items: list[dict] = []
+        token, restarted = None, False
+        while True:
+            page = {"limit": self.settings.page_size, **({"_continue": token} if token else {})}
+            accept = {410} if token else ({404} if missing_ok else set())
+            answer = self._request(what, lambda **kw: call(**page, **kw), accept=accept)
+            if answer.status == 404:
+                return None
+            if answer.status == 410:
+                if restarted:
+                    raise ClusterUnavailable(f"{self.where}: {what}: the continue token expired twice (410 Gone); "
+                                             "the list changes faster than it can be read")
+                items, token, restarted = [], None, True
+                continue
+            got = answer.body.get("items")
+            if not isinstance(got, list):
+                raise ClusterUnavailable(f"{self.where}: {what}: the answer has no list of items")
+            items.extend(got)
+            self.stats.objects += len(got)
+            token = (answer.body.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def _request(self, what: str, call: Callable[..., Any], accept: set[int] = frozenset()) -> Answer:
+        """Send one request, retrying 429, 5xx and unreachable within the deadline."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        s = self.settings
+        deadline = self._monotonic() + s.deadline_s
+        backoff, attempts = s.backoff_s, 0
+        while True:
+            attempts += 1
+            self.stats.calls += 1
+            wait = None
+            try:
+                response = call(_preload_content=False, _request_timeout=s.timeout_s)
+                data = response.data
+            except ApiException as e:
+                answer = _answer_of(e)
+                if answer.status in accept:
+                    return answer
+                if answer.status in (401, 403):
+                    raise ClusterAccessDenied(f"{self.where}: {what}: refused ({answer.status}): {answer.message}; "
+                                              "grant the permissions in deploy/ (docs/kubernetes.md)") from None
+                if answer.status != 429 and answer.status < 500:
+                    raise ClusterError(f"{self.where}: {what}: the API server answered {answer.status}"
+                                       f"{': ' + answer.message if answer.message else ''}") from None
+                problem, wait = f"answered {answer.status}{': ' + answer.message if answer.message else ''}", \
+                    answer.retry_after
+            except HTTPError as e:
+                problem = f"is unreachable ({_cause(e)})"
+            else:
+                self.stats.bytes += len(data)
+                try:
+                    body = json.loads(data) if data else {}
+                except ValueError:
+                    raise ClusterUnavailable(f"{self.where}: {what}: the answer is not JSON") from None
+                return Answer(response.status, body if isinstance(body, dict) else {})
+            wait = backoff if wait is None else wait
+            backoff *= 2
+            if self._monotonic() + wait > deadline:
+                raise ClusterUnavailable(f"{self.where}: {what}: the API server {problem}; gave up after "
+                                         f"{attempts} attempt{'s' if attempts > 1 else ''} within {s.deadline_s:g} s")
+            self._sleep(wait)
+
+
+def _answer_of(e) -> Answer:
+    raw = e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else (e.body or "")
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError:
+        body = {"message": raw[:300]}
+    headers = e.headers or {}
+    retry_after = None
+    try:
+        retry_after = float(headers.get("Retry-After")) if headers.get("Retry-After") else None
+    except ValueError:  # an HTTP date: fall back to our own backoff
+        retry_after = None
+    return Answer(e.status or 0, body if isinstance(body, dict) else {}, retry_after)
+
+
+def _cause(e: BaseException) -> str:
+    """The root of a urllib3 error in a few words."""
+    text = str(getattr(e, "reason", None) or e)
+    for marker in ("Connection refused", "timed out", "Name or service not known", "No route to host",
+                   "certificate verify failed"):
+        if marker.lower() in text.lower():
+            return marker.lower()
+    return type(getattr(e, "reason", None) or e).__name__

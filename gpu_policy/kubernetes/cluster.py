@@ -1,0 +1,158 @@
+"""`k8s://`: a live Kubernetes cluster as a gpu-policy cluster (docs/kubernetes.md).
+
+Observing: one paginated LIST of nodes and of unfinished pods, a GET of the queues
+ConfigMap (or a LIST of KAI-Scheduler queues when it does not exist), a GET of the
+reservations ConfigMap, and a LIST of namespaces only when some GPU pod names no queue
+itself. Never Secrets, never one request per pod.
+
+Acting (spec "Writing"): under the Lease `gpu-policy-planner`, victims are annotated
+and evicted, and moved jobs and starting pipeline steps get reservations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from typing import Callable
+
+from gpu_policy.cluster.source import Observation, Outcome
+from gpu_policy.errors import ClusterObjectError, ScenarioError
+from gpu_policy.kubernetes.client import KubeClient, connect
+from gpu_policy.kubernetes.evict import evict_job
+from gpu_policy.kubernetes.lease import PlanningLease, new_identity
+from gpu_policy.kubernetes.names import QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP
+from gpu_policy.kubernetes.nodes import read_node
+from gpu_policy.kubernetes.pods import read_pod
+from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
+from gpu_policy.kubernetes.reservations import Reservation, read_reservations, write_reservations
+from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
+from gpu_policy.model import Job, Queue
+from gpu_policy.plan import JobDecision, Plan
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+class KubernetesCluster:
+    """The cluster behind `url` (``k8s://`` or ``k8s://CONTEXT``), or behind a ready
+    `api_client` (an Airflow connection's). `kubeconfig` defaults to $KUBECONFIG or
+    ~/.kube/config; inside a pod, ``k8s://`` uses the pod's service account."""
+
+    simulated_telemetry = False
+    executes_by_default = True
+
+    def __init__(self, url: str = "k8s://", *, kubeconfig: str | None = None,
+                 settings: KubernetesSettings | None = None, api_client=None, namespace: str | None = None,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic):
+        self.url = url
+        self.settings = (settings or KubernetesSettings()).validate()
+        default_namespace = None
+        if api_client is None:
+            api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
+        #: where a step's job lives when its name gives no namespace
+        self.default_namespace = namespace or default_namespace or "default"
+        self.client = KubeClient(api_client, url, self.settings, sleep, monotonic)
+        # the lease renews from its own thread: its own client keeps the observation's counts exact
+        self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
+                                   clock, sleep, monotonic)
+        self._clock, self._sleep, self._monotonic = clock, sleep, monotonic
+
+    @classmethod
+    def from_url(cls, url: str, **options) -> KubernetesCluster:
+        return cls(url, **options)
+
+    def observe(self) -> Observation:
+        began, before = time.perf_counter(), dataclasses.replace(self.client.stats)
+        gpu = self.settings.gpu_resource
+        nodes = [read_node(n, gpu) for n in self.client.list_nodes()]
+        pods = [read_pod(p, gpu) for p in self.client.list_pods()]
+        queues, warnings = self._queues(sum(n.gpus for n in nodes))
+        reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
+        namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
+        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url)
+        cost = self.client.stats.since(before)
+        observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
+                    "seconds": round(time.perf_counter() - began, 3)}
+        return Observation(snap.scenario, observed, warnings + snap.warnings, backend=snap)
+
+    def planning(self):
+        """Hold the planning lease (observe -> decide -> act, one planner at a time)."""
+        return self.lease.held()
+
+    def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
+        snap: Snapshot = observation.backend
+        check = self.lease.check if execute else (lambda: None)
+        outcomes, reserve, stale = [], [], set(snap.stale)
+        for d in plan.jobs:
+            if d.action not in ("preempt", "move"):
+                continue
+            if d.name in snap.reservations:  # a step that has no pods yet: give its GPUs back
+                stale.add(snap.reservations[d.name].key)
+                outcomes.append(Outcome(d.name, d.action, "done" if execute else "dry run", "its reservation is released"))
+                continue
+            pods = snap.pods.get(d.name, [])
+            if execute:
+                outcome = evict_job(self.client, d.name, d.action, d.reason or d.action, pods, check,
+                                    self._sleep, self._monotonic)
+            else:
+                outcome = Outcome(d.name, d.action, "dry run", f"would annotate and evict {len(pods)} pod"
+                                  f"{'s' if len(pods) != 1 else ''}: {d.reason}", [str(p) for p in pods])
+            outcomes.append(outcome)
+            if d.action == "move" and outcome.result != "blocked":
+                reserve.append(self._reservation(observation.scenario.jobs, d))
+        if step is not None and plan.job(step.name).action == "start":
+            reserve.append(self._reservation([step], plan.job(step.name)))
+        if execute and (reserve or stale):
+            write_reservations(self.client, reserve, stale, check)
+        until = time.strftime("%H:%M:%S", time.gmtime(self._clock() + self.settings.reservation_lifetime_s))
+        outcomes += [Outcome(r.job_name, "reserve", "done" if execute else "dry run",
+                             f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
+                             f"at most until {until} UTC") for r in reserve]
+        return outcomes
+
+    def _reservation(self, jobs: list[Job], decision: JobDecision) -> Reservation:
+        job = next(j for j in jobs if j.name == decision.name)
+        namespace, _, name = job.name.partition("/")
+        return Reservation(namespace, name, job.queue, job.gpus, job.replicas, [r.node for r in decision.replicas],
+                           [list(r.gpu_indices) for r in decision.replicas],
+                           self._clock() + self.settings.reservation_lifetime_s, job.priority)
+
+    def step_job(self, job: Job) -> Job:
+        """The job named ``NAMESPACE/NAME``; a bare NAME lives in the default namespace (the
+        pod's own inside the cluster, else the kubeconfig context's). NAME is also the
+        `gpu-policy.io/job` label of the step's pods, so it must be a label value."""
+        namespace, _, name = job.name.rpartition("/")
+        namespace = namespace or self.default_namespace
+        if not _NAMESPACE.match(namespace) or not _LABEL_VALUE.match(name):
+            raise ScenarioError(self.url, "job", "must be NAME or NAMESPACE/NAME, with a Kubernetes namespace and "
+                                                 "a label value (letters, digits, -_., at most 63) as NAME, "
+                                                 f"got {job.name!r}")
+        return dataclasses.replace(job, name=f"{namespace}/{name}")
+
+    def _queues(self, cluster_gpus: int) -> tuple[list[Queue], list[str]]:
+        """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects."""
+        mode = self.settings.queues
+        if mode != "kai":
+            config_map = self.client.read_config_map(QUEUES_CONFIGMAP)
+            if config_map is not None:
+                return queues_from_config_map(config_map), []
+            if mode == "configmap":
+                raise ClusterObjectError(f"ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP}", "",
+                                         f"does not exist: create it with a {QUEUES_KEY} key (deploy/queues.yaml)")
+        kai = self.client.list_kai_queues()
+        if not kai:
+            return [], [f"no queues: neither the ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
+                        "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
+        return queues_from_kai(kai, cluster_gpus), []
+
+    def _namespace_queues(self) -> dict[str, str]:
+        out = {}
+        for ns in self.client.list_namespaces():
+            meta = ns.get("metadata") or {}
+            queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
+            if queue:
+                out[meta.get("name", "")] = queue
+        return out

@@ -1,0 +1,41 @@
+"""The names gpu-policy reads and writes in a cluster (the contract: docs/kubernetes.md).
+
+One home for every label, annotation and object name, so the reader, the writer, the
+test helpers and the docs agree.
+"""
+
+PREFIX = "gpu-policy.io/"
+
+# labels and annotations a team (or gpu-policy) puts on pods and namespaces
+QUEUE_LABEL = "gpu-policy.io/queue"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+JOB_LABEL = "gpu-policy.io/job"
+PREEMPTIBLE_LABEL = "gpu-policy.io/preemptible"
+FRACTION_ANNOTATION = "gpu-policy.io/gpu-fraction"
+KAI_FRACTION_ANNOTATION = "gpu-fraction"
+GPU_INDEX_ANNOTATION = "gpu-policy.io/gpu-index"
+LAST_CHECKPOINT_ANNOTATION = "gpu-policy.io/last-checkpoint"
+#: how long the last checkpoint save took: set the pod's grace period well above it
+CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"
+PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
+
+# on nodes
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint GPU nodes commonly carry and GPU pods tolerate
+UNHEALTHY_GPUS_ANNOTATION = "gpu-policy.io/unhealthy-gpus"  # our extension: GPU indices that take no new work
+NO_NEW_WORK_LABEL = "gpu-policy.io/no-new-work"  # in a snapshot only: why a node takes no new work
+
+# gpu-policy's own objects, in its namespace
+DEFAULT_NAMESPACE = "gpu-policy"
+QUEUES_CONFIGMAP = "gpu-policy-queues"
+QUEUES_KEY = "queues.yaml"
+RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
+LEASE_NAME = "gpu-policy-planner"
+
+# KAI-Scheduler's Queue custom resource (cluster-scoped)
+KAI_GROUP, KAI_VERSION, KAI_PLURAL = "scheduling.run.ai", "v2", "queues"
+
+# queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
+UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"
+TERMINATING_QUEUE = "gpu-policy.io/terminating"

@@ -1,0 +1,69 @@
+"""One node, read once: its GPUs, CPU and memory, its GPU model, and whether it takes new work."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.names import GPU_PRODUCT_LABEL, GPU_TAINT_KEY, UNHEALTHY_GPUS_ANNOTATION
+from gpu_policy.kubernetes.quantity import gib, parse_quantity
+
+
+@dataclass
+class NodeView:
+    name: str
+    gpus: int  # status.allocatable of the GPU resource
+    cpu: float | None
+    memory_gib: float | None
+    gpu_model: str | None
+    no_new_work: str | None  # why the node takes no new work (cordoned, not Ready, tainted), else None
+    unhealthy_gpus: list[int] = field(default_factory=list)
+
+
+def read_node(node: dict, gpu_resource: str) -> NodeView:
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    name = meta.get("name", "")
+    where = f"node {name}"
+    allocatable = status.get("allocatable") or {}
+
+    def amount(key: str):
+        if key not in allocatable:
+            return None
+        try:
+            return parse_quantity(allocatable[key])
+        except ValueError as e:
+            raise ClusterObjectError(where, f"status.allocatable.{key}", str(e)) from None
+
+    gpus = amount(gpu_resource) or 0
+    if gpus != int(gpus) or gpus < 0:
+        raise ClusterObjectError(where, f"status.allocatable.{gpu_resource}", f"must be a whole number >= 0, got {gpus}")
+    cpu, memory = amount("cpu"), amount("memory")
+    return NodeView(
+        name=name, gpus=int(gpus), cpu=None if cpu is None else float(cpu),
+        memory_gib=None if memory is None else gib(allocatable["memory"]),
+        gpu_model=(meta.get("labels") or {}).get(GPU_PRODUCT_LABEL), no_new_work=_no_new_work(spec, status),
+        unhealthy_gpus=_unhealthy((meta.get("annotations") or {}).get(UNHEALTHY_GPUS_ANNOTATION), int(gpus), where),
+    )
+
+
+def _no_new_work(spec: dict, status: dict) -> str | None:
+    if spec.get("unschedulable"):
+        return "unschedulable"
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        return "not-ready"
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and taint.get("key") != GPU_TAINT_KEY:
+            return f"taint-{taint.get('key', '')}".replace("/", "-")[:63]
+    return None
+
+
+def _unhealthy(text, gpus: int, where: str) -> list[int]:
+    if text is None or str(text).strip() == "":
+        return []
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isdigit() and int(p) < gpus for p in parts):
+        raise ClusterObjectError(where, f"metadata.annotations.{UNHEALTHY_GPUS_ANNOTATION}",
+                                 f"must be GPU indices below {gpus} separated by commas, got {json.dumps(text)}")
+    return sorted({int(p) for p in parts})

@@ -1,0 +1,166 @@
+"""Any scenario as Kubernetes objects, per the contract (docs/kubernetes.md): the test
+helper that loads a fake cluster. Reading them back (`snapshot`) must give the scenario.
+
+Jobs go to one namespace (default "jobs") with the pod label `gpu-policy.io/queue`, one
+pod per replica, all carrying the label `gpu-policy.io/job`; queues go to the
+`gpu-policy-queues` ConfigMap.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import yaml
+
+from gpu_policy.kubernetes import names
+from gpu_policy.model import Job, Node, Scenario
+from gpu_policy.scenario import scenario_to_dict
+
+
+def rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def quantity_gib(value: float) -> str:
+    mib = round(value * 1024)
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def node_object(n: Node, ready: bool = True) -> dict:
+    allocatable = {"nvidia.com/gpu": str(n.gpus)}
+    if n.cpu is not None:
+        allocatable["cpu"] = f"{round(n.cpu * 1000)}m"
+    if n.memory_gib is not None:
+        allocatable["memory"] = quantity_gib(n.memory_gib)
+    labels = {names.HOSTNAME_LABEL: n.name}
+    if n.gpu_model:
+        labels[names.GPU_PRODUCT_LABEL] = n.gpu_model
+    meta = {"name": n.name, "labels": labels}
+    if n.unhealthy_gpus:
+        meta["annotations"] = {names.UNHEALTHY_GPUS_ANNOTATION: ",".join(map(str, n.unhealthy_gpus))}
+    return {"kind": "Node", "metadata": meta, "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+            "status": {"allocatable": allocatable, "capacity": dict(allocatable),
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
+    queues = scenario_to_dict(s)["queues"]
+    return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace},
+            "data": {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}}
+
+
+def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
+    """One pod per replica of the job."""
+    pods = []
+    for r in range(job.replicas):
+        labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: job.name}
+        if job.preemptible is not None:
+            labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
+        notes = {}
+        resources: dict = {}
+        if job.is_fractional:
+            notes[names.FRACTION_ANNOTATION] = f"{job.gpus:g}"
+        else:
+            resources = {"limits": {"nvidia.com/gpu": str(int(job.gpus))}}
+        requests = {}
+        if job.cpu is not None:
+            requests["cpu"] = f"{round(job.cpu * 1000)}m"
+        if job.memory_gib is not None:
+            requests["memory"] = quantity_gib(job.memory_gib)
+        if requests:
+            resources["requests"] = requests
+        spec: dict = {"containers": [{"name": "train", "image": "python:3.11-slim", "resources": resources}],
+                      "priority": job.priority, "terminationGracePeriodSeconds": 30}
+        if job.gpu_model and len(job.gpu_model) == 1:
+            spec["nodeSelector"] = {names.GPU_PRODUCT_LABEL: job.gpu_model[0]}
+        elif job.gpu_model:
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": names.GPU_PRODUCT_LABEL, "operator": "In", "values": job.gpu_model}]}]}}}
+        status = {"phase": "Pending"}
+        if job.running:
+            spec["nodeName"] = job.running[r]
+            status = {"phase": "Running"}
+            if job.gpu_indices is not None:
+                notes[names.GPU_INDEX_ANNOTATION] = ",".join(map(str, job.gpu_indices[r]))
+            if job.checkpoint_age_s is not None:
+                notes[names.LAST_CHECKPOINT_ANNOTATION] = rfc3339(now - job.checkpoint_age_s)
+        meta = {"name": f"{job.name}-{r}", "namespace": namespace, "labels": labels,
+                "creationTimestamp": rfc3339(job.submitted_at)}
+        if notes:
+            meta["annotations"] = notes
+        pods.append({"kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+    return pods
+
+
+def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
+    """Put the scenario's nodes, queues and jobs into the fake API server."""
+    for n in s.nodes:
+        api.put(node_object(n))
+    api.put({"kind": "Namespace", "metadata": {"name": namespace}})
+    api.put(queues_config_map(s))
+    for job in s.jobs:
+        for pod in pod_objects(job, now, namespace):
+            api.put(pod)
+
+
+def gpu_pod(namespace: str, name: str, gpus: int | None = 1, node: str | None = None, labels: dict | None = None,
+            annotations: dict | None = None, **spec) -> dict:
+    """A pod for the mapping tests: `gpus` whole GPUs (None: asks for none), bound to `node`."""
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus is not None else {}
+    body = {"containers": [{"name": "c", "image": "x", "resources": resources}], **spec}
+    if node:
+        body["nodeName"] = node
+    meta = {"name": name, "namespace": namespace, "labels": labels or {}, "annotations": annotations or {}}
+    return {"kind": "Pod", "metadata": meta, "spec": body, "status": {"phase": "Running" if node else "Pending"}}
+
+
+def large_scenario(nodes: int, pods: int, teams: int = 4) -> Scenario:
+    """A cluster at scale: `nodes` 8-GPU nodes and `pods` one-GPU pods (a few 2-pod gangs),
+    about 70% of them running, spread evenly, the rest waiting; `teams` queues."""
+    from gpu_policy.model import Queue
+
+    queues = [Queue(f"team-{t}", deserved=nodes * 8 // teams) for t in range(teams)]
+    jobs, placed = [], 0
+    k = 0
+    while k < pods:
+        replicas = 2 if k % 50 == 0 and k + 1 < pods else 1
+        running = k % 10 < 7
+        where = [f"node-{(placed + r) % nodes}" for r in range(replicas)] if running else []
+        placed += replicas if running else 0
+        jobs.append(Job(name=f"job-{k}", queue=f"team-{k % teams}", gpus=1, replicas=replicas, running=where,
+                        submitted_at=k, checkpoint_age_s=60 * (k % 30) if running else None))
+        k += replicas
+    return Scenario(nodes=[Node(name=f"node-{i}", gpus=8, cpu=96, memory_gib=1024) for i in range(nodes)],
+                    queues=queues, jobs=jobs)
+
+
+def end_evictions(api, before: dict[str, dict], namespace: str = "jobs") -> None:
+    """What the cluster does after evictions: the kubelet ends the evicted pods when their
+    grace period is over, and their controllers make them again, pending. `before` maps pod
+    names to the pods as they were before."""
+    import copy
+
+    api.finish_terminating()
+    for pod_name, old in before.items():
+        if api.get("pods", pod_name, namespace) is None:
+            pod = copy.deepcopy(old)
+            for key in ("uid", "resourceVersion", "deletionTimestamp"):
+                pod["metadata"].pop(key, None)
+            pod["metadata"].get("annotations", {}).pop(names.GPU_INDEX_ANNOTATION, None)
+            pod["spec"].pop("nodeName", None)
+            pod["status"] = {"phase": "Pending"}
+            api.put(pod)
+
+
+def schedule(api, plan: dict, namespace: str = "jobs") -> None:
+    """What the scheduler does with the step's pods: bind each pending pod of a job the plan
+    runs (started, moved, or kept as a reservation) where the plan puts it."""
+    for decision in plan["jobs"]:
+        if decision["action"] not in ("start", "move", "keep"):
+            continue
+        job = decision["name"].removeprefix(f"{namespace}/")
+        pods = sorted(p["metadata"]["name"] for p in api.objects("pods", namespace)
+                      if p["metadata"]["labels"].get(names.JOB_LABEL) == job)
+        for pod_name, replica in zip(pods, decision["replicas"]):
+            if not api.get("pods", pod_name, namespace)["spec"].get("nodeName"):
+                api.bind(namespace, pod_name, replica["node"])

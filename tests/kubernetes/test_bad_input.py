@@ -1,0 +1,103 @@
+"""Bad input from a cluster is still bad input: one line naming the object and the field,
+exit status 2, no traceback (CLI)."""
+
+import pytest
+
+from gpu_policy.cli import main
+from gpu_policy.kubernetes import names
+from gpu_policy.model import Node, Queue, Scenario
+from tests.kubernetes.objects import gpu_pod, node_object, queues_config_map
+
+
+def fails(capsys, *argv) -> str:
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err.strip()
+
+
+@pytest.fixture
+def base(api):
+    api.put(node_object(Node(name="n", gpus=8)))
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=8)], jobs=[])))
+    return api
+
+
+def queues_text(api, text):
+    api.put({"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": "gpu-policy"},
+             "data": {names.QUEUES_KEY: text}})
+
+
+@pytest.mark.parametrize("text,message", [
+    ("- {name: team-a, deserved: -1}",
+     "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml[0].deserved: must be >= 0, got -1"),
+    ("- {name: team-a, parent: nope}",
+     'ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml[0].parent: unknown queue "nope"'),
+    ("- {name: team-a, deserved: [1",
+     "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml: not valid YAML at line 1"),
+    ("team-a: 8", "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml: must be a list of queues, got dict"),
+])
+def test_malformed_queue_config_map(base, kubeconfig, capsys, text, message):
+    queues_text(base, text)
+    assert fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == f"gpu-policy: {message}"
+
+
+@pytest.mark.parametrize("labels,annotations,field,problem", [
+    ({}, {names.FRACTION_ANNOTATION: "1.5"}, "metadata.annotations.gpu-policy.io/gpu-fraction",
+     'must be a number in (0, 1), got "1.5"'),
+    ({}, {names.KAI_FRACTION_ANNOTATION: "half"}, "metadata.annotations.gpu-fraction", 'must be a number in (0, 1), got "half"'),
+    ({names.PREEMPTIBLE_LABEL: "yes"}, {}, "metadata.labels.gpu-policy.io/preemptible", 'must be "true" or "false", got "yes"'),
+    ({}, {names.LAST_CHECKPOINT_ANNOTATION: "yesterday"}, "metadata.annotations.gpu-policy.io/last-checkpoint",
+     'must be an RFC 3339 time in UTC such as 2026-01-31T12:00:00Z, got "yesterday"'),
+    ({}, {names.GPU_INDEX_ANNOTATION: "0;1"}, "metadata.annotations.gpu-policy.io/gpu-index",
+     'must be GPU indices separated by commas, got "0;1"'),
+])
+def test_a_pod_with_a_bad_value(base, kubeconfig, capsys, labels, annotations, field, problem):
+    base.put(gpu_pod("ml", "odd", gpus=None if "fraction" in field else 1,
+                     labels={names.QUEUE_LABEL: "team-a", **labels}, annotations=annotations))
+    assert fails(capsys, "snapshot", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == \
+        f"gpu-policy: pod ml/odd: {field}: {problem}"
+
+
+def test_a_bad_quantity(base, kubeconfig, capsys):
+    pod = gpu_pod("ml", "odd", labels={names.QUEUE_LABEL: "team-a"})
+    pod["spec"]["containers"][0]["resources"]["requests"] = {"memory": "lots"}
+    base.put(pod)
+    assert fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == (
+        "gpu-policy: pod ml/odd: spec.containers[0].resources.requests.memory: must be a Kubernetes quantity "
+        "such as 8, 500m or 64Gi, got 'lots'")
+
+
+@pytest.mark.parametrize("gpu,field,problem", [
+    ({"quota": -5}, "spec.resources.gpu.quota", "must be >= 0, or -1 for unlimited, got -5"),
+    ({"quota": 2, "limit": -3}, "spec.resources.gpu.limit", "must be >= 0, or -1 for unlimited, got -3"),
+    ({"quota": 2, "overQuotaWeight": -1}, "spec.resources.gpu.overQuotaWeight", "must be >= 0, got -1"),
+])
+def test_a_kai_queue_with_a_bad_number(api, kubeconfig, capsys, gpu, field, problem):
+    api.put(node_object(Node(name="n", gpus=8)))
+    api.put({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "team-a"},
+             "spec": {"resources": {"gpu": gpu}}})
+    assert fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == \
+        f"gpu-policy: Queue team-a: {field}: {problem}"
+
+
+def test_an_unreachable_api_server(dead_kubeconfig, capsys):
+    err = fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", dead_kubeconfig, "--api-deadline", "0.5")
+    assert err.startswith("gpu-policy: k8s://: list nodes: the API server is unreachable (connection refused); gave up")
+
+
+def test_rbac_refusal(base, kubeconfig, capsys):
+    base.forbid("get", "configmaps")
+    err = fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig)
+    assert err.startswith('gpu-policy: k8s://: get ConfigMap gpu-policy/gpu-policy-queues: refused (403): configmaps is '
+                          'forbidden: User "system:serviceaccount:gpu-policy:gpu-policy" cannot get resource "configmaps"')
+    assert err.endswith("grant the permissions in deploy/ (docs/kubernetes.md)")
+
+
+def test_a_missing_kubeconfig_and_misplaced_options(tmp_path, capsys):
+    assert fails(capsys, "snapshot", "--cluster", "k8s://", "--kubeconfig", str(tmp_path / "none")).startswith(
+        f"gpu-policy: k8s://: cannot load the Kubernetes configuration {tmp_path / 'none'}:")
+    assert fails(capsys, "snapshot", "--cluster", "tests/scenarios/seed1-greedy-team.yaml", "--kubeconfig", "x") == \
+        "gpu-policy: --kubeconfig: applies to k8s:// clusters only, not to tests/scenarios/seed1-greedy-team.yaml"
+    assert fails(capsys, "snapshot", "--cluster", "k9s://x") == \
+        "gpu-policy: cluster: unknown scheme 'k9s':// (known: file, k8s; a scenario file needs no scheme)"

@@ -1,0 +1,61 @@
+"""Every tests/scenarios file -> the fake cluster -> `gpu-policy snapshot` -> the same
+scenario, and `gpu-policy plan --cluster` decides as `gpu-policy plan FILE`."""
+
+import json
+import time
+
+import pytest
+
+from gpu_policy import load_scenario, parse_scenario, plan
+from gpu_policy.cli import main
+from gpu_policy.scenario import scenario_to_dict
+from gpu_policy.telemetry import SimulatedDcgmSource, TelemetrySettings, cluster_signals
+from tests.conftest import scenario_files
+from tests.kubernetes.objects import load_into
+
+NAMESPACE = "jobs"
+
+
+def run(capsys, *argv) -> dict:
+    assert main(list(argv)) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def comparable(scenario) -> dict:
+    """The scenario as data, job names without the namespace, jobs by name, ages to +-2 s."""
+    data = scenario_to_dict(scenario)
+    for job in data["jobs"]:
+        job["name"] = job["name"].removeprefix(f"{NAMESPACE}/")
+        if job.get("checkpoint_age_s") is not None:  # written to the second, read a moment later
+            job["checkpoint_age_s"] = round(job["checkpoint_age_s"] / 4)
+    data["jobs"].sort(key=lambda j: j["name"])
+    return {k: data[k] for k in ("nodes", "queues", "jobs")}
+
+
+def decisions(result: dict) -> dict:
+    return {j["name"].removeprefix(f"{NAMESPACE}/"): (j["action"], [(r["node"], r["gpu_indices"]) for r in j["replicas"]])
+            for j in result["jobs"]}
+
+
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+def test_round_trip(api, kubeconfig, path, capsys):
+    original = load_scenario(path)
+    load_into(api, original, time.time(), NAMESPACE)
+    cluster = ["--cluster", "k8s://", "--kubeconfig", kubeconfig]
+    snapshot = parse_scenario(run(capsys, "snapshot", *cluster, "--format", "json"), "snapshot")
+    assert comparable(snapshot) == comparable(original)
+
+    got = run(capsys, "plan", *cluster, "--format", "json")
+    assert got["observed"]["source"] == "k8s://" and got["observed"]["api_calls"] == 4  # no namespace list
+    if original.telemetry:
+        # `plan FILE` simulates the file's DCGM profiles, which no cluster object carries: plan both with them
+        settings = TelemetrySettings()
+        readings = SimulatedDcgmSource(original).collect(settings)
+        got = plan(snapshot, signals=cluster_signals(readings, snapshot, settings)).to_dict()
+        want = plan(original, signals=cluster_signals(readings, original, settings)).to_dict()
+    else:
+        want = run(capsys, "plan", str(path), "--format", "json")
+    assert decisions(got) == decisions(want)
+    assert got["summary"] == want["summary"]
+    assert [(q["name"], q["fair_share"], q["allocated_after"]) for q in got["queues"]] == \
+           [(q["name"], q["fair_share"], q["allocated_after"]) for q in want["queues"]]
