@@ -60,14 +60,15 @@ def run_training_steps(step_fn: Callable[[Any, int], Any], init_state: Any, stor
     policy = policy or CheckpointPolicy()
     store.acquire()  # one writer per location: a second one fails here, before any step
     try:
-        return _run(step_fn, init_state, store, steps, time_budget_s, policy, guard, metadata, clock, progress)
+        return _run(step_fn, init_state, store, steps, time_budget_s, policy, guard, metadata, clock, progress,
+                    on_checkpoint)
     finally:
         store.release()
 
 
 def _run(step_fn, init_state, store: CheckpointStore, steps: int | None, time_budget_s: float | None,
          policy: CheckpointPolicy, guard: PreemptionGuard | None, metadata: dict | None,
-         clock: Callable[[], float], progress) -> TrainingSummary:
+         clock: Callable[[], float], progress, on_checkpoint) -> TrainingSummary:
     latest = store.latest()
     if latest is None:
         k, state = 0, init_state() if callable(init_state) else init_state
