@@ -46,6 +46,6 @@ KNOWN_UNSTABLE = {12, 26, 31, 32, 33, 34, 36}
     pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="known: reclaim judged on the state before the plan"))
     if s in KNOWN_UNSTABLE else s for s in range(40)])
 def test_random_clusters_settle(seed):
-    from tests.planner.test_invariants import random_scenario
+    from tests.planner.random_clusters import random_scenario
 
     assert_settles(parse_scenario(random_scenario(seed)), 4)
