@@ -22,6 +22,7 @@ setup(
     package_data={"gpu_policy": ["examples/*.yaml"]},
     install_requires=[
         "pulp>=3.3,<4",  # 3.x bundles CBC; 4.x changes how variables are made
+        "highspy>=1.7",  # HiGHS, the default solver: in-process and the faster (docs/policy.md)
         "pyyaml>=6",
         "fsspec>=2023.1",  # checkpoint stores: local, memory://, s3:// and gs:// with their backends
         "numpy>=1.24",  # the example trainer
@@ -29,7 +30,7 @@ setup(
         "prometheus-api-client>=0.5",
     ],
     extras_require={
-        "highs": ["highspy>=1.7"],
+        "highs": [],  # kept for old install commands: HiGHS is now always installed
         "kfp": ["kfp>=2.17,<3", "kfp-kubernetes>=2.17"],
         "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10", "matplotlib>=3.7"],
         "report": ["matplotlib>=3.7"],
