@@ -5,13 +5,15 @@ earlier figure in docs/benchmarks.md).
     .venv/bin/python bench/plan_scale.py [--nodes 1000] [--runs 5] [--solvers highs,cbc]
     .venv/bin/python bench/plan_scale.py --sweep 250,500,1000,2000,5000 [--plot docs/img/plan-scale.png]
     .venv/bin/python bench/plan_scale.py --baseline REV   # also the planner at git revision REV, same run
+    .venv/bin/python bench/plan_scale.py --nodes 5000 --budgets 0.25,0.5,1,2   # how well plans keep a budget
 
 Prints, per size and solver, the median of `--runs` plans: model build (everything before
 the solver), solve and total seconds, the program's size, and what the plan decided. A
 sweep also prints the growth exponent fitted between 500 and 5,000 nodes (log-log least
 squares on the medians). With `--baseline`, the old planner's medians and the ratios
 new/old (taken in the same run, so comparable on a busy machine) follow, for sizes up
-to `--baseline-max-nodes`.
+to `--baseline-max-nodes`. With `--budgets`, each plan gets that time limit (for the whole
+plan) and the table shows how long plans took against it, and how they ended.
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ def measure(nodes: int, solver: str, runs: int, time_limit: float) -> dict:
             "status": result.solver.status}
 
 
+def budgets(nodes: int, limits: list[float], runs: int, solver: str) -> None:
+    scenario = parse_scenario(scale_instance(nodes), f"scale-{nodes}")
+    print(f"{nodes} nodes, {solver}: seconds per plan against its time limit ({runs} plans each)")
+    print(f"{'budget s':>9} {'median s':>9} {'max s':>7} {'over by':>8}  statuses (starts, preemptions)")
+    for limit in limits:
+        seconds, ends = [], []
+        for _ in range(runs):
+            began = time.perf_counter()
+            result = plan(scenario, PlannerConfig(solver=solver, time_limit_s=limit))
+            seconds.append(time.perf_counter() - began)
+            ends.append(f"{result.solver.status} ({result.summary['starts']}, {result.summary['preemptions']})")
+            print(".", end="", file=sys.stderr, flush=True)
+        over = max(seconds) - limit
+        print(f"{limit:9.2f} {statistics.median(seconds):9.3f} {max(seconds):7.3f} {max(over, 0):8.3f}  "
+              f"{'; '.join(sorted(set(ends)))}")
+
+
 def growth_exponent(rows: list[dict], low: int = 500, high: int = 5000) -> float | None:
     points = [(math.log(r["nodes"]), math.log(r["total"])) for r in rows if low <= r["nodes"] <= high]
     if len(points) < 2:
@@ -82,6 +101,9 @@ def plot(rows: list[dict], old: list[dict], path: str) -> None:
                 ax.plot(*zip(*mine), marker="o", label=f"{label} ({solver})")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    sizes = sorted({r["nodes"] for r in rows})
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    ax.minorticks_off()
     ax.set_xlabel("nodes (8 GPUs each; 4.2 jobs per node)")
     ax.set_ylabel("seconds per plan (median)")
     ax.grid(True, which="both", alpha=0.3)
@@ -102,7 +124,11 @@ def main() -> int:
     parser.add_argument("--baseline-max-nodes", type=int, default=1000)
     parser.add_argument("--plot", metavar="PNG", help="write the curve (log-log) to this file")
     parser.add_argument("--json", action="store_true", help="print one JSON line per measurement")
+    parser.add_argument("--budgets", help="comma-separated time limits to measure on --nodes")
     args = parser.parse_args()
+    if args.budgets:
+        budgets(args.nodes, [float(x) for x in args.budgets.split(",")], args.runs, args.solvers.split(",")[0])
+        return 0
     sizes = [int(x) for x in args.sweep.split(",")] if args.sweep else [args.nodes]
     solvers = [s for s in args.solvers.split(",") if s != "highs" or pulp.HiGHS().available()]
     rows = []

@@ -47,12 +47,6 @@ class NodeLayout:
     def free_indices(self) -> list[int]:
         return [i for i, s in enumerate(self.slots) if s.free and self.healthy(i)]
 
-    def release(self, job: str) -> None:
-        """Take every replica of `job` off this node."""
-        for slot in self.slots:
-            if slot.whole == job:
-                slot.whole = None
-            slot.fractions = [(j, f) for j, f in slot.fractions if j != job]
 
 
 @dataclass
@@ -60,6 +54,22 @@ class Layout:
     nodes: dict[str, NodeLayout]
     indices: dict[str, list[list[int]]]  # job name -> indices per running replica
     hosts: dict[str, list[str]] = field(default_factory=dict)  # job name -> node per running replica
+    borrowed: set[str] = field(default_factory=set)  # nodes whose NodeLayout another layout shares
+
+    def own(self, node: str) -> NodeLayout:
+        """The node's layout, copied first if it is shared with another layout (copy on write)."""
+        if node in self.borrowed:
+            nl = self.nodes[node]
+            self.nodes[node] = NodeLayout(nl.node, [GpuSlot(sl.whole, list(sl.fractions)) for sl in nl.slots])
+            self.borrowed.discard(node)
+        return self.nodes[node]
+
+    def release(self, node: str, job: str) -> None:
+        """Take every replica of `job` off `node`."""
+        for slot in self.own(node).slots:
+            if slot.whole == job:
+                slot.whole = None
+            slot.fractions = [(j, f) for j, f in slot.fractions if j != job]
 
 
 def running_layout(s: Scenario) -> Layout:
@@ -111,23 +121,24 @@ def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
 
 
 def layout_after(layout: Layout, gone: set[str]) -> Layout:
-    """A copy of `layout` without the replicas of the jobs in `gone`."""
+    """`layout` without the replicas of the jobs in `gone`. Nodes they did not run on are
+    shared with `layout` until something is placed on them (`Layout.own`)."""
     touched = {node for job in gone for node in layout.hosts.get(job, ())}
     nodes = {}
     for name, nl in layout.nodes.items():
         if name in touched:
-            slots = [GpuSlot(None if s.whole in gone else s.whole,
-                             [(j, f) for j, f in s.fractions if j not in gone]) for s in nl.slots]
+            nodes[name] = NodeLayout(nl.node, [GpuSlot(None if s.whole in gone else s.whole,
+                                                       [(j, f) for j, f in s.fractions if j not in gone])
+                                               for s in nl.slots])
         else:
-            slots = [GpuSlot(s.whole, list(s.fractions)) for s in nl.slots]
-        nodes[name] = NodeLayout(nl.node, slots)
+            nodes[name] = nl
     return Layout(nodes, {j: ix for j, ix in layout.indices.items() if j not in gone},
-                  {j: h for j, h in layout.hosts.items() if j not in gone})
+                  {j: h for j, h in layout.hosts.items() if j not in gone}, set(layout.nodes) - touched)
 
 
 def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[int]:
     """Put one replica of a starting job on `node` (a fraction on GPU `gpu`)."""
-    nl = layout.nodes[node]
+    nl = layout.own(node)
     if job.is_fractional:
         picked = [gpu]
     else:
@@ -141,8 +152,9 @@ def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[i
 
 def place_at(layout: Layout, job: Job, node: str, indices: list[int]) -> None:
     """Put one replica of `job` back on the very GPU indices it holds."""
+    nl = layout.own(node)
     for i in indices:
-        _occupy(layout.nodes[node].slots[i], job)
+        _occupy(nl.slots[i], job)
     layout.indices.setdefault(job.name, []).append(list(indices))
     layout.hosts.setdefault(job.name, []).append(node)
 

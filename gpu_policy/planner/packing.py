@@ -110,7 +110,7 @@ def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict,
             node = groups.best(key, job, cost)
             if node is None:
                 for p in mine:
-                    layout.nodes[p.node].release(job.name)
+                    layout.release(p.node, job.name)
                     groups.update(p.node)
                 layout.indices.pop(job.name, None)
                 layout.hosts.pop(job.name, None)

@@ -92,7 +92,7 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
             if replicas is None:
                 out.unplaced.add(name)
                 for p in placed.pop(name, []):  # free what its other replicas took
-                    after.nodes[p.node].release(name)
+                    after.release(p.node, name)
                 after.indices.pop(name, None)
                 after.hosts.pop(name, None)
             else:

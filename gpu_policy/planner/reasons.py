@@ -125,15 +125,16 @@ def _no_reclaim(job: Job, j: Judged) -> str:
 
 
 class FreeRoom:
-    """The free GPUs the plan leaves, summed up once per GPU model for every reason."""
+    """The free GPUs the plan leaves, summed up once per GPU model for every reason: how many
+    nodes have each number of free GPUs, and each GPU's room for fractions."""
 
     def __init__(self, layout: Layout, spare: dict[str, dict[str, float]]):
-        self.blocks: dict[str | None, list[int]] = defaultdict(list)   # model -> free GPUs per node
+        self.blocks: dict[str | None, Counter] = defaultdict(Counter)   # model -> free GPUs -> nodes
         self.shares: dict[str | None, list[tuple]] = defaultdict(list)  # model -> (room, node, GPU, free)
         for nl in layout.nodes.values():
-            self.blocks[nl.node.gpu_model].append(len(nl.free_indices()))
+            self.blocks[nl.node.gpu_model][len(nl.free_indices())] += 1
             for i, sl in enumerate(nl.slots):
-                if nl.healthy(i) and not sl.whole:
+                if nl.healthy(i) and not sl.whole and sl.used < 1 - 1e-9:
                     self.shares[nl.node.gpu_model].append((1 - sl.used, nl.node.name, i, sl.free))
         self.most_spare = {r: max((free[r] for free in spare.values() if r in free), default=None)
                            for r in ("cpu", "memory_gib")}
@@ -142,12 +143,18 @@ class FreeRoom:
     def models(self, job: Job) -> list[str | None]:
         return [m for m in self.blocks if not job.gpu_model or m in job.gpu_model]
 
+    def largest_block(self, job: Job) -> int:
+        return max((f for m in self.models(job) for f, n in self.blocks[m].items() if n), default=0)
+
+    def replicas_that_fit(self, job: Job) -> int:
+        return sum(n * (f // int(job.gpus)) for m in self.models(job) for f, n in self.blocks[m].items())
+
 
 def _room(job: Job, j: Judged) -> str | None:
     """Why the GPUs the plan leaves free cannot hold the job, or None if they could."""
     room = j.room
-    models = room.models(job)
     if job.is_fractional:
+        models = room.models(job)
         shareable = [x for m in models for x in room.shares[m] if x[0] >= job.gpus - 1e-9]
         most = max((x[0] for m in models for x in room.shares[m]), default=0)
         if not shareable:
@@ -157,11 +164,11 @@ def _room(job: Job, j: Judged) -> str | None:
             return (f"needs {job.gpus:g} of a GPU; every GPU with room is busy (above the utilisation "
                     "limit for sharing) or lacks the framebuffer memory")
     else:
-        block = max((f for m in models for f in room.blocks[m]), default=0)
+        block = room.largest_block(job)
         if block < job.gpus:
             gang = f" for each of {job.replicas} replicas" if job.replicas > 1 else ""
             return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block is {block}"
-        fits = sum(f // int(job.gpus) for m in models for f in room.blocks[m])
+        fits = room.replicas_that_fit(job)
         if fits < job.replicas:
             return (f"a gang of {job.replicas} replicas x {_gpus(job.gpus)}; "
                     f"the free GPUs hold only {fits} such replicas now")
