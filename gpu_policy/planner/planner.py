@@ -11,7 +11,7 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
 from gpu_policy.planner.accounting import (accounts, credits, limits_and_nonpreemptible, no_swap_inside,
-                                           priority_levels, reclaim, shortfalls)
+                                           priority_levels, shortfalls)
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
 from gpu_policy.planner.objectives import moves_stage, packing_stage, preemption_stages, starts_stage
@@ -19,6 +19,7 @@ from gpu_policy.planner.packing import scenario_mix
 from gpu_policy.planner.program import (PlanProgram, affine, build_capacity, build_decisions,
                                         no_room_left_for_victims)
 from gpu_policy.planner.realize import Outcome, realize
+from gpu_policy.planner.reclaim import reclaim
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
 from gpu_policy.planner.shapes import node_kinds

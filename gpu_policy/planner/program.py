@@ -23,7 +23,7 @@ import pulp
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner.layout import Layout
-from gpu_policy.planner.scope import Scope, Standing
+from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import Kind, Shape, node_kinds, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 

@@ -26,11 +26,6 @@ class Shape:
         return self.gpus < 1
 
     @property
-    def order(self) -> tuple:
-        """A total order of shapes, for deterministic iteration."""
-        return (self.gpus, self.cpu, self.memory_gib, self.models or ())
-
-    @property
     def whole_gpus(self) -> int:
         """Whole GPUs one replica takes from its node's free GPUs (a fraction takes none)."""
         return 0 if self.fractional else int(self.gpus)
@@ -58,13 +53,6 @@ class Shape:
 def shape_of(job: Job) -> Shape:
     models = tuple(sorted(job.gpu_model)) if job.gpu_model else None
     return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models)
-
-
-def divisible_chain(sizes: set[int]) -> bool:
-    """Whether each size divides the next: then counting, per size s, the blocks of s free
-    GPUs on every node is an exact test that jobs of these sizes fit (docs/policy.md)."""
-    ordered = sorted(sizes)
-    return all(b % a == 0 for a, b in zip(ordered, ordered[1:]))
 
 
 @dataclass(frozen=True)
