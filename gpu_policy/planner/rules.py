@@ -138,12 +138,15 @@ def reclaim_tiers(tree: QueueTree, shares: Shares, held_before: dict[str, float]
                   gpus: float) -> list[str]:
     """Tiers in which queue `giver`'s jobs may ever be reclaimed for a `gpus`-GPU job of
     queue `receiver`, judged on the state before the plan (a necessary condition: the
-    program then judges the state after it). Empty for the same queue."""
+    program then judges the state after it). The receiving queue must have room for the
+    job, every entity on the giving side must be above its floor; the receiving side's
+    departments are judged after the plan only (they may lose work inside at the same
+    time). Empty for the same queue."""
     if receiver == giver:
         return []
-    up_r, up_g = tree.judged(receiver, giver)
+    _, up_g = tree.judged(receiver, giver)
     return [tier for tier in TIERS
-            if all(may_receive(shares, e, held_before[e], gpus, tier) for e in up_r)
+            if may_receive(shares, receiver, held_before[receiver], gpus, tier)
             and all(may_give(shares, e, held_before[e], tier) for e in up_g)]
 
 
