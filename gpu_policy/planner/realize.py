@@ -53,7 +53,6 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
         places[shape] += [("pool", model)] * _on(var)
 
     assigned: dict[str, list[tuple]] = {}
-    kept_movers: set[str] = set()
     for job in moving:  # movers first, to places off where they run
         mine = places[shape_of(job)]
         chosen = []
@@ -62,18 +61,12 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
             pick = pick or next(p for p in mine if p[0] != "pool")
             mine.remove(pick)
             chosen.append(pick)
-        if all(_where_it_runs(job, p, layout) for p in chosen) and sorted(p[0] for p in chosen) == sorted(job.running):
-            kept_movers.add(job.name)
-        else:
-            assigned[job.name] = chosen
+        assigned[job.name] = chosen
     for job in starting:
         mine = places[shape_of(job)]
         assigned[job.name] = [mine.pop(0) for _ in range(job.replicas)]
 
     after = layout_after(layout, preempted | {j.name for j in moving})
-    for name in sorted(kept_movers):  # back on the very GPUs it holds
-        for node, ix in zip(jobs[name].running, layout.indices[name]):
-            place_at(after, jobs[name], node, ix)
     out = Outcome(preempted, {}, {}, after)
     placed: dict[str, list[Placement]] = defaultdict(list)
     for fractional in (True, False):  # fractions on their GPUs first, then whole GPUs by lowest index
@@ -81,6 +74,8 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
             job = jobs[name]
             if job.is_fractional != fractional:
                 continue
+            if name in m.move and _back_in_place(job, spots, layout, after):
+                continue  # every place is where it runs, and its GPUs are still free: it stays
             for node, gpu in spots:
                 if node != "pool":
                     placed[name].append(Placement(node, job.gpus, place(after, job, node, gpu)))
@@ -100,6 +95,22 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
     for name, replicas in placed.items():
         (out.moved if name in m.move else out.started)[name] = replicas
     return out
+
+
+def _back_in_place(job: Job, spots: list[tuple], layout: Layout, after: Layout) -> bool:
+    """A moved job whose places all fall where it runs, on GPUs nothing took meanwhile, is
+    put back on its very GPUs and simply kept."""
+    if sorted(p[0] for p in spots) != sorted(job.running) or not all(_where_it_runs(job, p, layout) for p in spots):
+        return False
+    if any(not after.nodes[n].slots[i].free and not job.is_fractional
+           for n, ix in zip(job.running, layout.indices[job.name]) for i in ix):
+        return False
+    if job.is_fractional and any(after.nodes[n].slots[ix[0]].used + job.gpus > 1 + 1e-9
+                                 for n, ix in zip(job.running, layout.indices[job.name])):
+        return False
+    for node, ix in zip(job.running, layout.indices[job.name]):
+        place_at(after, job, node, ix)
+    return True
 
 
 def _where_it_runs(job: Job, place_: tuple, layout: Layout) -> bool:

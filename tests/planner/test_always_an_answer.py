@@ -88,3 +88,25 @@ def test_a_stage_without_a_solution_keeps_the_last_one(monkeypatch):
     assert result.solver.status == "feasible (time limit)"
     assert {d.action for d in result.jobs} <= {"keep", "wait"}
     assert all(d.reason for d in result.jobs if d.action == "wait")
+
+
+def test_no_jobs_is_nothing_to_decide():
+    s = parse_scenario({"nodes": [{"name": "n", "gpus": 2}], "queues": [{"name": "q"}], "jobs": []})
+    result = plan(s)
+    assert result.solver.status == "Nothing to decide" and result.jobs == []
+
+
+def test_a_moved_job_whose_gpus_were_taken_restarts_elsewhere_on_its_node():
+    """Jobs of one shape are interchangeable to the program: a moved job may be given a place
+    on its own node whose GPUs fractions took; it then restarts on other GPUs of that node."""
+    from tests.planner.random_clusters import rich_scenario
+
+    data = rich_scenario(4)
+    nodes, jobs = [], []
+    for copy in range(6):  # grow past exact_nodes: the reclaim nodes and pools of large clusters
+        nodes += [{**n, "name": f"{n['name']}-{copy}"} for n in data["nodes"]]
+        for j in data["jobs"]:
+            jobs.append({**j, "name": f"{j['name']}-{copy}",
+                         **({"running": [f"{x}-{copy}" for x in j["running"]]} if "running" in j else {})})
+    s = parse_scenario({"nodes": nodes, "queues": data["queues"], "jobs": jobs})
+    check_plan(s, plan(s))
