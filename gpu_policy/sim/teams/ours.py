@@ -5,8 +5,6 @@ plan's starts, preemptions and consolidation moves are applied as they are."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 from gpu_policy import Job, Node, PlannerConfig, Queue, Scenario, plan
@@ -15,32 +13,9 @@ from gpu_policy.sim.teams.trace import GPUS_PER_NODE
 
 
 def default_config() -> PlannerConfig:
-    """HiGHS where installed (in-process, faster on 96 nodes), else CBC; a generous
-    time limit so that decisions do not depend on how busy the machine is."""
-    try:
-        import highspy  # noqa: F401
-        solver = "highs"
-    except ImportError:
-        solver = "cbc"
-    return PlannerConfig(solver=solver, time_limit_s=120.0)
-
-
-def silence_highs_banner() -> None:
-    """HiGHS prints its banner on standard output (file descriptor 1, from C++) the
-    first time a solver object is made in a process, whatever the options; make
-    that first object here with descriptor 1 on /dev/null, so `--format json`
-    stays JSON. Later objects print nothing with PuLP's msg=False."""
-    import highspy
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+    """The planner's defaults (HiGHS, in-process) with a generous time budget, so that
+    decisions do not depend on how busy the machine is."""
+    return PlannerConfig(time_limit_s=120.0)
 
 
 class PlannerPolicy:
@@ -48,8 +23,6 @@ class PlannerPolicy:
 
     def __init__(self, config: PlannerConfig | None = None):
         self.config = config or default_config()
-        if self.config.solver == "highs":
-            silence_highs_banner()
         self.stats = {"plans": 0, "plan_seconds": 0.0, "slowest_plan_s": 0.0, "plans_at_time_limit": 0,
                       "solver": self.config.solver}
 
