@@ -2,7 +2,8 @@
 
 Here the core ones run; tests/kfp/ and tests/airflow/ run (and compile or import) the
 blocks that need kfp or Airflow, in their own environments. The simulator's example
-reads the openb trace from $GPU_POLICY_OPENB_DIR, here a small trace the tests write.
+reads the openb trace from $GPU_POLICY_OPENB_DIR and the teams example the philly-vc
+workload from $GPU_POLICY_PHILLY_DIR: here small traces the tests write.
 """
 
 import re
@@ -11,6 +12,7 @@ import pytest
 
 from tests.docs_examples import DOCS, ROOT, blocks, described, run
 from tests.sim.conftest import write_trace
+from tests.sim.teams.conftest import JOBS as TEAM_JOBS, write_trace as write_team_trace
 
 ALL = blocks()
 
@@ -38,7 +40,8 @@ def test_an_illustrative_block_is_marked_by_the_line_before_it(tmp_path):
 @pytest.mark.parametrize("block", [b for b in ALL if b.environment == "core" and not b.illustrative],
                          ids=lambda b: b.id)
 def test_core_example_runs(block, tmp_path):
-    done = run(block, tmp_path, {"GPU_POLICY_OPENB_DIR": str(write_trace(tmp_path / "openb"))})
+    done = run(block, tmp_path, {"GPU_POLICY_OPENB_DIR": str(write_trace(tmp_path / "openb")),
+                                 "GPU_POLICY_PHILLY_DIR": str(write_team_trace(tmp_path / "philly", TEAM_JOBS))})
     assert done.returncode == 0, described(done, block)
 
 

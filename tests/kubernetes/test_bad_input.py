@@ -34,7 +34,8 @@ def queues_text(api, text):
     ("- {name: team-a, parent: nope}",
      'ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml[0].parent: unknown queue "nope"'),
     ("- {name: team-a, deserved: [1",
-     "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml: not valid YAML at line 1"),
+     "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml: not valid YAML or JSON at line 2: "
+     "did not find expected ',' or ']'"),
     ("team-a: 8", "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml: must be a list of queues, got dict"),
 ])
 def test_malformed_queue_config_map(base, kubeconfig, capsys, text, message):
