@@ -221,3 +221,36 @@ def test_uses_new_gpus():
     assert uses_new_gpus(d, {"node-3": 2}) == {"node-3"}
     assert uses_new_gpus(d, {"node-3": 6}) == set()
     assert uses_new_gpus(d, {}) == set()
+
+
+EXAMPLES = SCENARIOS.parent.parent / "gpu_policy" / "examples"
+
+
+@pytest.mark.parametrize("name", ["compose-pending-pod", "compose-idle-gpu"])
+@pytest.mark.skip(reason="composition decisions: issue 13 part B")
+def test_the_demo_examples_pass_check(name, capsys):
+    assert main(["plan", str(EXAMPLES / f"{name}.yaml"), "--check"]) == 0, capsys.readouterr().err
+
+
+def test_the_demo_shows_attach_and_detach(monkeypatch):
+    """The demo prints what the plans compose; here part B's decisions are stood in for."""
+    import gpu_policy.demo as demo
+
+    def decide(s, config=None):
+        if any(j.name == "pod-b" for j in s.jobs):
+            return composed_plan(s, [Composition("node-2", "A100-80GB", 1, "pod-b waits")], {"pod-b": ("node-2", [1])})
+        return composed_plan(s, [Composition("node-2", "A100-80GB", -1, "idle for 60 min")])
+
+    monkeypatch.setattr(demo, "plan", decide)
+    out = demo.composition_demo()
+    assert "node-2  b    -> bB  (1 attached)" in out and "attach 1 A100-80GB to node-2: pod-b waits" in out
+    assert "after: node-2 has 2 GPUs (1 attached); the pool has 1 A100-80GB" in out
+    assert "node-2  b.   -> b  (1 detached)" in out and "detach 1 A100-80GB from node-2: idle for 60 min" in out
+    assert "after: node-2 has 1 GPU (0 attached); the pool has 2 A100-80GB" in out
+
+
+def test_the_demo_has_the_composition_section(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "== Composition, part 1" in out and "== Composition, part 2" in out
+    assert "(compose-pending-pod.yaml)" in out and "the pool has" in out

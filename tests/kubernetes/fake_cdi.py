@@ -23,6 +23,7 @@ import itertools
 
 from gpu_policy.kubernetes.names import CRO_GROUP, CRO_KIND, CRO_PLURAL, CRO_VERSION
 
+MODEL = "A100-80GB"
 FINALIZER = "com.ie.ibm.hpsys/finalizer"
 WEBHOOK = "vcomposabilityrequest.kb.io"
 GPU = "nvidia.com/gpu"
@@ -172,3 +173,34 @@ class FakeCdiOperator:
     def _online(requests: list[dict], node_name: str) -> int:
         return sum(1 for r in requests if r["spec"]["resource"].get("target_node") == node_name
                    for d in ((r.get("status") or {}).get("resources") or {}).values() if d.get("state") == "Online")
+
+
+def composable_cluster(api, namespace: str = "b") -> FakeCdiOperator:
+    """node-1 (8 GPUs, team-a's) and the composable node-3 (2 GPUs, team-b's in `namespace`,
+    at most 8); a pool of 6 A100-80GB; the CDI operator. A next job of team-b's for 4 GPUs
+    has no room."""
+    from gpu_policy.kubernetes import names
+    from gpu_policy.model import Node, Queue, Scenario
+    from tests.kubernetes.objects import (composable_config_map, composable_node_object, gpu_pod, node_object,
+                                          queues_config_map)
+
+    api.put(node_object(Node(name="node-1", gpus=8, gpu_model=MODEL)))
+    api.put(composable_node_object(Node(name="node-3", gpus=2, gpu_model=MODEL), max_gpus=8))
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=8), Queue("team-b", deserved=8)],
+                                       jobs=[])))
+    api.put(composable_config_map({"pools": [{"model": MODEL, "free": 6}], "attach_seconds": 120}))
+    api.put(gpu_pod("a", "a-1", gpus=8, node="node-1", labels={names.QUEUE_LABEL: "team-a"}))
+    api.put(gpu_pod(namespace, "b-1", gpus=2, node="node-3", labels={names.QUEUE_LABEL: "team-b"}))
+    return FakeCdiOperator(api, attach_polls=2)
+
+
+def attach_for(job: str, gpus: int = 4, first: int = 2):
+    """A stand-in for the planner's composition decision (issue 13 part B): attach `gpus`
+    A100-80GB to node-3 and start `job` on them (GPU indices from `first`)."""
+    from gpu_policy.plan import Composition
+    from tests.compose_helpers import composed_plan
+
+    def decide(scenario, *args, **kwargs):
+        return composed_plan(scenario, [Composition("node-3", MODEL, gpus, f"{job} waits for {gpus} GPUs")],
+                             {job: ("node-3", list(range(first, first + gpus)))})
+    return decide

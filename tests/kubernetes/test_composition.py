@@ -18,11 +18,10 @@ from gpu_policy.kubernetes.reservations import read_reservations
 from gpu_policy.model import Node, Queue, Scenario
 from gpu_policy.plan import Composition
 from tests.compose_helpers import composed_plan
-from tests.kubernetes.fake_cdi import FakeCdiOperator
-from tests.kubernetes.objects import (attached_request, composable_config_map, composable_node_object, gpu_pod,
-                                      node_object, queues_config_map)
+from tests.kubernetes.fake_cdi import MODEL, FakeCdiOperator, attach_for, composable_cluster
+from tests.kubernetes.objects import (attached_request, composable_config_map, composable_node_object, node_object,
+                                      queues_config_map)
 
-MODEL = "A100-80GB"
 OURS = "gpu-policy-node-3-a100-80gb"
 PATH = f"/apis/{names.CRO_GROUP}/{names.CRO_VERSION}/{names.CRO_PLURAL}"
 OUTAGE = ('Internal error occurred: failed calling webhook "vcomposabilityrequest.kb.io": failed to call webhook: '
@@ -33,24 +32,8 @@ OUTAGE = ('Internal error occurred: failed calling webhook "vcomposabilityreques
 
 @pytest.fixture
 def cdi(api):
-    """node-1 (8 GPUs, team-a's) and the composable node-3 (2 GPUs, team-b's, at most 8); a
-    pool of 6 A100-80GB; the CDI operator. team-b's next job of 4 GPUs has no room."""
-    api.put(node_object(Node(name="node-1", gpus=8, gpu_model=MODEL)))
-    api.put(composable_node_object(Node(name="node-3", gpus=2, gpu_model=MODEL), max_gpus=8))
-    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=8), Queue("team-b", deserved=8)],
-                                       jobs=[])))
-    api.put(composable_config_map({"pools": [{"model": MODEL, "free": 6}], "attach_seconds": 120}))
-    api.put(gpu_pod("a", "a-1", gpus=8, node="node-1", labels={names.QUEUE_LABEL: "team-a"}))
-    api.put(gpu_pod("b", "b-1", gpus=2, node="node-3", labels={names.QUEUE_LABEL: "team-b"}))
-    return FakeCdiOperator(api, attach_polls=2)
-
-
-def attach_for(job: str, gpus: int = 4, first: int = 2):
-    """The planner as part B is to decide: attach `gpus` to node-3 and start `job` on them."""
-    def decide(scenario, *args, **kwargs):
-        return composed_plan(scenario, [Composition("node-3", MODEL, gpus, f"{job} waits for {gpus} GPUs")],
-                             {job: ("node-3", list(range(first, first + gpus)))})
-    return decide
+    """The composable cluster of tests/kubernetes/fake_cdi.py and its operator."""
+    return composable_cluster(api)
 
 
 def allocatable(api, node: str) -> int:
@@ -188,6 +171,18 @@ def test_a_step_that_cannot_wait_long_enough_says_what_it_waits_for(api, cdi, cl
     cdi.settle()
     again = step(cluster, fake_time, max_wait_s=0)
     assert again.can_start and again.nodes == ["node-3"] and writes(api, PATH) == ["POST"]
+
+
+def test_the_step_command_says_what_it_waits_for(api, cdi, kubeconfig, capsys, monkeypatch):
+    monkeypatch.setattr("gpu_policy.step.plan", attach_for("ml/train"))
+    assert main(["step", "--cluster", "k8s://", "--kubeconfig", kubeconfig, "--job", "train", "--queue", "team-b",
+                 "--gpus", "4", "--max-wait", "60", "--poll", "0.01"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["can_start"] and out["nodes"] == ["node-3"] and out["node_selector"] == {"kubernetes.io/hostname": "node-3"}
+    assert [o["action"] for o in out["outcomes"]] == ["attach", "reserve"]
+    assert captured.err.splitlines() == [f"gpu-policy: waiting for 4 {MODEL} to be attached to node-3: {stage}"
+                                         for stage in ("not picked up by the operator yet", "NodeAllocating", "Updating")]
 
 
 def test_right_after_a_patch_running_is_not_done(api, cdi, cluster, fake_time, monkeypatch):
