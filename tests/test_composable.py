@@ -3,6 +3,7 @@ section, compositions in the Plan and `--check`, and what carrying them out does
 embedded cluster. The plans with compositions here are made by hand (tests/compose_helpers.py)."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -249,8 +250,13 @@ def test_the_demo_shows_attach_and_detach(monkeypatch):
     assert "after: node-2 has 1 GPU (0 attached); the pool has 2 A100-80GB" in out
 
 
-def test_the_demo_has_the_composition_section(capsys):
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "== Composition, part 1" in out and "== Composition, part 2" in out
-    assert "(compose-pending-pod.yaml)" in out and "the pool has" in out
+def test_the_demo_has_the_composition_section():
+    """With the planner of the day: both parts, each with the cluster after its plan."""
+    from gpu_policy.demo import composition_demo
+
+    out = composition_demo()
+    assert "== Composition, part 1" in out and "(compose-pending-pod.yaml)" in out
+    assert "== Composition, part 2" in out and "(compose-idle-gpu.yaml)" in out
+    after = re.findall(r"after: node-2 has (\d+) GPUs? \((\d+) attached\); the pool has (\d+) A100-80GB", out)
+    assert len(after) == 2 and all(int(gpus) - int(attached) == 1 and int(attached) + int(pool) == 2
+                                   for gpus, attached, pool in after)  # node-2's own GPU; attached + pool = 2

@@ -75,6 +75,7 @@ def test_demo_shows_every_seed(capsys):
     for seed in ("seed1-greedy-team", "seed2-fragmentation", "seed3-idle-borrow", "seed3b-owner-returns"):
         assert seed in out
     assert "BBBBBBBBBB" in out  # team-b starts on the node freed by reclaim
+    assert "== Composition, part 1" in out and "== Composition, part 2" in out
     assert "no step lost, none repeated" in out
 
 
