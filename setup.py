@@ -22,19 +22,20 @@ setup(
     package_data={"gpu_policy": ["examples/*.yaml"]},
     install_requires=[
         "pulp>=3.3,<4",  # 3.x bundles CBC; 4.x changes how variables are made
+        "highspy>=1.7",  # HiGHS, the default solver: in-process and the faster (docs/policy.md)
         "pyyaml>=6",
         "fsspec>=2023.1",  # checkpoint stores: local, memory://, s3:// and gs:// with their backends
         "numpy>=1.24",  # the example trainer
         "kubernetes>=28",  # kfp 2.17 needs <31, the Airflow provider >=36: both work
     ],
     extras_require={
-        "highs": ["highspy>=1.7"],
+        "highs": [],  # kept for old install commands: HiGHS is now always installed
         "kfp": ["kfp>=2.17,<3", "kfp-kubernetes>=2.17"],
         "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10", "matplotlib>=3.7"],
         "report": ["matplotlib>=3.7"],
         "s3": ["s3fs>=2023.1"],  # checkpoints at s3:// URLs
         "gcs": ["gcsfs>=2023.1"],  # checkpoints at gs:// URLs
-        "dev": ["pytest>=8", "highspy>=1.7", "matplotlib>=3.7", "hypothesis>=6.100"],
+        "dev": ["pytest>=8", "matplotlib>=3.7", "hypothesis>=6.100"],
         # make dist; the Dockerfile's check reads it with Docker's own parser (the dockerfile package)
         "release": ["build>=1.2", "twine>=5", "dockerfile>=3.3"],
     },

@@ -1,83 +1,164 @@
-"""Scale benchmark of the planner: 1,000 nodes x 8 GPUs, 10 queues, 4,000 running
-jobs and 200 waiting ones (the 4,000-workload scale test of the seed talk).
+"""Scale benchmark of the planner: N nodes x 8 GPUs, 10 queues, 4 running and 0.2 waiting
+jobs per node, about 93% full (bench/instances.py; 1,000 nodes is the instance of every
+earlier figure in docs/benchmarks.md).
 
-Prints, per solver, the median of 5 runs of: model build, solve and total
-seconds, with the program's size and what the plan decided. The figures go to
-docs/benchmarks.md with this command:
+    .venv/bin/python bench/plan_scale.py [--nodes 1000] [--runs 5] [--solvers highs,cbc]
+    .venv/bin/python bench/plan_scale.py --sweep 250,500,1000,2000,5000 [--plot docs/img/plan-scale.png]
+    .venv/bin/python bench/plan_scale.py --baseline REV   # also the planner at git revision REV, same run
+    .venv/bin/python bench/plan_scale.py --nodes 5000 --budgets 0.25,0.5,1,2   # how well plans keep a budget
 
-    .venv/bin/python bench/plan_scale.py [--runs 5] [--solvers cbc,highs] [--candidate-nodes K]
+Prints, per size and solver, the median of `--runs` plans: model build (everything before
+the solver), solve and total seconds, the program's size, and what the plan decided. A
+sweep also prints the growth exponent fitted between 500 and 5,000 nodes (log-log least
+squares on the medians). With `--baseline`, the old planner's medians and the ratios
+new/old (taken in the same run, so comparable on a busy machine) follow, for sizes up
+to `--baseline-max-nodes`. With `--budgets`, each plan gets that time limit (for the whole
+plan) and the table shows how long plans took against it, and how they ended.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
+import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import pulp
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
 
-NODES, GPUS, QUEUES, RUNNING, WAITING = 1000, 8, 10, 4000, 200
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.baseline import run_at_commit  # noqa: E402
+from bench.instances import scale_instance  # noqa: E402
 
 
-def build_instance(seed: int = 0) -> dict:
-    """A cluster about 93% full; five queues borrow, five come back for their share."""
-    rng = random.Random(seed)
-    nodes = [{"name": f"node-{i:04d}", "gpus": GPUS} for i in range(NODES)]
-    queues = [{"name": f"team-{q}", "deserved": NODES * GPUS // QUEUES} for q in range(QUEUES)]
-    free = [GPUS] * NODES
-    jobs, order = [], list(range(NODES))
-    for i in range(RUNNING):
-        gpus = rng.choices([1, 2, 4], weights=[45, 40, 15])[0]
-        rng.shuffle(order) if i % 500 == 0 else None
-        node = next((n for n in order if free[n] >= gpus), None)
-        if node is None:
-            gpus = 1
-            node = next(n for n in order if free[n] >= 1)
-        free[node] -= gpus
-        queue = rng.randrange(5) if rng.random() < 0.7 else 5 + rng.randrange(5)
-        jobs.append({"name": f"run-{i}", "queue": f"team-{queue}", "gpus": gpus, "running": [nodes[node]["name"]],
-                     "priority": rng.choice([10, 50, 50, 50, 100]), "submitted_at": i,
-                     "checkpoint_age_s": rng.randrange(60, 3600)})
-    for i in range(WAITING):
-        queue = 5 + rng.randrange(5) if rng.random() < 0.8 else rng.randrange(5)
-        jobs.append({"name": f"wait-{i}", "queue": f"team-{queue}", "gpus": rng.choice([1, 2, 4, 8]),
-                     "submitted_at": RUNNING + i})
-    return {"nodes": nodes, "queues": queues, "jobs": jobs}
+def measure(nodes: int, solver: str, runs: int, time_limit: float) -> dict:
+    scenario = parse_scenario(scale_instance(nodes), f"scale-{nodes}")
+    samples = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        result = plan(scenario, PlannerConfig(solver=solver, time_limit_s=time_limit))
+        samples.append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began))
+        print(".", end="", file=sys.stderr, flush=True)
+    build, solve, total = (statistics.median(s[i] for s in samples) for i in range(3))
+    return {"nodes": nodes, "jobs": len(scenario.jobs), "solver": solver, "build": build, "solve": solve,
+            "total": total, "variables": result.solver.variables, "constraints": result.solver.constraints,
+            "stages": len(result.solver.stages), "starts": result.summary["starts"],
+            "preemptions": result.summary["preemptions"], "moves": result.summary["moves"],
+            "status": result.solver.status}
+
+
+def budgets(nodes: int, limits: list[float], runs: int, solver: str) -> None:
+    scenario = parse_scenario(scale_instance(nodes), f"scale-{nodes}")
+    print(f"{nodes} nodes, {solver}: seconds per plan against its time limit ({runs} plans each)")
+    print(f"{'budget s':>9} {'median s':>9} {'max s':>7} {'over by':>8}  statuses (starts, preemptions)")
+    for limit in limits:
+        seconds, ends = [], []
+        for _ in range(runs):
+            began = time.perf_counter()
+            result = plan(scenario, PlannerConfig(solver=solver, time_limit_s=limit))
+            seconds.append(time.perf_counter() - began)
+            ends.append(f"{result.solver.status} ({result.summary['starts']}, {result.summary['preemptions']})")
+            print(".", end="", file=sys.stderr, flush=True)
+        over = max(seconds) - limit
+        print(f"{limit:9.2f} {statistics.median(seconds):9.3f} {max(seconds):7.3f} {max(over, 0):8.3f}  "
+              f"{'; '.join(sorted(set(ends)))}")
+
+
+def growth_exponent(rows: list[dict], low: int = 500, high: int = 5000) -> float | None:
+    points = [(math.log(r["nodes"]), math.log(r["total"])) for r in rows if low <= r["nodes"] <= high]
+    if len(points) < 2:
+        return None
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+def print_rows(title: str, rows: list[dict]) -> None:
+    print(title)
+    print(f"{'nodes':>6} {'jobs':>6} {'solver':7} {'build s':>8} {'solve s':>8} {'total s':>8} {'vars':>6} "
+          f"{'cons':>6} {'stages':>6} {'starts':>6} {'preempt':>7} {'moves':>5}  status")
+    for r in rows:
+        print(f"{r['nodes']:6d} {r['jobs']:6d} {r['solver']:7} {r['build']:8.3f} {r['solve']:8.3f} {r['total']:8.3f} "
+              f"{r['variables']:6d} {r['constraints']:6d} {r['stages']:6d} {r['starts']:6d} {r['preemptions']:7d} "
+              f"{r['moves']:5d}  {r['status']}")
+
+
+def plot(rows: list[dict], old: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, data in (("this planner", rows), ("previous planner", old)):
+        for solver in sorted({r["solver"] for r in data}):
+            mine = sorted((r["nodes"], r["total"]) for r in data if r["solver"] == solver)
+            if mine:
+                ax.plot(*zip(*mine), marker="o", label=f"{label} ({solver})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    sizes = sorted({r["nodes"] for r in rows})
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("nodes (8 GPUs each; 4.2 jobs per node)")
+    ax.set_ylabel("seconds per plan (median)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--sweep", help="comma-separated node counts, e.g. 250,500,1000,2000,5000")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--solvers", default="cbc,highs")
-    parser.add_argument("--candidate-nodes", type=int, default=PlannerConfig.candidate_nodes_per_job)
+    parser.add_argument("--solvers", default="highs,cbc")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="the plan's time budget (default 60 s)")
+    parser.add_argument("--baseline", metavar="REV", help="also run the planner at this git revision")
+    parser.add_argument("--baseline-max-nodes", type=int, default=1000)
+    parser.add_argument("--plot", metavar="PNG", help="write the curve (log-log) to this file")
+    parser.add_argument("--json", action="store_true", help="print one JSON line per measurement")
+    parser.add_argument("--budgets", help="comma-separated time limits to measure on --nodes")
     args = parser.parse_args()
-    t0 = time.perf_counter()
-    scenario = parse_scenario(build_instance(), "bench")
-    print(f"instance: {NODES} nodes x {GPUS} GPUs, {QUEUES} queues, {RUNNING} running, {WAITING} waiting; "
-          f"validated in {time.perf_counter() - t0:.2f} s; candidate nodes per job: {args.candidate_nodes}; "
-          f"median of {args.runs}")
-    print(f"{'solver':8} {'build s':>8} {'solve s':>8} {'total s':>8} {'vars':>6} {'cons':>6} "
-          f"{'stages':>6} {'starts':>6} {'preempt':>7} {'status'}")
-    for name in args.solvers.split(","):
-        if name == "highs" and not pulp.HiGHS().available():
-            print(f"{name:8} skipped: highspy is not installed")
-            continue
-        runs = []
-        for _ in range(args.runs):
-            began = time.perf_counter()
-            result = plan(scenario, PlannerConfig(solver=name, time_limit_s=60,
-                                                  candidate_nodes_per_job=args.candidate_nodes))
-            runs.append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began, result))
-            print(".", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
-        build, solve, total = (statistics.median(r[i] for r in runs) for i in range(3))
-        r = runs[-1][3]
-        print(f"{name:8} {build:8.2f} {solve:8.2f} {total:8.2f} {r.solver.variables:6d} {r.solver.constraints:6d} "
-              f"{len(r.solver.stages):>6} {r.summary['starts']:6d} {r.summary['preemptions']:7d} {r.solver.status}")
+    if args.budgets:
+        budgets(args.nodes, [float(x) for x in args.budgets.split(",")], args.runs, args.solvers.split(",")[0])
+        return 0
+    sizes = [int(x) for x in args.sweep.split(",")] if args.sweep else [args.nodes]
+    solvers = [s for s in args.solvers.split(",") if s != "highs" or pulp.HiGHS().available()]
+    rows = []
+    for nodes in sizes:
+        for solver in solvers:
+            rows.append(measure(nodes, solver, args.runs, args.time_limit))
+            if args.json:
+                print(json.dumps(rows[-1]), flush=True)
+    print(file=sys.stderr)
+    if args.json:
+        return 0
+    print_rows(f"median of {args.runs} plans, time budget {args.time_limit:g} s", rows)
+    exponent = growth_exponent([r for r in rows if r["solver"] == solvers[0]])
+    if exponent is not None:
+        print(f"growth exponent of the total, 500-5,000 nodes ({solvers[0]}): {exponent:.2f}")
+    old = []
+    if args.baseline:
+        small = [str(n) for n in sizes if n <= args.baseline_max_nodes]
+        if small:
+            old = run_at_commit(args.baseline, "plan_scale.py",
+                                ["--sweep", ",".join(small), "--runs", str(args.runs), "--solvers", ",".join(solvers),
+                                 "--time-limit", str(args.time_limit)])
+            print_rows(f"baseline {args.baseline}, same run", old)
+            print("ratio new / old (total seconds):")
+            for r in rows:
+                o = next((o for o in old if o["nodes"] == r["nodes"] and o["solver"] == r["solver"]), None)
+                if o:
+                    print(f"  {r['nodes']:6d} nodes {r['solver']:6} {r['total'] / o['total']:.3f}")
+    if args.plot:
+        plot(rows, old, args.plot)
     return 0
 
 

@@ -4,7 +4,8 @@ Every queue first gets ``min(deserved, demand)``. What capacity is left goes to
 queues with unmet demand: higher ``priority`` tiers first; inside a tier by
 water-filling in proportion to ``over_quota_weight``. Departments (``parent``)
 are divided first, then their queues share the department's part. Shares are
-whole GPUs: round down, then hand the leftover units to the largest remainders.
+whole GPUs: round down, then hand the leftover units to the largest remainders;
+a share never falls below ``min(deserved, demand)`` rounded up.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def fair_shares(s: Scenario, capacity: float | None = None) -> dict[str, int]:
         )
         whole = round_largest_remainder(raw, available, [demands[k.name].total for k in kids])
         for kid, share in zip(kids, whole):
-            shares[kid.name] = share
-            divide(kid.name, share)
+            # whole GPUs never below the guarantee: min(deserved, demand), rounded up
+            shares[kid.name] = max(share, math.ceil(min(kid.deserved, demands[kid.name].total) - _EPS))
+            divide(kid.name, shares[kid.name])
 
     divide(None, total)
     return shares

@@ -51,7 +51,7 @@ def test_formats_parse(capsys):
     path = str(scenario_files()[0])
     assert main(["plan", path, "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["kind"] == "Plan" and data["solver"]["backend"] == "PULP_CBC_CMD"
+    assert data["kind"] == "Plan" and data["solver"]["backend"] == "HiGHS"  # the default solver
     assert main(["plan", path, "--format", "yaml"]) == 0
     assert "kind: Plan" in capsys.readouterr().out
     assert main(["plan", path]) == 0
@@ -79,12 +79,11 @@ def test_demo_shows_every_seed(capsys):
     assert "no step lost, none repeated" in out
 
 
-@pytest.mark.skipif(not __import__("pulp").HiGHS().available(), reason="highspy is not installed")
-def test_highs_gives_the_same_decisions():
+def test_cbc_gives_the_same_decisions():
     for path in scenario_files():
         s = load_scenario(path)
         from gpu_policy import PlannerConfig
 
-        cbc = {j.name: j.action for j in plan(s).jobs}
-        highs = {j.name: j.action for j in plan(s, PlannerConfig(solver="highs")).jobs}
+        highs = {j.name: j.action for j in plan(s).jobs}
+        cbc = {j.name: j.action for j in plan(s, PlannerConfig(solver="cbc")).jobs}
         assert cbc == highs, path.name

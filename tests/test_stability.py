@@ -3,6 +3,7 @@
 import pytest
 
 from tests.conftest import scenario_files
+from tests.planner.random_clusters import random_scenario, rich_scenario
 from gpu_policy import load_scenario, parse_scenario, plan
 from gpu_policy.apply import apply_plan
 from gpu_policy.cli import main
@@ -35,17 +36,20 @@ def test_apply_to_writes_a_loadable_scenario(tmp_path):
     assert again.summary["starts"] == again.summary["preemptions"] == 0
 
 
-#: Random clusters whose next plan still acts with no new input (a late start, or a reclaim
-#: of work the plan before let a queue borrow): the planner judges who is above or below
-#: its fair share on the state before the plan. docs/policy.md, "Known approximations".
-#: strict: when a change makes one of these stable, take it off the list.
-KNOWN_UNSTABLE = {12, 26, 31, 32, 33, 34, 36}
+@pytest.mark.parametrize("seed", range(40))
+def test_random_clusters_settle(seed):
+    assert_settles(parse_scenario(random_scenario(seed)), 4)
+
+
+#: Clusters whose second plan still acts: the rules judged on the state after the plan do not
+#: yet see everything the next plan will (docs/policy.md, "Known approximations").
+STILL_ACTING = {95, 116, 160, 192}
 
 
 @pytest.mark.parametrize("seed", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="known: reclaim judged on the state before the plan"))
-    if s in KNOWN_UNSTABLE else s for s in range(40)])
-def test_random_clusters_settle(seed):
-    from tests.planner.test_invariants import random_scenario
-
-    assert_settles(parse_scenario(random_scenario(seed)), 4)
+    pytest.param(s, marks=pytest.mark.xfail(strict=False, reason="docs/policy.md: known approximations"))
+    if s in STILL_ACTING else s for s in range(200)])
+def test_rich_random_clusters_settle(seed):
+    """Departments, queue tiers and limits, gangs, fractions, priorities, non-preemptible
+    jobs and GPU models together: rounds 2-5 of plan-and-apply act no more."""
+    assert_settles(parse_scenario(rich_scenario(seed)), 4)

@@ -17,6 +17,7 @@ from pathlib import Path
 from gpu_policy.errors import UsageError
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.safe_load import MIB, InputLimits
+from gpu_policy.planner.config import SOLVERS
 
 
 class Parser(argparse.ArgumentParser):
@@ -106,14 +107,15 @@ def input_limits(args: argparse.Namespace) -> InputLimits:
 
 
 def add_solver_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--solver", choices=("cbc", "highs"), default="cbc",
-                   help="integer-program solver (default cbc; highs needs highspy)")
-    p.add_argument("--time-limit", type=positive(float, 86400), default=10.0, metavar="S",
-                   help="seconds each solver stage may run (default 10)")
+    p.add_argument("--solver", choices=SOLVERS, default=PlannerConfig.solver,
+                   help=f"integer-program solver (default {PlannerConfig.solver})")
+    p.add_argument("--time-limit", type=positive(float, 86400), default=PlannerConfig.time_limit_s, metavar="S",
+                   help="seconds for the whole plan: building, solving and writing it "
+                        f"(default {PlannerConfig.time_limit_s:g})")
     p.add_argument("--candidate-nodes", type=number(1, 100_000, whole=True),
                    default=PlannerConfig.candidate_nodes_per_job, metavar="K",
-                   help="most nodes considered per waiting job on large clusters "
-                        f"(default {PlannerConfig.candidate_nodes_per_job})")
+                   help="on large clusters, reclaim nodes considered per waiting replica that free GPUs "
+                        f"cannot hold (default {PlannerConfig.candidate_nodes_per_job})")
     p.add_argument("--max-moves", type=number(0, 100_000, whole=True), default=PlannerConfig.max_moves, metavar="N",
                    help="most running jobs one plan may move to make room (default "
                         f"{PlannerConfig.max_moves}; 0: no moves)")

@@ -6,18 +6,21 @@ from dataclasses import dataclass
 
 from gpu_policy.packing.fragmentation import WorkloadMix
 
-SOLVERS = ("cbc", "highs")
+SOLVERS = ("highs", "cbc")
 
 
 @dataclass
 class PlannerConfig:
-    solver: str = "cbc"
-    """``cbc`` (bundled with PuLP, always there) or ``highs`` (needs ``highspy``;
-    in-process, so it skips writing the model to a file: faster on large clusters)."""
+    solver: str = "highs"
+    """``highs`` (HiGHS through ``highspy``, installed with gpu-policy: in-process, so the
+    model is handed over once for all stages; the faster on every benchmark instance,
+    docs/benchmarks.md) or ``cbc`` (bundled with PuLP; a process per stage)."""
 
     time_limit_s: float = 10.0
-    """Seconds each solver stage may run. A stage that hits it keeps the best
-    solution found and the Plan's solver status says so."""
+    """Seconds for the whole plan: reading the snapshot, building the program, solving
+    every stage and writing the Plan. A plan cut off keeps the best solution found (at
+    worst: keep every running job, start nothing) and its solver status says
+    ``feasible (time limit)``."""
 
     gap_rel: float = 0.0
     """Relative optimality gap at which a stage stops. 0 means proven optimal,
@@ -26,24 +29,24 @@ class PlannerConfig:
     threads: int = 1
     """Solver threads. One thread makes runs deterministic."""
 
-    candidate_nodes_per_job: int = 4
-    """Most nodes the program considers for one waiting job on clusters larger
-    than `exact_nodes`: the best-fitting nodes with room and the cheapest to
-    reclaim, judged after earlier jobs' greedy reservations. On the scale
-    benchmark 4 starts 198 of 200 waiting jobs and 16 starts 200, but 8 or more
-    make the preemption stages 5-30 times slower (docs/benchmarks.md)."""
+    candidate_nodes_per_job: int = 2
+    """On clusters larger than `exact_nodes`: how many reclaim nodes each waiting replica
+    that free GPUs cannot hold brings into the program (the cheapest to reclaim first).
+    The first is reserved for it in the greedy pass; the others give the program a choice
+    (docs/benchmarks.md measures 1-4)."""
 
     exact_nodes: int = 16
-    """Clusters with at most this many nodes are searched whole: every node is a
-    candidate for every job, so small clusters get exactly optimal plans."""
+    """Clusters with at most this many nodes are decided whole: every node has its own
+    variables and every legal victim is a candidate, so small clusters get exactly
+    optimal plans."""
 
     default_checkpoint_age_s: float = 1800.0
     """Work a job loses when preempted, in seconds since its last checkpoint,
     assumed when a job does not say (half an hour: a common checkpoint interval)."""
 
     max_moves: int = 4
-    """Most running jobs one plan may restart elsewhere (consolidation moves) so
-    that a waiting job that fits nowhere gets a node. 0 turns moves off."""
+    """Most running jobs one plan may restart elsewhere (moves instead of preemptions,
+    or to gather free GPUs into a block). 0 turns moves off."""
 
     workload_mix: WorkloadMix | None = None
     """The expected workload the packing stage keeps room for (`gpu_policy.packing`).

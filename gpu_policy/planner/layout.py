@@ -8,13 +8,14 @@ first-fit onto GPUs already shared, else onto the lowest free healthy GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gpu_policy.errors import ScenarioError
 from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.plan import Placement
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuSlot:
     """One GPU: held whole by one replica, shared by fractions, or free."""
 
@@ -38,14 +39,37 @@ class NodeLayout:
     def healthy(self, index: int) -> bool:
         return index not in self.node.unhealthy_gpus
 
+    @cached_property
+    def order(self) -> list[int]:
+        """GPU indices in the order running replicas take them: healthy ones first."""
+        return sorted(range(len(self.slots)), key=lambda i: (not self.healthy(i), i))
+
     def free_indices(self) -> list[int]:
         return [i for i, s in enumerate(self.slots) if s.free and self.healthy(i)]
+
 
 
 @dataclass
 class Layout:
     nodes: dict[str, NodeLayout]
     indices: dict[str, list[list[int]]]  # job name -> indices per running replica
+    hosts: dict[str, list[str]] = field(default_factory=dict)  # job name -> node per running replica
+    borrowed: set[str] = field(default_factory=set)  # nodes whose NodeLayout another layout shares
+
+    def own(self, node: str) -> NodeLayout:
+        """The node's layout, copied first if it is shared with another layout (copy on write)."""
+        if node in self.borrowed:
+            nl = self.nodes[node]
+            self.nodes[node] = NodeLayout(nl.node, [GpuSlot(sl.whole, list(sl.fractions)) for sl in nl.slots])
+            self.borrowed.discard(node)
+        return self.nodes[node]
+
+    def release(self, node: str, job: str) -> None:
+        """Take every replica of `job` off `node`."""
+        for slot in self.own(node).slots:
+            if slot.whole == job:
+                slot.whole = None
+            slot.fractions = [(j, f) for j, f in slot.fractions if j != job]
 
 
 def running_layout(s: Scenario) -> Layout:
@@ -65,7 +89,7 @@ def running_layout(s: Scenario) -> Layout:
                 indices[job.name] = [
                     _assign(nodes[n], job, s) for n in job.running
                 ]
-    return Layout(nodes, indices)
+    return Layout(nodes, indices, {j.name: list(j.running) for j in running})
 
 
 def _occupy(slot: GpuSlot, job: Job) -> None:
@@ -76,13 +100,17 @@ def _occupy(slot: GpuSlot, job: Job) -> None:
 
 
 def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
-    order = sorted(range(len(layout.slots)), key=lambda i: (not layout.healthy(i), i))
+    slots, order = layout.slots, layout.order
     if job.is_fractional:
-        shared = [i for i in order if layout.slots[i].fractions and layout.slots[i].used + job.gpus <= 1 + 1e-9]
-        fresh = [i for i in order if layout.slots[i].free]
-        picked = (shared or fresh)[:1]
+        picked = ([i for i in order if slots[i].fractions and slots[i].used + job.gpus <= 1 + 1e-9][:1]
+                  or [i for i in order if slots[i].free][:1])
     else:
-        picked = [i for i in order if layout.slots[i].free][: int(job.gpus)]
+        need, picked = int(job.gpus), []
+        for i in order:
+            if slots[i].whole is None and not slots[i].fractions:
+                picked.append(i)
+                if len(picked) == need:
+                    break
     if len(picked) < (1 if job.is_fractional else int(job.gpus)):
         where = next(i for i, j in enumerate(s.jobs) if j.name == job.name)
         raise ScenarioError(s.source, f"jobs[{where}].running",
@@ -93,18 +121,24 @@ def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
 
 
 def layout_after(layout: Layout, gone: set[str]) -> Layout:
-    """A copy of `layout` without the replicas of the jobs in `gone`."""
+    """`layout` without the replicas of the jobs in `gone`. Nodes they did not run on are
+    shared with `layout` until something is placed on them (`Layout.own`)."""
+    touched = {node for job in gone for node in layout.hosts.get(job, ())}
     nodes = {}
     for name, nl in layout.nodes.items():
-        slots = [GpuSlot(None if s.whole in gone else s.whole,
-                         [(j, f) for j, f in s.fractions if j not in gone]) for s in nl.slots]
-        nodes[name] = NodeLayout(nl.node, slots)
-    return Layout(nodes, {j: ix for j, ix in layout.indices.items() if j not in gone})
+        if name in touched:
+            nodes[name] = NodeLayout(nl.node, [GpuSlot(None if s.whole in gone else s.whole,
+                                                       [(j, f) for j, f in s.fractions if j not in gone])
+                                               for s in nl.slots])
+        else:
+            nodes[name] = nl
+    return Layout(nodes, {j: ix for j, ix in layout.indices.items() if j not in gone},
+                  {j: h for j, h in layout.hosts.items() if j not in gone}, set(layout.nodes) - touched)
 
 
 def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[int]:
     """Put one replica of a starting job on `node` (a fraction on GPU `gpu`)."""
-    nl = layout.nodes[node]
+    nl = layout.own(node)
     if job.is_fractional:
         picked = [gpu]
     else:
@@ -112,18 +146,29 @@ def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[i
     for i in picked:
         _occupy(nl.slots[i], job)
     layout.indices.setdefault(job.name, []).append(picked)
+    layout.hosts.setdefault(job.name, []).append(node)
     return picked
+
+
+def place_at(layout: Layout, job: Job, node: str, indices: list[int]) -> None:
+    """Put one replica of `job` back on the very GPU indices it holds."""
+    nl = layout.own(node)
+    for i in indices:
+        _occupy(nl.slots[i], job)
+    layout.indices.setdefault(job.name, []).append(list(indices))
+    layout.hosts.setdefault(job.name, []).append(node)
 
 
 def spare_resources(s: Scenario, running: set[str], placed: dict[str, list[Placement]] | None = None) -> dict:
     """Free CPU and memory per node, for the resources each node declares, when the
     `running` jobs run: on the nodes in `placed` for jobs that have a new placement,
-    else where they run now."""
+    else where they run now. Nodes that declare neither share one empty dict."""
     placed = placed or {}
-    spare = {n.name: {r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
-             for n in s.nodes}
+    none: dict[str, float] = {}
+    spare = {n.name: ({r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
+                      if n.cpu is not None or n.memory_gib is not None else none) for n in s.nodes}
     for job in s.jobs:
-        if job.name not in running:
+        if job.name not in running or not (job.cpu or job.memory_gib):
             continue
         nodes = [p.node for p in placed[job.name]] if job.name in placed else job.running
         for n in nodes:

@@ -1,36 +1,31 @@
-"""The integer program: one model, four objectives solved in strict order.
+"""The integer program: decisions, and the capacity of every node and pool.
 
-Variables (only where a decision exists; everything else is a constant):
-  keep[j]      1 if victim candidate j keeps running (0: preempted, whole gang)
-  start[p]     1 if waiting job p starts (all replicas: gangs are all-or-nothing)
-  x[p, n]      replicas of whole-GPU job p placed on node n
-  y[p, n, i]   replicas of fractional job p placed on GPU i of node n
-  z[n, i]      1 if GPU i of node n holds fractions after the plan
-  short[q, P]  GPUs queue q lacks, at priority >= P, to reach its fair share
-  borrow[q]    GPUs queue q holds beyond max(fair share, what it held before)
-  opened[n]    1 if node n, empty before, receives work
-Stages (each fixes the optimum of the one before, see docs/policy.md):
-  1 fairness   min sum short          every queue reaches its fair share
-  2 preemption min sum cost[j](1-keep) as little work lost as possible, one stage
-               per victim priority (highest first), so lower priorities go first,
-               and idle jobs of queues above their share before any other
-  3 starts     max sum value[p]start  most waiting work started, older first
-  4 packing    min sum opened + cost  whole free nodes kept, then least expected
-                                      fragmentation (gpu_policy.packing)
+Variables (only where a decision exists; everything else is a constant), named from
+indices, never from user strings:
+  keep[j]        1 if running candidate j stays where it is
+  move[j]        1 if running candidate j restarts elsewhere (all its replicas)
+  starts[k]      how many waiting jobs of kind k start (the oldest first; all replicas of
+                 a job: gangs are all-or-nothing)
+  whole[n, s]    replicas of whole-GPU shape s placed on detailed node n
+  frac[n, i, s]  replicas of fractional shape s placed on GPU i of detailed node n
+  pool[m, s]     replicas of shape s placed on pooled nodes of GPU model m
+A candidate that neither keeps nor moves is preempted. The queue rules are in
+`gpu_policy.planner.accounting`, the objectives in `gpu_policy.planner.objectives`.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import pulp
 
 from gpu_policy.model import Job, Scenario
-from gpu_policy.packing.fragmentation import WorkloadMix
-from gpu_policy.planner.candidates import Candidates
 from gpu_policy.planner.layout import Layout
-from gpu_policy.planner.packing import placement_costs
+from gpu_policy.planner.scope import Scope
+from gpu_policy.planner.shapes import Kind, Shape, node_kinds, shape_of
+from gpu_policy.planner.telemetry import GpuLimits
 
 
 def affine(terms: dict, constant: float = 0.0) -> pulp.LpAffineExpression:
@@ -38,354 +33,376 @@ def affine(terms: dict, constant: float = 0.0) -> pulp.LpAffineExpression:
     return pulp.LpAffineExpression([(v, c) for v, c in terms.items() if c], constant)
 
 
+def most(terms: dict) -> float:
+    """The largest value sum |coefficient| * variable can take (every variable is bounded)."""
+    return sum(abs(a) * max(abs(v.lowBound or 0), abs(v.upBound)) for v, a in terms.items())
+
+
 @dataclass
 class Program:
+    """A PuLP problem and its objectives, solved in strict order (`solve_stages`)."""
+
     prob: pulp.LpProblem
-    keep: dict[str, pulp.LpVariable] = field(default_factory=dict)
-    start: dict[str, pulp.LpVariable] = field(default_factory=dict)
-    x: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)
-    y: dict[tuple[str, str, int], pulp.LpVariable] = field(default_factory=dict)
+    x: dict = field(default_factory=dict)  # placement options of `gpu_policy.sim`'s window program
     stages: list[tuple[str, pulp.LpAffineExpression]] = field(default_factory=list)
+    initial: dict = field(default_factory=dict)  # variable -> value of the do-nothing plan
 
 
-def build_program(s: Scenario, layout: Layout, cand: Candidates, fair: dict[str, int],
-                  before: dict[str, float], mix: WorkloadMix) -> Program:
-    prob = pulp.LpProblem("gpu_policy_plan", pulp.LpMinimize)
-    m = Program(prob)
-    jobs = {j.name: j for j in s.jobs}
-    for v in cand.victims:
-        m.keep[v.name] = pulp.LpVariable(f"keep_{v.name}", cat="Binary")
-    for name, nodes in cand.nodes.items():
-        job = jobs[name]
-        if not nodes:
-            continue
-        m.start[name] = pulp.LpVariable(f"start_{name}", cat="Binary")
-        for n in nodes:
-            m.x[name, n] = pulp.LpVariable(f"x_{name}_{n}", 0, job.replicas, cat="Integer")
-    for name, slots in cand.gpus.items():
-        job = jobs[name]
-        if not slots:
-            continue
-        m.start[name] = pulp.LpVariable(f"start_{name}", cat="Binary")
-        for n, i in slots:
-            m.y[name, n, i] = pulp.LpVariable(f"y_{name}_{n}_{i}", 0, job.replicas, cat="Integer")
+@dataclass
+class PlanProgram(Program):
+    """The planner's program: the decisions it reads back, by job, node and shape."""
 
-    _gang_constraints(m, jobs)
-    _node_constraints(m, s, layout, jobs)
-    alloc = _queue_allocations(m, s)
-    _queue_constraints(m, s, alloc, fair, before, layout, cand)
-    _stages(m, s, alloc, fair, before, cand, layout, jobs, mix)
+    keep: dict[str, pulp.LpVariable] = field(default_factory=dict)
+    move: dict[str, pulp.LpVariable] = field(default_factory=dict)
+    cut: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # victim on a reclaim node -> the
+    # node's options that preempt it (option k preempts the node's first k victims)
+    options: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # reclaim node -> its options
+    starts: dict[Kind, pulp.LpVariable] = field(default_factory=dict)
+    kinds: dict[Kind, list[Job]] = field(default_factory=dict)  # the jobs of each kind it may start, oldest first
+    whole: dict[tuple[str, Shape], pulp.LpVariable] = field(default_factory=dict)
+    frac: dict[tuple[str, int, Shape], pulp.LpVariable] = field(default_factory=dict)
+    pool: dict[tuple[str | None, Shape], pulp.LpVariable] = field(default_factory=dict)
+    receives: dict[str, dict[str, pulp.LpVariable]] = field(default_factory=dict)  # queue -> tier -> binary
+    gives: dict[str, dict[str, pulp.LpVariable]] = field(default_factory=dict)  # queue -> tier -> GPUs given
+    inside: dict[str, pulp.LpVariable] = field(default_factory=dict)  # victim -> 1 if preempted for its own queue
+    largest: dict[str, dict[float, pulp.LpVariable]] = field(default_factory=dict)  # queue -> size -> 1 if its
+    # largest victim given to other queues has that size
+    victims: set[str] = field(default_factory=set)  # candidates that may be preempted
+    fraction_gpu: dict[str, int] = field(default_factory=dict)  # running fractional job -> its GPU
+    started_items: dict[Shape, dict] = field(default_factory=dict)  # shape -> {start[p]: replicas}
+    node_used: dict[str, tuple[dict, float]] = field(default_factory=dict)  # detailed node -> GPUs used after
+    gpu_used: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # shared GPU -> use after
+    shared: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # GPU -> 1 if shared after
+    counter: int = 0
+
+    def var(self, kind: str, low: float = 0, high: float | None = None, cat: str = "Continuous",
+            initial: float | None = None) -> pulp.LpVariable:
+        """A new variable named from its kind and an index; `initial`: its do-nothing value."""
+        self.counter += 1
+        v = pulp.LpVariable(f"{kind}{self.counter}", low, high, cat)
+        if initial is not None:
+            self.initial[v] = initial
+        return v
+
+    def binary(self, kind: str, initial: float | None = None) -> pulp.LpVariable:
+        return self.var(kind, 0, 1, "Binary", initial)
+
+    def add(self, constraint, kind: str) -> None:
+        self.counter += 1
+        self.prob += constraint, f"{kind}{self.counter}"
+
+    def runs(self, job: Job) -> tuple[dict, float]:
+        """'running job runs after the plan' (kept or moved) as (terms, constant)."""
+        if job.name in self.keep:
+            terms = {self.keep[job.name]: 1}
+            if job.name in self.move:
+                terms[self.move[job.name]] = 1
+            return terms, 0.0
+        if job.name in self.cut:
+            return {w: -1 for w in self.cut[job.name]}, 1.0
+        return {}, 1.0
+
+    def started(self, which=lambda kind: True) -> dict:
+        """{starts[k]: GPUs of one job of kind k} for the kinds `which` admits."""
+        return {var: kind.total_gpus for kind, var in self.starts.items() if which(kind)}
+
+    def preempted(self, job: Job, part: str = "all") -> tuple[dict, float]:
+        """'job is preempted' as (terms, constant); `part` "cross" or "inside": preempted for
+        another queue, or for its own queue's higher priority."""
+        if part == "inside":
+            return ({self.inside[job.name]: 1}, 0.0) if job.name in self.inside else ({}, 0.0)
+        if job.name in self.cut:
+            terms, const = {w: 1 for w in self.cut[job.name]}, 0.0
+        else:
+            terms, const = {self.keep[job.name]: -1}, 1.0
+            if job.name in self.move:
+                terms[self.move[job.name]] = -1
+        if part == "cross" and job.name in self.inside:
+            terms[self.inside[job.name]] = -1
+        return terms, const
+
+
+def build_decisions(s: Scenario, sc: Scope, max_moves: int) -> PlanProgram:
+    """keep / move for running candidates, start for waiting jobs (at most as many of each
+    kind as could ever fit), in a fresh program."""
+    m = PlanProgram(pulp.LpProblem("gpu_policy_plan", pulp.LpMinimize))
+    movers = {j.name for j in sc.movers}
+    m.victims = {j.name for j in sc.victims}
+    for job in _unique(sc.victims + sc.movers):
+        m.keep[job.name] = m.binary("keep", 1)
+        if job.name in movers:
+            m.move[job.name] = m.binary("move", 0)
+            if job.name in m.victims:
+                m.add(affine({m.keep[job.name]: 1, m.move[job.name]: 1}) <= 1, "once")
+            else:  # not a legal victim: it stays or moves
+                m.add(affine({m.keep[job.name]: 1, m.move[job.name]: 1}) == 1, "once")
+    if m.move:
+        # moves <= max_moves
+        m.add(affine({v: 1 for v in m.move.values()}) <= max_moves, "max_moves")
+    for n, victims in sc.cuts.items():
+        options = [m.binary("cut", 0) for _ in victims]
+        m.options[n] = options
+        # at most one option per reclaim node: option k preempts its first k victims
+        m.add(affine({w: 1 for w in options}) <= 1, "cut")
+        for i, job in enumerate(victims):
+            m.cut[job.name] = options[i:]
+            m.victims.add(job.name)
+    room = _room_by_shape(s)
+    for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name)):
+        mine = m.kinds.setdefault(Kind.of(job), [])
+        if len(mine) < room[shape_of(job)] // job.replicas:  # more could never fit: the rest wait
+            mine.append(job)
+    for kind, jobs in m.kinds.items():
+        if jobs:
+            m.starts[kind] = m.var("starts", 0, len(jobs), "Integer", 0)
     return m
 
 
-def _gang_constraints(m: Program, jobs: dict[str, Job]) -> None:
-    placed: dict[str, dict] = defaultdict(dict)
-    for (p, _n), var in m.x.items():
-        placed[p][var] = 1
-    for (p, _n, _i), var in m.y.items():
-        placed[p][var] = 1
-    for p, start in m.start.items():
-        # sum_n x[p,n] + sum_{n,i} y[p,n,i] = replicas[p] * start[p]
-        terms = dict(placed[p])
-        terms[start] = -jobs[p].replicas
-        m.prob += affine(terms) == 0, f"gang_{p}"
+def _unique(jobs: list[Job]) -> list[Job]:
+    seen: dict[str, Job] = {}
+    for j in jobs:
+        seen.setdefault(j.name, j)
+    return list(seen.values())
 
 
-def _node_constraints(m: Program, s: Scenario, layout: Layout, jobs: dict[str, Job]) -> None:
-    x_by_node: dict[str, list] = defaultdict(list)
-    for (p, n), var in m.x.items():
-        x_by_node[n].append((jobs[p], var))
-    y_by_gpu: dict[tuple[str, int], list] = defaultdict(list)
-    for (p, n, i), var in m.y.items():
-        y_by_gpu[n, i].append((jobs[p], var))
-    y_by_node: dict[str, list] = defaultdict(list)
-    for (p, n, _i), var in m.y.items():
-        y_by_node[n].append((jobs[p], var))
-    running_on: dict[str, list[Job]] = defaultdict(list)
+def _room_by_shape(s: Scenario) -> dict[Shape, int]:
+    """Most replicas of each waiting shape the whole cluster could hold at once."""
+    kinds = node_kinds(s)
+    out: dict[Shape, int] = {}
     for job in s.jobs:
-        for n in set(job.running):
-            running_on[n].append(job)
-    touched = set(x_by_node) | set(y_by_node)
-    touched |= {n for v in m.keep for n in jobs[v].running}
-    for n in sorted(touched):
-        nl = layout.nodes[n]
-        gpu_terms: dict = defaultdict(float)
-        gpu_const = 0.0
-        opened_free: list = []  # z of free GPUs that may receive fractions, in index order
-        for i, slot in enumerate(nl.slots):
-            if not nl.healthy(i):
-                continue
-            shares: dict[str, float] = defaultdict(float)  # a fractional gang may put two replicas here
-            for name, f in slot.fractions:
-                if name in m.keep:
-                    shares[name] += f
-            var_fracs = [(m.keep[name], f) for name, f in shares.items()]
-            fixed_frac = sum(f for name, f in slot.fractions if name not in m.keep)
-            new_fracs = y_by_gpu.get((n, i), [])
-            if slot.whole:
-                if slot.whole in m.keep:
-                    gpu_terms[m.keep[slot.whole]] += 1
-                else:
-                    gpu_const += 1
-            if new_fracs or var_fracs:
-                if fixed_frac > 0:
-                    shared = None  # shared anyway: counts as one used GPU
-                    gpu_const += 1
-                else:
-                    shared = pulp.LpVariable(f"z_{n}_{i}", cat="Binary")
-                    gpu_terms[shared] += 1
-                    if slot.free:
-                        opened_free.append(shared)
-                    for keep, _f in var_fracs:
-                        m.prob += shared >= keep, f"shared_{n}_{i}_{keep.name}"
-                    for job, var in new_fracs:
-                        m.prob += job.replicas * shared >= var, f"shared_{n}_{i}_{var.name}"
-                # fractions_on_gpu + whole_holder_kept <= 1
-                terms: dict = defaultdict(float)
-                for keep, f in var_fracs:
-                    terms[keep] += f
-                for job, var in new_fracs:
-                    terms[var] += job.gpus
-                if slot.whole in m.keep:
-                    terms[m.keep[slot.whole]] += 1
-                elif slot.whole:
-                    continue  # held by a fixed whole job: no candidate was made here
-                m.prob += affine(terms, fixed_frac) <= 1, f"gpu_{n}_{i}"
-            elif slot.fractions:
-                gpu_const += 1
-        for lower, higher in zip(opened_free, opened_free[1:]):
-            # free GPUs of a node are interchangeable: open them for fractions in index order
-            m.prob += lower >= higher, f"order_{higher.name}"
-        for job, var in x_by_node.get(n, []):
-            gpu_terms[var] += job.gpus
-        # whole GPUs kept + started + shared GPUs <= healthy GPUs of n
-        m.prob += affine(gpu_terms, gpu_const) <= len(nl.node.healthy_gpus), f"cap_gpu_{n}"
-        for resource in ("cpu", "memory_gib"):
-            capacity = getattr(nl.node, resource)
-            if capacity is None:
-                continue
-            terms, const = defaultdict(float), 0.0
-            for job in running_on[n]:
-                use = (getattr(job, resource) or 0) * job.running.count(n)
-                if use and job.name in m.keep:
-                    terms[m.keep[job.name]] += use
-                else:
-                    const += use
-            for job, var in x_by_node.get(n, []) + y_by_node.get(n, []):
-                terms[var] += getattr(job, resource) or 0
-            # sum of resource used on n <= capacity of n
-            m.prob += affine(terms, const) <= capacity, f"cap_{resource}_{n}"
+        shape = shape_of(job)
+        if shape not in out:
+            per_gpu = math.floor(1 / shape.gpus + 1e-9) if shape.fractional else 1
+            out[shape] = sum(count * (kind.healthy * per_gpu // max(1, shape.whole_gpus))
+                             for kind, count in kinds.items() if shape.fits(kind))
+    return out
 
 
-def _held_after(m: Program, jobs: list[Job]) -> tuple[dict, float]:
-    """GPUs `jobs` hold after the plan, as (terms, constant): decided jobs are
-    variables, running jobs that cannot change are a constant."""
-    terms, const = {}, 0.0
-    for job in jobs:
-        if job.name in m.keep:
-            terms[m.keep[job.name]] = job.total_gpus
-        elif job.name in m.start:
-            terms[m.start[job.name]] = job.total_gpus
-        elif job.is_running:
-            const += job.total_gpus
-    return terms, const
-
-
-def _queue_allocations(m: Program, s: Scenario) -> dict[str, tuple[dict, float]]:
-    """GPUs each leaf queue holds after the plan, as (terms, constant)."""
-    return {q.name: _held_after(m, [j for j in s.jobs if j.queue == q.name]) for q in s.queues}
-
-
-def _subtree(s: Scenario, alloc: dict, name: str) -> tuple[dict, float]:
-    terms, const = {}, 0.0
-    for leaf in s.leaf_queue_names(name):
-        t, c = alloc[leaf]
-        terms.update(t)
-        const += c
-    return terms, const
-
-
-def _queue_constraints(m: Program, s: Scenario, alloc: dict, fair: dict[str, int],
-                       before: dict[str, float], layout: Layout, cand: Candidates) -> None:
-    big = s.gpus_total + sum(j.total_gpus for j in s.jobs) + 1
-    jobs_of: dict[str, list[Job]] = defaultdict(list)
-    for job in s.jobs:
-        jobs_of[job.queue].append(job)
-    for q in s.queues:
-        terms, const = _subtree(s, alloc, q.name)
-        if not terms:
-            continue
-        held = sum(before[leaf] for leaf in s.leaf_queue_names(q.name))
-        if q.limit is not None:
-            # allocated_after[q] <= max(limit[q], allocated_before[q])
-            m.prob += affine(terms, const) <= max(q.limit, held), f"limit_{q.name}"
-        leaves = s.leaf_queue_names(q.name)
-        open_to_reclaim = any(leaf in cand.standing.reclaimable for leaf in leaves)
-        if not open_to_reclaim and any(v in terms for v in m.keep.values()):
-            # allocated_after[q] >= min(allocated_before[q], fair_share[q]): a queue that no
-            # other queue may reclaim from loses GPUs only to its own higher-priority work
-            m.prob += affine(terms, const) >= min(held, fair[q.name]), f"floor_{q.name}"
-        _no_swap_inside(m, q.name, jobs_of[q.name])
-        pinned = [j for j in jobs_of[q.name] if not j.is_preemptible]
-        np_terms, np_const = _held_after(m, pinned)
-        for job in pinned:
-            if job.name in m.start:
-                # non-preemptible work of q after the plan <= deserved[q] when this job starts
-                # (preemptible work may still borrow beyond deserved)
-                t = dict(np_terms)
-                t[m.start[job.name]] = t.get(m.start[job.name], 0) + big
-                m.prob += affine(t, np_const) <= q.deserved + big, f"deserved_{job.name}"
-    if m.keep:
-        free_before = sum(len(nl.free_indices()) for nl in layout.nodes.values())
-        borrow = {}
-        for q in s.queues:
-            if s.children(q.name):
-                continue
-            terms, const = alloc[q.name]
-            if not terms:
-                continue
-            borrow[q.name] = pulp.LpVariable(f"borrow_{q.name}", lowBound=0)
-            t = dict(terms)
-            t[borrow[q.name]] = -1
-            # borrow[q] >= allocated_after[q] - max(fair_share[q], allocated_before[q])
-            m.prob += affine(t, const) <= max(fair[q.name], before[q.name]), f"borrow_def_{q.name}"
-        # borrowing beyond a fair share uses GPUs that were free, never reclaimed ones
-        m.prob += affine({b: 1 for b in borrow.values()}) <= free_before, "borrow_from_free"
-        _receiving_constraints(m, s, alloc, layout, cand, jobs_of)
-
-
-def _no_swap_inside(m: Program, queue: str, mine: list[Job]) -> None:
-    """Inside a queue only a strictly higher priority preempts: when the plan preempts one
-    of the queue's jobs of priority >= P, none of its waiting jobs of priority <= P starts.
-    Without it, a job preempted as a legal victim for another queue could be swapped for
-    its own queue's lower-priority work, and the next plan would swap back.
-
-    sum of preempted[v] over own victims v with priority >= P <= count * swap[q,P], and
-    sum of start[p] over own waiting p with priority <= P <= count * (1 - swap[q,P]).
-    """
-    victims = [j for j in mine if j.name in m.keep]
-    waiting = [j for j in mine if j.name in m.start]
-    for level in sorted({p.priority for p in waiting}):
-        hit = [v for v in victims if v.priority >= level]
-        held = [p for p in waiting if p.priority <= level]
-        if not hit or not held:
-            continue
-        swap = pulp.LpVariable(f"swap_{queue}_{level}", cat="Binary")
-        preempted = {m.keep[v.name]: -1 for v in hit}
-        preempted[swap] = -len(hit)
-        m.prob += affine(preempted, len(hit)) <= 0, f"swap_{queue}_{level}"
-        starts = {m.start[p.name]: 1 for p in held}
-        starts[swap] = len(held)
-        m.prob += affine(starts) <= len(held), f"no_swap_{queue}_{level}"
-
-
-def _receiving_constraints(m: Program, s: Scenario, alloc: dict, layout: Layout, cand: Candidates,
-                           jobs_of: dict[str, list[Job]]) -> None:
-    """A queue that takes reclaimed GPUs ends within its cap; others use only free GPUs.
-
-    receives[R] = 1 lets queue R use GPUs freed from other queues' victims, and then
-    allocated_after[R] <= cap[R] (its fair share, or its deserved quota when only the
-    deserved tier lets it reclaim). With receives[R] = 0, on every node that holds
-    another queue's victim, R's new work fits in what was free plus what R's own
-    victims free there.
-    """
+def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
+    """Place every started and moved replica: per detailed node and GPU, and per pool."""
+    items: dict[Shape, dict] = defaultdict(dict)  # shape -> {decision: replicas}
+    started: dict[Shape, dict] = defaultdict(dict)
     jobs = {j.name: j for j in s.jobs}
-    usage: dict[tuple[str, str], dict] = defaultdict(dict)  # (queue, node) -> new work
-    for (p, n), var in m.x.items():
-        usage[jobs[p].queue, n][var] = jobs[p].gpus
-    for (p, n, _i), var in m.y.items():
-        terms = usage[jobs[p].queue, n]
-        terms[var] = terms.get(var, 0) + jobs[p].gpus
-    victims_on: dict[str, list[Job]] = defaultdict(list)
-    for name in m.keep:
-        for n in set(jobs[name].running):
-            victims_on[n].append(jobs[name])
-    for r, cap in sorted(cand.receivers.items()):
-        receives = pulp.LpVariable(f"receives_{r}", cat="Binary")
-        terms, const = alloc[r]
-        big = sum(j.total_gpus for j in jobs_of[r])
-        t = dict(terms)
-        t[receives] = big
-        # allocated_after[R] <= cap[R] + big * (1 - receives[R])
-        m.prob += affine(t, const) <= cap + big, f"receive_cap_{r}"
-        for n in sorted(victims_on):
-            if (r, n) not in usage or all(v.queue == r for v in victims_on[n]):
+    for kind, var in m.starts.items():
+        items[kind.shape][var] = kind.replicas
+        started[kind.shape][var] = kind.replicas
+    for name, var in m.move.items():
+        items[shape_of(jobs[name])][var] = jobs[name].replicas
+    m.started_items = started
+    for job in s.jobs:
+        if job.is_fractional and job.name in m.move:
+            m.fraction_gpu[job.name] = layout.indices[job.name][0][0]
+    for shape, demand in items.items():
+        most = sum(a * var.upBound for var, a in demand.items())
+        for n in sc.detailed:
+            node = layout.nodes[n].node
+            if not shape.fits(node):
                 continue
-            nl = layout.nodes[n]
-            t = dict(usage[r, n])
-            for v in victims_on[n]:
-                if v.queue == r:
-                    t[m.keep[v.name]] = t.get(m.keep[v.name], 0) + v.gpus * v.running.count(n)
-            t[receives] = -len(nl.node.healthy_gpus)
-            own = sum(v.gpus * v.running.count(n) for v in victims_on[n] if v.queue == r)
-            # new_work[R,n] <= free[n] + freed_by_own_victims[R,n] + gpus[n] * receives[R]
-            m.prob += affine(t) <= len(nl.free_indices()) + own, f"receive_{r}_{n}"
+            if shape.fractional:
+                for i in sc.fraction_gpus.get(n, ()):
+                    m.frac[n, i, shape] = m.var("frac", 0, min(most, math.floor(1 / shape.gpus + 1e-9)),
+                                                "Integer", 0)
+            else:
+                m.whole[n, shape] = m.var("whole", 0, min(most, len(node.healthy_gpus) // shape.whole_gpus),
+                                          "Integer", 0)
+        if not shape.fractional:
+            for model, pooled in sc.pools.items():
+                if any(shape.fits(layout.nodes[n].node) for n in pooled):
+                    m.pool[model, shape] = m.var("pool", 0, sum(a * v.upBound for v, a in started[shape].items()), "Integer", 0)
+        _not_back_in_place(m, shape, jobs, started[shape])
+        placed = {v: -1 for (n, sh), v in m.whole.items() if sh == shape}
+        placed.update({v: -1 for (n, i, sh), v in m.frac.items() if sh == shape})
+        pooled_terms = {v: -1 for (model, sh), v in m.pool.items() if sh == shape}
+        # placed replicas of shape = replicas of its started and moved jobs
+        m.add(affine({**demand, **placed, **pooled_terms}) == 0, "placed")
+        if pooled_terms and len(started[shape]) < len(demand):
+            # moved jobs go to detailed nodes only: pooled replicas <= started replicas
+            m.add(affine({**started[shape], **pooled_terms}) >= 0, "pool_starts")
+    for n in sc.detailed:
+        _node_capacity(m, s, layout, n, limits)
+    for model, pooled in sc.pools.items():
+        _pool_capacity(m, layout, model, pooled, sc.cuts)
 
 
-def _stages(m: Program, s: Scenario, alloc: dict, fair: dict[str, int], before: dict[str, float],
-            cand: Candidates, layout: Layout, jobs: dict[str, Job], mix: WorkloadMix) -> None:
-    # stage 1: shortfall to fair share of the queues that have a claim (below their share
-    # before the plan), per priority level inside the queue; a victim's loss is no claim
-    shortfall: dict = {}
-    for q in s.queues:
-        if s.children(q.name):
+def _not_back_in_place(m: PlanProgram, shape: Shape, jobs: dict[str, Job], started: dict) -> None:
+    """A moved job of one replica does not land where it runs (on its node, or for a
+    fraction on its GPU): places there go to other jobs of its shape."""
+    movers = [jobs[n] for n in m.move if shape_of(jobs[n]) == shape]
+    origins: dict[tuple, list[Job]] = defaultdict(list)
+    for job in movers:
+        if job.replicas == 1:
+            origins[job.running[0], m.fraction_gpu.get(job.name)].append(job)
+    for (node, gpu), mine in origins.items():
+        var = m.frac.get((node, gpu, shape)) if shape.fractional else m.whole.get((node, shape))
+        if var is None:
             continue
-        mine = [j for j in s.jobs if j.queue == q.name]
-        for level in sorted({j.priority for j in mine}):
-            upper = [j for j in mine if j.priority >= level]
-            demand = sum(j.total_gpus for j in upper)
-            target = min(fair[q.name], demand)
-            held = sum(j.total_gpus for j in upper if j.is_running)
-            terms, const = _held_after(m, upper)
-            if not terms or target <= held + 1e-9:
+        others = {**started, **{m.move[j.name]: j.replicas for j in movers if j not in mine}}
+        # places[origin] <= replicas of other started or moved jobs of the shape
+        m.add(affine({var: 1, **{v: -a for v, a in others.items()}}) <= 0, "not_back")
+
+
+def _node_capacity(m: PlanProgram, s: Scenario, layout: Layout, n: str, limits: GpuLimits) -> None:
+    nl = layout.nodes[n]
+    stays = lambda name: m.keep.get(name)  # noqa: E731  (None: a constant, it stays)
+    gpu_terms: dict = defaultdict(float)
+    gpu_const = 0.0
+    opened_free: list[pulp.LpVariable] = []
+    new_fracs: dict[int, list] = defaultdict(list)
+    for (node, i, shape), var in m.frac.items():
+        if node == n:
+            new_fracs[i].append((shape, var))
+    for i, slot in enumerate(nl.slots):
+        if not nl.healthy(i):
+            continue
+        if slot.whole:
+            if stays(slot.whole) is not None:
+                gpu_terms[stays(slot.whole)] += 1
+            else:
+                gpu_const += 1
+        var_fracs: dict[pulp.LpVariable, float] = defaultdict(float)
+        fixed_frac = 0.0
+        for name, f in slot.fractions:
+            if stays(name) is not None:
+                var_fracs[stays(name)] += f
+            else:
+                fixed_frac += f
+        fresh = new_fracs.get(i, [])
+        if not fresh and not var_fracs:
+            gpu_const += 1 if slot.fractions else 0
+            continue
+        if fixed_frac > 0:
+            gpu_const += 1  # shared by a job that stays: one used GPU
+            m.shared[n, i] = ({}, 1.0)
+        else:  # 1 if GPU i holds fractions after the plan (its whole holder, if any, has left)
+            used = m.var("shared", 0, 1, "Binary", 1 if slot.fractions else 0)
+            m.shared[n, i] = ({used: 1}, 0.0)
+            gpu_terms[used] += 1
+            if slot.free:
+                opened_free.append(used)
+            for keep in var_fracs:
+                # shared[n,i] >= keep[j] for each fraction j on GPU i
+                m.add(affine({used: 1, keep: -1}) >= 0, "shared")
+            for shape, var in fresh:
+                # most * shared[n,i] >= frac[n,i,s]
+                m.add(affine({used: var.upBound, var: -1}) >= 0, "shared")
+            # shared[n,i] <= fractions kept + fractions placed on GPU i: shared only if used
+            m.add(affine({used: 1, **{keep: -1 for keep in var_fracs}, **{var: -1 for _, var in fresh}}) <= 0,
+                  "shared")
+        # fractions on GPU i + its whole holder if kept <= 1
+        terms: dict = defaultdict(float)
+        for keep, f in var_fracs.items():
+            terms[keep] += f
+        for shape, var in fresh:
+            terms[var] += shape.gpus
+        if slot.whole and stays(slot.whole) is not None:
+            terms[stays(slot.whole)] += 1
+        m.add(affine(terms, fixed_frac) <= 1, "gpu")
+        m.gpu_used[n, i] = (dict(terms), fixed_frac)
+        _telemetry_room(m, n, i, slot, fresh, limits)
+    for lower, higher in zip(opened_free, opened_free[1:]):
+        # free GPUs of a node are interchangeable: open them for fractions in index order
+        m.add(affine({lower: 1, higher: -1}) >= 0, "order")
+    for (node, shape), var in m.whole.items():
+        if node == n:
+            gpu_terms[var] += shape.whole_gpus
+    # whole GPUs kept + started + GPUs shared by fractions <= healthy GPUs of n
+    m.add(affine(gpu_terms, gpu_const) <= len(nl.node.healthy_gpus), "cap_gpu")
+    m.node_used[n] = (dict(gpu_terms), gpu_const)
+    for resource in ("cpu", "memory_gib"):
+        capacity = getattr(nl.node, resource)
+        if capacity is None:
+            continue
+        terms, const = defaultdict(float), 0.0
+        for job in s.jobs:
+            use = (getattr(job, resource) or 0) * job.running.count(n)
+            if use and stays(job.name) is not None:
+                terms[stays(job.name)] += use
+            else:
+                const += use
+        for (node, shape), var in m.whole.items():
+            if node == n:
+                terms[var] += getattr(shape, resource)
+        for (node, i, shape), var in m.frac.items():
+            if node == n:
+                terms[var] += getattr(shape, resource)
+        if terms:
+            # CPUs (memory) of the jobs on n after the plan <= what n has
+            m.add(affine(terms, const) <= capacity, f"cap_{resource}")
+
+
+def _telemetry_room(m: PlanProgram, n: str, i: int, slot, fresh: list, limits: GpuLimits) -> None:
+    """A GPU that is busy or short of framebuffer takes a new fraction only if every
+    occupant leaves (telemetry headroom is judged on the occupants that stay), and then
+    only jobs that start: a moved job would bring its load along."""
+    occupants = [name for name, _ in slot.fractions] + ([slot.whole] if slot.whole else [])
+    for shape, var in fresh:
+        if not occupants or limits.room_for_fraction(n, i, shape.gpus):
+            continue
+        # frac[n,i,s] <= replicas of started jobs of shape s
+        m.add(affine({var: 1, **{v: -a for v, a in m.started_items.get(shape, {}).items()}}) <= 0, "headroom")
+        for name in occupants:
+            if name in m.keep:
+                # frac[n,i,s] <= most * (1 - keep[j])
+                m.add(affine({var: 1, m.keep[name]: var.upBound}) <= var.upBound, "headroom")
+            else:
+                var.upBound = 0
+
+
+def _pool_capacity(m: PlanProgram, layout: Layout, model: str | None, pooled: list[str],
+                   cuts: dict[str, list[Job]]) -> None:
+    """One row per job size: jobs of at least s GPUs, counted in units of s, fit in the
+    sum over pooled nodes of floor(free / s), where a reclaim node's free GPUs grow with
+    the option the plan takes there. Exact when the sizes divide each other."""
+    mine = {shape: var for (mdl, shape), var in m.pool.items() if mdl == model}
+    if not mine:
+        return
+    free = {n: len(layout.nodes[n].free_indices()) for n in pooled}
+    for size in sorted({shape.whole_gpus for shape in mine}):
+        terms = {var: shape.whole_gpus / size for shape, var in mine.items() if shape.whole_gpus >= size}
+        for n in pooled:
+            freed = free[n]
+            for w, job in zip(m.options.get(n, ()), cuts.get(n, ())):
+                freed += sum(1 for i in layout.indices[job.name][0] if layout.nodes[n].healthy(i))
+                terms[w] = terms.get(w, 0) - (freed // size - free[n] // size)
+        # sum over shapes of size >= s of (size / s) * pool[m, shape]
+        #   <= sum_n floor(free_n / s) + sum over reclaim options of the blocks they add
+        m.add(affine(terms) <= sum(f // size for f in free.values()), "pool_rows")
+
+
+def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
+    """Move before preempt, judged on the state after the plan: a preempted job of one
+    replica does not fit in the GPUs the plan leaves free on any detailed node (it would
+    only have had to change place; the plan keeps or moves it instead). CPU and memory are
+    not looked at, which only makes the rule stricter. Gangs and reclaim nodes of large
+    clusters are left out (docs/policy.md, "Known approximations").
+
+    free_after[n] <= gpus[v] - 1 + healthy[n] * (1 - preempted[v]) for a whole-GPU victim;
+    for a fraction f: no free GPU, and on every GPU shared after the plan
+    used_after[n,i] >= (1 - f + strict) * preempted[v].
+    """
+    for v in (j for j in sc.victims if j.replicas == 1):
+        terms, const = m.preempted(v)
+        shape = shape_of(v)
+        for n in sc.detailed:
+            nl = layout.nodes[n]
+            if n not in m.node_used or not shape.fits(nl.node):
                 continue
-            short = pulp.LpVariable(f"short_{q.name}_{level}", lowBound=0)
-            terms[short] = 1
-            # short[q,P] >= target[q,P] - allocated_after[q, priority >= P]
-            m.prob += affine(terms, const) >= target, f"short_def_{q.name}_{level}"
-            shortfall[short] = 1
-    if shortfall:
-        m.stages.append(("fairness", affine(shortfall)))
-    # stage 2, one per victim tier, solved busiest first so that the last tiers go first:
-    # by priority, highest first, and idle jobs of queues above their share last of all
-    def tier(name: str) -> tuple[int, int]:
-        return (0, 0) if name in cand.idle else (1, jobs[name].priority)
+            healthy = len(nl.node.healthy_gpus)
+            used, used_const = m.node_used[n]
+            need = 1 if shape.fractional else shape.whole_gpus
+            # healthy - used_after <= need - 1 + healthy * (1 - preempted)
+            m.add(affine({**{x: -a for x, a in used.items()}, **{x: healthy * a for x, a in terms.items()}},
+                         healthy - used_const + healthy * const) <= need - 1 + healthy, "no_room")
+            if not shape.fractional:
+                continue
+            for i, slot in enumerate(nl.slots):
+                if (n, i) not in m.shared or not limits.room_for_fraction(n, i, v.gpus):
+                    continue
+                gpu_terms, gpu_const = m.gpu_used.get((n, i), ({}, slot.used))
+                on, on_const = m.shared[n, i]
+                level = 1 - v.gpus + 1e-3
+                # used_after[n,i] >= level * (preempted[v] + shared[n,i] - 1)
+                m.add(affine({**gpu_terms, **{x: -level * a for x, a in terms.items()},
+                              **{x: -level * a for x, a in on.items()}},
+                             gpu_const - level * (const + on_const - 1)) >= 0, "no_room")
 
-    for key in sorted({tier(name) for name in m.keep}, reverse=True):
-        tiered = [name for name in m.keep if tier(name) == key]
-        m.stages.append(("preemption_idle" if key[0] == 0 else f"preemption_p{key[1]}",
-                         affine({m.keep[n]: -cand.cost[n] for n in tiered}, sum(cand.cost[n] for n in tiered))))
-    if m.start:
-        order = sorted(m.start, key=lambda p: (-jobs[p].priority, jobs[p].submitted_at, p))
-        smallest = min(jobs[p].total_gpus for p in order)
-        tie = 1e-3 * smallest / (len(order) + 1)
-        value = {m.start[p]: -(jobs[p].total_gpus + tie * (len(order) - r) / len(order))
-                 for r, p in enumerate(order)}
-        m.stages.append(("starts", affine(value)))
-        m.stages.append(("packing", _packing_objective(m, s, layout, jobs, mix)))
-
-
-def _packing_objective(m: Program, s: Scenario, layout: Layout, jobs: dict[str, Job],
-                       mix: WorkloadMix) -> pulp.LpAffineExpression:
-    """Open as few empty nodes as possible; among equals, the placements that grow
-    the expected fragmentation least (`gpu_policy.planner.packing`)."""
-    options = [(jobs[p], n, None) for p, n in m.x] + [(jobs[p], n, i) for p, n, i in m.y]
-    costs = placement_costs(s, layout, mix, options)
-    keys = list(m.x.values()) + list(m.y.values())
-    scale = sum(abs(c) * job.replicas for c, (job, _n, _g) in zip(costs, options)) + 1
-    objective: dict = {var: cost / scale for var, cost in zip(keys, costs)}
-    used_on: dict[str, dict] = defaultdict(dict)
-    for (p, n), var in m.x.items():
-        used_on[n][var] = jobs[p].gpus
-    for (p, n, _i), var in m.y.items():
-        used_on[n][var] = used_on[n].get(var, 0) + jobs[p].gpus
-    for n, terms in sorted(used_on.items()):
-        nl = layout.nodes[n]
-        if all(slot.free for slot in nl.slots):
-            opened = pulp.LpVariable(f"opened_{n}", cat="Binary")
-            t = dict(terms)
-            t[opened] = -max(1, len(nl.node.healthy_gpus))
-            # work placed on n <= capacity[n] * opened[n]
-            m.prob += affine(t) <= 0, f"opened_def_{n}"
-            objective[opened] = 1
-    return affine(objective)

@@ -1,108 +1,216 @@
-"""Why a job waits or was preempted, in words a person understands."""
+"""Why a job waits, was preempted or moved, in words a person understands, with the
+rule that decided it (the same functions of `gpu_policy.planner.rules` the program
+uses) and the true numbers: GPUs held before and after the plan, shares, tiers."""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Placement
+from gpu_policy.planner import rules
 from gpu_policy.planner.layout import Layout
+from gpu_policy.planner.shapes import NodeKind
+from gpu_policy.planner.telemetry import GpuLimits
 
 
 def _gpus(n: float) -> str:
     return f"{n:g} GPU" + ("" if n == 1 else "s")
 
 
-def never_fits(job: Job, s: Scenario) -> str | None:
-    """Why no node of the cluster could ever run one replica, or None."""
-    nodes = [n for n in s.nodes if job.fits_model(n)]
+@dataclass
+class Judged:
+    """The state a reason is judged on: the cluster and the queues after the plan."""
+
+    s: Scenario
+    tree: rules.QueueTree
+    shares: rules.Shares
+    before: dict[str, float]
+    after: dict[str, float]
+    nonpreemptible_after: dict[str, float]
+    layout: Layout
+    spare: dict[str, dict[str, float]]
+    limits: GpuLimits
+    kinds: Counter[NodeKind]
+    receiving: dict[str, str] = field(default_factory=dict)   # queue -> tier it received GPUs in
+    giving: dict[str, str] = field(default_factory=dict)      # queue -> tier it gave GPUs in
+    swapped: dict[str, list[Job]] = field(default_factory=dict)  # queue -> its jobs the plan preempts
+    cut_off: bool = False                                     # the solver ran out of time
+
+    @cached_property
+    def room(self) -> FreeRoom:
+        return FreeRoom(self.layout, self.spare)
+
+
+def _entity(tree: rules.QueueTree, name: str, queue: str) -> str:
+    return name if name == queue else f"{name} (department of {queue})"
+
+
+def never_fits(job: Job, kinds: Counter[NodeKind]) -> str | None:
+    """Why no node of the cluster (`shapes.node_kinds`) could ever run one replica, or None."""
+    nodes = {k: c for k, c in kinds.items() if job.fits_model(k)}
     if not nodes:
         return f"no node has GPU model {' or '.join(job.gpu_model or [])}"
     need = 1 if job.is_fractional else job.gpus
-    biggest = max(len(n.healthy_gpus) for n in nodes)
+    biggest = max(k.healthy for k in nodes)
     if biggest < need:
         return f"needs {_gpus(need)} on one node; the largest node has {biggest} healthy"
-    if not job.is_fractional and sum(len(n.healthy_gpus) // int(need) for n in nodes) < job.replicas:
+    if not job.is_fractional and sum(c * (k.healthy // int(need)) for k, c in nodes.items()) < job.replicas:
         return f"a gang of {job.replicas} replicas x {_gpus(need)} is more than the whole cluster holds"
     for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
         want = getattr(job, resource)
-        sizes = [getattr(n, resource) for n in nodes if getattr(n, resource) is not None]
+        sizes = [getattr(k, resource) for k in nodes if getattr(k, resource) is not None]
         if want and sizes and len(sizes) == len(nodes) and max(sizes) < want:
             return f"needs {want:g} {unit} per replica; the largest node has {max(sizes):g}"
     return None
 
 
-def wait_reason(job: Job, s: Scenario, after: Layout, held_after: dict[str, float],
-                fair: dict[str, int], spare: dict[str, dict[str, float]], running: set[str], limits=None) -> str:
-    """Why `job` waits, judged on the cluster as the plan leaves it.
-
-    `spare` maps node -> {"cpu": free cores, "memory_gib": free GiB} after the plan
-    (only for nodes that declare them); `running` names the jobs that run after it.
-    """
-    q = s.queue(job.queue)
-    permanent = never_fits(job, s)
+def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
+    """Why `job` waits, judged on the cluster and the queues as the plan leaves them."""
+    q = job.queue
+    permanent = never_fits(job, j.kinds)
     if permanent:
         return f"can never fit: {permanent}"
-    held = held_after[q.name]
-    if q.limit is not None and held + job.total_gpus > q.limit:
-        return f"{q.name} is at its limit: holds {held:g} of {_gpus(q.limit)}"
-    pinned = sum(j.total_gpus for j in s.jobs if j.queue == q.name and not j.is_preemptible and j.name in running)
-    if not job.is_preemptible and pinned + job.total_gpus > q.deserved:
-        return (f"non-preemptible jobs start only within deserved: {q.name}'s would hold "
-                f"{pinned + job.total_gpus:g} of its {q.deserved:g} deserved GPUs")
+    if unplaced:
+        return "the plan chose it, but placing it found no node with room; it starts in a later plan"
+    blocker = rules.limit_blocker(j.tree, j.shares, j.after, q, job.total_gpus)
+    if blocker:
+        return (f"{_entity(j.tree, blocker, q)} is at its limit: holds {j.after[blocker]:g} of "
+                f"{_gpus(j.shares.limit[blocker])}")
+    if not job.is_preemptible:
+        blocker = rules.nonpreemptible_blocker(j.tree, j.shares, j.nonpreemptible_after, q, job.total_gpus)
+        if blocker:
+            return (f"non-preemptible jobs start only within deserved: {_entity(j.tree, blocker, q)}'s would "
+                    f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
+                    f"{j.shares.deserved[blocker]:g} deserved GPUs")
+    room = _room(job, j)
+    if room is None:  # it would fit on the GPUs the plan leaves free
+        if j.cut_off:
+            return "the plan's time limit ran out before it could be placed; it starts in a later plan"
+        swapped = [v for v in j.swapped.get(q, []) if rules.may_swap_back(v, job)]
+        if swapped:
+            v = swapped[0]
+            return (f"{q} loses {v.name} (priority {v.priority}) in this plan; inside a queue only a higher "
+                    f"priority takes a job's place, and {v.name} could take this one's")
+        if j.receiving.get(q) == rules.GUARANTEE:
+            cap = rules.cap(j.shares, q, rules.GUARANTEE)
+            return (f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end within "
+                    f"its deserved quota of {cap:g}: it holds {j.after[q]:g} GPUs after this plan")
+        return _beyond_share(job, j) or "free GPUs would fit it, but starting it breaks no rule the plan knows"
+    beyond = _beyond_share(job, j)
+    return f"{room}; {beyond}" if beyond else f"{room}; {_no_reclaim(job, j)}"
+
+
+def _tier_share(tier: str) -> str:
+    return "fair share" if tier == rules.FAIR else "deserved quota"
+
+
+def _beyond_share(job: Job, j: Judged) -> str | None:
+    """The claims-before-borrowing reason: starting it would take its queue above its share."""
+    q = job.queue
+    after = j.after[q] + job.total_gpus
+    if after <= j.shares.fair[q] + rules.EPS:
+        return None
+    return (f"{q} holds {j.after[q]:g} GPUs after this plan; with it {after:g}, above its fair share of "
+            f"{j.shares.fair[q]}, so it may use only free GPUs that no queue within its share could use")
+
+
+def _no_reclaim(job: Job, j: Judged) -> str:
+    q = job.queue
+    return (f"{q} would hold {j.after[q] + job.total_gpus:g} GPUs with it, within its fair share of "
+            f"{j.shares.fair[q]}, but no queue it may reclaim from holds GPUs above its floor where it would "
+            f"fit (each victim must be needed above its queue's fair share, or deserved quota)")
+
+
+class FreeRoom:
+    """The free GPUs the plan leaves, summed up once per GPU model for every reason: how many
+    nodes have each number of free GPUs, and each GPU's room for fractions."""
+
+    def __init__(self, layout: Layout, spare: dict[str, dict[str, float]]):
+        self.blocks: dict[str | None, Counter] = defaultdict(Counter)   # model -> free GPUs -> nodes
+        self.shares: dict[str | None, list[tuple]] = defaultdict(list)  # model -> (room, node, GPU, free)
+        for nl in layout.nodes.values():
+            self.blocks[nl.node.gpu_model][len(nl.free_indices())] += 1
+            for i, sl in enumerate(nl.slots):
+                if nl.healthy(i) and not sl.whole and sl.used < 1 - 1e-9:
+                    self.shares[nl.node.gpu_model].append((1 - sl.used, nl.node.name, i, sl.free))
+        self.most_spare = {r: max((free[r] for free in spare.values() if r in free), default=None)
+                           for r in ("cpu", "memory_gib")}
+        self.all_declare = {r: all(r in free for free in spare.values()) for r in ("cpu", "memory_gib")}
+
+    def models(self, job: Job) -> list[str | None]:
+        return [m for m in self.blocks if not job.gpu_model or m in job.gpu_model]
+
+    def largest_block(self, job: Job) -> int:
+        return max((f for m in self.models(job) for f, n in self.blocks[m].items() if n), default=0)
+
+    def replicas_that_fit(self, job: Job) -> int:
+        return sum(n * (f // int(job.gpus)) for m in self.models(job) for f, n in self.blocks[m].items())
+
+
+def _room(job: Job, j: Judged) -> str | None:
+    """Why the GPUs the plan leaves free cannot hold the job, or None if they could."""
+    room = j.room
     if job.is_fractional:
-        room = max((1 - sl.used for nl in after.nodes.values() for i, sl in enumerate(nl.slots)
-                    if nl.healthy(i) and not sl.whole and job.fits_model(nl.node)), default=0)
-        if room < job.gpus - 1e-9:
-            return f"needs {job.gpus:g} of a GPU; the most room on any GPU is {room:g}"
-        if limits is not None:
-            shareable = [(nl.node.name, i) for nl in after.nodes.values() for i, sl in enumerate(nl.slots)
-                         if nl.healthy(i) and not sl.whole and 1 - sl.used >= job.gpus - 1e-9 and job.fits_model(nl.node)]
-            fresh = any(after.nodes[n].slots[i].free for n, i in shareable)
-            if shareable and not fresh and not any(limits.room_for_fraction(n, i, job.gpus) for n, i in shareable):
-                return (f"needs {job.gpus:g} of a GPU; every GPU with room is busy (above the utilisation "
-                        "limit for sharing) or lacks the framebuffer memory")
+        models = room.models(job)
+        shareable = [x for m in models for x in room.shares[m] if x[0] >= job.gpus - 1e-9]
+        most = max((x[0] for m in models for x in room.shares[m]), default=0)
+        if not shareable:
+            return f"needs {job.gpus:g} of a GPU; the most room on any GPU is {most:g}"
+        if not any(free for *_, free in shareable) and not any(
+                j.limits.room_for_fraction(n, i, job.gpus) for _, n, i, _ in shareable):
+            return (f"needs {job.gpus:g} of a GPU; every GPU with room is busy (above the utilisation "
+                    "limit for sharing) or lacks the framebuffer memory")
     else:
-        block = max((len(nl.free_indices()) for nl in after.nodes.values() if job.fits_model(nl.node)),
-                    default=0)
+        block = room.largest_block(job)
         if block < job.gpus:
             gang = f" for each of {job.replicas} replicas" if job.replicas > 1 else ""
             return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block is {block}"
-        room = sum(len(nl.free_indices()) // int(job.gpus) for nl in after.nodes.values() if job.fits_model(nl.node))
-        if room < job.replicas:
+        fits = room.replicas_that_fit(job)
+        if fits < job.replicas:
             return (f"a gang of {job.replicas} replicas x {_gpus(job.gpus)}; "
-                    f"the free GPUs hold only {room} such replicas now")
+                    f"the free GPUs hold only {fits} such replicas now")
     for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
         want = getattr(job, resource) or 0
-        room = [free[resource] for free in spare.values() if resource in free]
-        if want and room and len(room) == len(s.nodes) and max(room) < want:
-            return f"needs {want:g} {unit} per replica; the most free on any node is {max(room):g}"
-    if held >= fair[q.name]:
-        return (f"{q.name} holds {held:g} GPUs, at or above its fair share of {fair[q.name]}; "
-                "the free GPUs are kept for queues below theirs")
-    return (f"no room that the rules allow: free GPUs are too scattered for {job.replicas} "
-            f"replicas, or taking them would push another queue below its fair share")
+        most = room.most_spare[resource]
+        if want and room.all_declare[resource] and most is not None and most < want:
+            return f"needs {want:g} {unit} per replica; the most free on any node is {most:g}"
+    return None
 
 
-def preempt_reason(job: Job, s: Scenario, before: dict[str, float], fair: dict[str, int],
-                   starters: list[Job], idle_s: float | None = None) -> str:
-    why = _preempt_why(job, before, fair, starters)
+def preempt_reason(job: Job, j: Judged, started: list[Job], idle_s: float | None = None) -> str:
+    why = _preempt_why(job, j, started)
     return f"{why}; idle for {idle_s / 60:.0f} min" if idle_s is not None else why
 
 
-def _preempt_why(job: Job, before: dict[str, float], fair: dict[str, int], starters: list[Job]) -> str:
+def _preempt_why(job: Job, j: Judged, started: list[Job]) -> str:
     q = job.queue
-    mine = [p.name for p in starters if p.queue == q and p.priority > job.priority]
-    if before[q] > fair[q] and any(p.queue != q for p in starters):
-        takers = sorted({p.queue for p in starters if p.queue != q})
-        return (f"reclaimed for {', '.join(takers)}: {q} held {before[q]:g} GPUs, "
-                f"above its fair share of {fair[q]}")
+    mine = [p for p in started if rules.may_preempt_inside(job, p)]
+    tier = j.giving.get(q)
+    if tier:
+        takers = sorted({p.queue for p in started if p.queue in j.receiving and p.queue != q})
+        parts = []
+        for r in takers:
+            up_r, up_g = j.tree.judged(r, q)
+            receiver, giver = up_r[-1], up_g[-1]
+            parts.append(f"{receiver} ends at {j.after[receiver]:g}, within its {_tier_share(tier)} of "
+                         f"{rules.cap(j.shares, receiver, tier):g}")
+        giver = q
+        return (f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
+                f"{'; '.join(parts) + '; ' if parts else ''}{giver} held {j.before[giver]:g} GPUs, above its "
+                f"{_tier_share(tier)} of {rules.floor(j.shares, giver, tier):g}, and keeps {j.after[giver]:g}")
     if mine:
-        return f"preempted inside {q} for higher-priority {', '.join(mine)}"
-    return f"preempted: {q} held {before[q]:g} GPUs, above its fair share of {fair[q]}"
+        names = ", ".join(f"{p.name} (priority {p.priority})" for p in mine)
+        return f"preempted inside {q} (priority {job.priority}) for higher-priority {names}"
+    return f"preempted: {q} held {j.before[q]:g} GPUs and keeps {j.after[q]:g}"
 
 
-def move_reason(job: Job, to: Placement, started: dict[str, list[Placement]]) -> str:
+def move_reason(job: Job, to: list[Placement], started: dict[str, list[Placement]]) -> str:
     """Why a running job restarts elsewhere: the jobs its old GPUs let start."""
-    source = job.running[0]
-    names = sorted(name for name, replicas in started.items() if any(p.node == source for p in replicas))
+    sources = sorted(set(job.running))
+    names = sorted(name for name, replicas in started.items() if any(p.node in sources for p in replicas))
     gain = f"so that {', '.join(names)} fit{'s' if len(names) == 1 else ''} there" if names else "to make room"
-    return f"moved from {source} to {to.node} {gain}; restarts from its checkpoint"
+    where = ", ".join(sorted({p.node for p in to}))
+    return f"moved from {', '.join(sources)} to {where} {gain}; restarts from its checkpoint"

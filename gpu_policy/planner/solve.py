@@ -1,82 +1,228 @@
-"""Solve the program's stages in order, each fixing the optimum of the last."""
+"""Solve a program's stages in order, each keeping the optimum of the ones before, inside
+one deadline, and never without an answer.
+
+Every stage has a feasible solution to fall back on: the do-nothing plan (keep every
+running job, start nothing) before the first, the previous stage's solution, which the
+bound added for that stage keeps feasible, before each later one. A stage cut off by the
+deadline keeps the best solution it found (or, with none, the one it fell back on), the
+remaining stages are skipped, and the report says "feasible (time limit)" with the gap
+where the solver knows it.
+
+HiGHS runs in-process: the model is handed over once and each stage only changes the
+objective and adds one row. It is not given a starting solution: in highspy 1.16,
+after `setSolution` a stage that improved on it could report the better objective and
+hand back the starting values (seen on victim-floor-per-job.yaml). CBC runs as a process
+per stage, reading the model from a file PuLP writes, and starts from the last solution
+through a MIP start.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
+import numpy as np
 import pulp
 
-from gpu_policy.errors import GpuPolicyError, SolverError
+from gpu_policy.errors import SolverError
 from gpu_policy.plan import SolverReport
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.program import Program
 
-_STATUS = {1: "Optimal", 2: "Feasible (time limit)", 0: "Not solved", -1: "Infeasible", -2: "Unbounded"}
+OPTIMAL, CUT_OFF, NOTHING = "Optimal", "feasible (time limit)", "Nothing to decide"
+_banner_shown = False
 
 
-class _WarmHiGHS(pulp.HiGHS):
-    """PuLP's in-process HiGHS, started from the variables' current values.
+def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) -> SolverReport:
+    """Solve `m.stages` in order before `deadline` (time.perf_counter() seconds; default
+    `cfg.time_limit_s` from now) and leave the chosen solution in the variables."""
+    began = time.perf_counter()
+    deadline = began + cfg.time_limit_s if deadline is None else deadline
+    if not m.stages:
+        return SolverReport(backend=_backend(cfg), status=NOTHING, seconds=0.0, variables=0, constraints=0)
+    driver = _Highs(m, cfg) if cfg.solver == "highs" and highs_available() else _Cbc(m, cfg)
+    report = SolverReport(backend=driver.name, status=OPTIMAL, seconds=0.0, variables=0, constraints=0,
+                          gap=cfg.gap_rel)
+    solved_any = False
+    for name, objective in m.stages:
+        left = deadline - time.perf_counter()
+        if left <= 0.0:
+            report.status, report.gap = CUT_OFF, None
+            report.stages.append({"name": name, "status": "skipped (time limit)"})
+            continue
+        t0 = time.perf_counter()
+        status, value, gap = driver.solve(objective, left)
+        stage = {"name": name, "status": status, "seconds": round(time.perf_counter() - t0, 4)}
+        if value is not None:
+            stage["objective"] = round(value, 9)
+        report.stages.append(stage)
+        if value is None:  # no solution at all: keep the previous stage's (or the do-nothing plan)
+            report.status, report.gap = CUT_OFF, None
+            deadline = time.perf_counter()  # nothing else runs
+            continue
+        solved_any = True
+        if status != OPTIMAL:
+            report.status, report.gap = CUT_OFF, gap
+            deadline = time.perf_counter()
+            continue
+        driver.keep_at_most(objective, value + 1e-6 * max(1.0, abs(value)))
+    driver.finish(solved_any)
+    report.seconds = time.perf_counter() - began
+    report.variables, report.constraints = driver.size()
+    return report
 
-    Each stage's solution is feasible for the next stage (the next only adds the
-    bound that keeps this one's optimum), so it is a good incumbent to start from.
-    """
 
-    def callSolver(self, lp):  # noqa: N802 (PuLP's name)
+def _backend(cfg: PlannerConfig) -> str:
+    return "HiGHS" if cfg.solver == "highs" and highs_available() else "PULP_CBC_CMD"
+
+
+def highs_available() -> bool:
+    """highspy installs with gpu-policy; where it cannot be had, plans fall back on CBC."""
+    return pulp.HiGHS().available()
+
+
+class _Highs:
+    """HiGHS in-process, one model for every stage."""
+
+    name = "HiGHS"
+
+    def __init__(self, m: Program, cfg: PlannerConfig):
         import highspy
 
-        values = [v.varValue for v in lp.variables()]
-        if all(x is not None for x in values):
-            start = highspy.HighsSolution()
-            start.col_value = values
-            start.value_valid = True
-            lp.solverModel.setSolution(start)
-        super().callSolver(lp)
+        self.highspy = highspy
+        self.m = m
+        self.columns = m.prob.variables()
+        self.index = {v.name: i for i, v in enumerate(self.columns)}
+        self.h = _quiet_highs(highspy)
+        for option, value in (("threads", cfg.threads), ("random_seed", 0), ("mip_rel_gap", cfg.gap_rel)):
+            self.h.setOptionValue(option, value)
+        self._load()
+        self.values: np.ndarray | None = None
+
+    def _load(self) -> None:
+        inf = self.highspy.kHighsInf
+        n = len(self.columns)
+        lower = np.array([-inf if v.lowBound is None else v.lowBound for v in self.columns], dtype=float)
+        upper = np.array([inf if v.upBound is None else v.upBound for v in self.columns], dtype=float)
+        self.h.addCols(n, np.zeros(n), lower, upper, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        integer = [i for i, v in enumerate(self.columns) if v.cat == pulp.LpInteger]
+        if integer:
+            self.h.changeColsIntegrality(len(integer), np.array(integer, np.int32),
+                                         np.full(len(integer), self.highspy.HighsVarType.kInteger))
+        starts, indices, values, lows, ups = [], [], [], [], []
+        for c in self.m.prob.constraints():
+            starts.append(len(indices))
+            for v, a in c.items():
+                if a:
+                    indices.append(self.index[v.name])
+                    values.append(a)
+            low, up = c.getLb(), c.getUb()
+            lows.append(-inf if low is None else low)
+            ups.append(inf if up is None else up)
+        if starts:
+            self.h.addRows(len(starts), np.array(lows), np.array(ups), len(indices), np.array(starts, np.int32),
+                           np.array(indices, np.int32), np.array(values, dtype=float))
+
+    def _row(self, expr) -> tuple[np.ndarray, np.ndarray]:
+        items = [(self.index[v.name], a) for v, a in expr.items() if a and v.name in self.index]
+        return np.array([i for i, _ in items], np.int32), np.array([a for _, a in items], dtype=float)
+
+    def solve(self, objective, seconds: float) -> tuple[str, float | None, float | None]:
+        n = len(self.columns)
+        costs = np.zeros(n)
+        idx, vals = self._row(objective)
+        costs[idx] = vals
+        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
+        self.h.setOptionValue("time_limit", float(seconds))
+        self.h.run()
+        model_status = self.h.getModelStatus()
+        info = self.h.getInfo()
+        if info.primal_solution_status != 2:  # no feasible solution
+            return f"no solution ({self.h.modelStatusToString(model_status)})", None, None
+        self.values = np.array(self.h.getSolution().col_value)
+        value = float(costs @ self.values) + objective.constant
+        if model_status == self.highspy.HighsModelStatus.kOptimal:
+            return OPTIMAL, value, None
+        if model_status == self.highspy.HighsModelStatus.kInfeasible:
+            raise SolverError("the program is infeasible although the do-nothing plan is always feasible: "
+                              "this is a bug")
+        gap = info.mip_gap if np.isfinite(info.mip_gap) else None
+        return CUT_OFF, value, gap
+
+    def keep_at_most(self, objective, bound: float) -> None:
+        idx, vals = self._row(objective)
+        self.h.addRow(-self.highspy.kHighsInf, bound - objective.constant, len(idx), idx, vals)
+
+    def finish(self, solved: bool) -> None:
+        for i, v in enumerate(self.columns):
+            v.varValue = float(self.values[i]) if solved else self.m.initial.get(v)
+
+    def size(self) -> tuple[int, int]:
+        return self.h.getNumCol(), self.h.getNumRow()
 
 
-def make_solver(cfg: PlannerConfig) -> pulp.LpSolver:
-    """The solver named in the config, with deterministic, bounded options."""
-    if cfg.solver == "highs":
-        solver = _WarmHiGHS(msg=False, timeLimit=cfg.time_limit_s, gapRel=cfg.gap_rel,
-                            threads=cfg.threads, random_seed=0)
-        if not solver.available():
-            raise GpuPolicyError("solver 'highs' needs highspy: pip install 'gpu-policy[highs]'")
-        return solver
-    # CBC's `-threads 1` switches on its threaded code, which here hung for the whole
-    # time limit in about 1 solve in 100 under load; without the option CBC runs serially.
-    # warmStart: each stage starts from the last stage's solution (a MIP start file).
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=cfg.time_limit_s, gapRel=cfg.gap_rel,
-                             threads=None if cfg.threads == 1 else cfg.threads, warmStart=True,
-                             options=["randomSeed 1", "randomCbcSeed 1"])
-
-
-def solve_stages(m: Program, cfg: PlannerConfig) -> SolverReport:
-    solver = make_solver(cfg)
-    report = SolverReport(backend=solver.name, status="Optimal", seconds=0.0,
-                          variables=0, constraints=0, gap=cfg.gap_rel)
-    began = time.perf_counter()
-    if not m.stages:  # nothing to decide: every job is fixed
-        report.status = "Nothing to decide"
-        return report
-    for name, objective in m.stages:
-        m.prob.setObjective(objective)
-        t0 = time.perf_counter()
+def _quiet_highs(highspy):
+    """A Highs instance; the first in a process prints a banner on standard output, which
+    would corrupt `--format json`, so that one is made with standard output muted."""
+    global _banner_shown
+    if _banner_shown:
+        h = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
         try:
-            m.prob.solve(solver)
+            h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)
+        _banner_shown = True
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+class _Cbc:
+    """CBC, bundled with PuLP: a process per stage, each starting from the last solution."""
+
+    name = "PULP_CBC_CMD"
+
+    def __init__(self, m: Program, cfg: PlannerConfig):
+        self.m, self.cfg = m, cfg
+        self.saved: dict | None = None
+        for v in m.prob.variables():
+            v.varValue = m.initial.get(v)
+
+    def solve(self, objective, seconds: float) -> tuple[str, float | None, float | None]:
+        self.m.prob.setObjective(objective)
+        # CBC's `-threads 1` switches on its threaded code, which here hung for the whole time
+        # limit in about 1 solve in 100 under load; without the option CBC runs serially.
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=seconds, gapRel=self.cfg.gap_rel,
+                                   threads=None if self.cfg.threads == 1 else self.cfg.threads, warmStart=True,
+                                   options=["randomSeed 1", "randomCbcSeed 1"])
+        try:
+            self.m.prob.solve(solver)
         except pulp.PulpSolverError as e:
-            raise SolverError(f"stage {name}: the solver failed: {e}") from e
-        seconds = time.perf_counter() - t0
-        status = m.prob.sol_status
-        value = pulp.value(m.prob.objective) or 0.0
-        report.stages.append({"name": name, "status": _STATUS.get(status, str(status)),
-                              "objective": round(value, 9), "seconds": round(seconds, 4)})
-        if status not in (1, 2):
-            raise SolverError(f"stage {name}: no solution ({_STATUS.get(status, status)}); "
-                              "keeping every running job is always feasible, so this is a bug")
-        if status == 2:
-            report.status, report.gap = _STATUS[2], None
-        # later stages may not make this one worse (a small tolerance for round-off)
-        m.prob += objective <= value + 1e-6 * max(1.0, abs(value)), f"fix_{name}"
-    report.seconds = time.perf_counter() - began
-    report.variables = m.prob.numVariables()
-    report.constraints = m.prob.numConstraints()
-    return report
+            raise SolverError(f"the solver failed: {e}") from e
+        status = self.m.prob.sol_status
+        if status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) or any(
+                v.varValue is None for v in self.m.prob.variables()):
+            self._restore()
+            return "no solution", None, None
+        self.saved = {v: v.varValue for v in self.m.prob.variables()}
+        value = pulp.value(objective)
+        return (OPTIMAL if status == pulp.LpSolutionOptimal else CUT_OFF), value, None
+
+    def _restore(self) -> None:
+        for v in self.m.prob.variables():
+            v.varValue = self.saved.get(v) if self.saved is not None else self.m.initial.get(v)
+
+    def keep_at_most(self, objective, bound: float) -> None:
+        self.m.prob += objective <= bound, f"stage{self.m.prob.numConstraints()}"
+
+    def finish(self, solved: bool) -> None:
+        self._restore()
+
+    def size(self) -> tuple[int, int]:
+        return self.m.prob.numVariables(), self.m.prob.numConstraints()

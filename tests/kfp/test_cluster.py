@@ -61,7 +61,7 @@ def test_bad_input_from_the_cluster_fails_in_one_line(live, tmp_path):
 
 def test_the_component_runs_against_the_cluster_with_kfp_local(live, tmp_path):
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
-    task = components(packages_to_install=[]).plan_gpu_allocation(job_name="train", queue="team-a", gpus=8.0)
+    task = components().plan_gpu_allocation(job_name="train", queue="team-a", gpus=8.0)
     assert task.outputs["can_start"] is True and task.outputs["gpu_count"] == 8
     plan = json.loads(Path(task.outputs["plan"].path).read_text())
     assert plan["observed"]["source"] == "k8s://"

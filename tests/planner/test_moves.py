@@ -102,23 +102,19 @@ def test_a_queue_below_its_fair_share_gets_the_moves_first():
     assert actions(result)["b1"] == "start" and actions(result)["c1"] == "wait"
 
 
-def test_a_plan_that_preempts_considers_no_moves(monkeypatch):
-    # team-a holds 24 of 32 GPUs, above its fair share of 16; b's 8-GPU job needs a node:
-    # the plan reclaims, and leaves moves to the next plan
-    import gpu_policy.planner.planner as planner
-
-    calls = []
-    monkeypatch.setattr(planner, "consolidate", lambda *a, **k: calls.append(a) or None)
+def test_one_plan_reclaims_and_moves():
+    # team-a holds 24 of 32 GPUs, above its fair share of 16; b's 8-GPU job needs a node. A
+    # move gathers the free GPUs where one reclaim alone would not make a block: the plan
+    # preempts no more than the claim needs beyond what moves gather
     s = {"nodes": [{"name": f"n{i}", "gpus": 8} for i in range(4)],
          "queues": [{"name": "a", "deserved": 16}, {"name": "b", "deserved": 16}],
          "jobs": [{"name": f"a{i}", "queue": "a", "gpus": 4, "running": [f"n{i // 2}"]} for i in range(6)]
          + [{"name": "b0", "queue": "b", "gpus": 2, "running": ["n3"]},
             {"name": "b1", "queue": "b", "gpus": 8, "submitted_at": 9}]}
     result = plan(parse_scenario(s))
-    assert result.summary["preemptions"] > 0 and actions(result)["b1"] == "start"
-    assert calls == []
-    plan(parse_scenario(spread_out()))
-    assert len(calls) == 1   # the spy works: a plan without preemptions asks for moves
+    assert actions(result)["b1"] == "start"
+    assert result.summary["preemptions"] == 1 and result.summary["moves"] == 1
+    assert dict(q for q in ((q.name, q.allocated_after) for q in result.queues)) == {"a": 20, "b": 10}
 
 
 def test_the_command_line_sets_max_moves(capsys):
@@ -129,3 +125,31 @@ def test_the_command_line_sets_max_moves(capsys):
     assert '"moves": 0' in capsys.readouterr().out
     assert main(["plan", seed2b, "--max-moves", "-1"]) == 2
     assert "--max-moves: must be a whole number >= 0 and <= 100,000, got '-1'" in capsys.readouterr().err
+
+
+def test_a_fraction_moves_to_share_a_gpu():
+    # two half-GPU jobs hold one GPU each of a 2-GPU node; a whole-GPU job waits: one half
+    # moves onto the other's GPU (same node), the whole job takes the freed GPU
+    s = {"nodes": [{"name": "n1", "gpus": 2}],
+         "queues": [{"name": "q", "deserved": 2}],
+         "jobs": [{"name": "h1", "queue": "q", "gpus": 0.5, "running": ["n1"], "gpu_indices": [[0]]},
+                  {"name": "h2", "queue": "q", "gpus": 0.5, "running": ["n1"], "gpu_indices": [[1]],
+                   "submitted_at": 1},
+                  {"name": "w", "queue": "q", "gpus": 1, "submitted_at": 2}]}
+    result = plan(parse_scenario(s))
+    acts = actions(result)
+    assert acts["w"] == "start" and sorted(acts.values()).count("move") == 1
+    moved = next(j for j in result.jobs if j.action == "move")
+    assert moved.replicas[0].node == "n1" and result.summary["preemptions"] == 0
+
+
+def test_a_gang_moves_whole():
+    # move-gang.yaml: one replica joins the other (the whole gang restarts), a node empties
+    s = {"nodes": [{"name": "n1", "gpus": 4}, {"name": "n2", "gpus": 4}],
+         "queues": [{"name": "a", "deserved": 8}],
+         "jobs": [{"name": "gang", "queue": "a", "gpus": 2, "replicas": 2, "running": ["n1", "n2"]},
+                  {"name": "four", "queue": "a", "gpus": 4, "submitted_at": 1}]}
+    result = plan(parse_scenario(s))
+    assert actions(result) == {"gang": "move", "four": "start"}
+    together = {p.node for p in result.job("gang").replicas}
+    assert len(together) == 1 and together != {result.job("four").replicas[0].node}

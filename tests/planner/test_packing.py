@@ -41,3 +41,24 @@ def test_the_mix_is_the_scenarios_jobs_unless_configured():
     # for work that needs no CPUs n1's last GPU stays usable: the fuller node wins
     gpu_only = WorkloadMix.build([(0.0, 0.0, 1, 1000, None)], [1], [""])
     assert plan(s, PlannerConfig(workload_mix=gpu_only)).job("new").replicas[0].node == "n1"
+
+
+def test_pack_places_jobs_on_given_nodes_at_given_prices():
+    """The packing step on its own, as a simulator would call it: a layout, the jobs with the
+    node group each replica may use, and a price (one per node state)."""
+    from gpu_policy.model import Job
+    from gpu_policy.planner.layout import running_layout
+    from gpu_policy.planner.packing import pack
+
+    s = parse_scenario({"nodes": [{"name": f"n{i}", "gpus": 4} for i in range(3)],
+                        "queues": [{"name": "q", "deserved": 12}],
+                        "jobs": [{"name": "r", "queue": "q", "gpus": 1, "running": ["n0"]}]})
+    layout = running_layout(s)
+    free = lambda node: len(layout.nodes[node].free_indices())  # noqa: E731
+    worst_fit = lambda job, node: -free(node)  # noqa: E731  (a price: most free GPUs left first)
+    big, small = Job("big", "q", 4), Job("small", "q", 1, replicas=2)
+    out = pack(s, layout, [(small, ["all", "all"]), (big, ["all"])], {"all": ["n0", "n1", "n2"]}, None, worst_fit)
+    # largest first: big takes an empty node; each small replica then goes to a node already in
+    # use (n0, 3 free) before the empty one left, whatever the price says
+    assert [p.node for p in out["big"]] == ["n1"] and [p.node for p in out["small"]] == ["n0", "n0"]
+    assert pack(s, layout, [(Job("huge", "q", 4), ["all"])], {"all": ["n0", "n1"]}, None) == {"huge": None}

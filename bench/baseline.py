@@ -1,0 +1,32 @@
+"""Run a bench script against an older gpu-policy taken from git history.
+
+`--baseline COMMIT` in the bench scripts extracts that commit's `gpu_policy/` into a
+temporary folder and runs the same script there in a subprocess (its PYTHONPATH
+puts the old package first), so old and new figures come from the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_at_commit(commit: str, script: str, args: list[str]) -> list[dict]:
+    """Run `script` with `args --json` on `commit`'s package; its JSON lines, parsed."""
+    with tempfile.TemporaryDirectory(prefix="gpu-policy-baseline-") as tmp:
+        archive = Path(tmp) / "old.tar"
+        with archive.open("wb") as out:
+            subprocess.run(["git", "-C", str(ROOT), "archive", commit, "gpu_policy"], stdout=out, check=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT)])}
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"], env=env,
+                              stdout=subprocess.PIPE, check=True, text=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

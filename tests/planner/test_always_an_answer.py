@@ -1,0 +1,112 @@
+"""The planner always answers with a valid plan: awkward names, many jobs on few nodes,
+many waiting jobs on many nodes, a budget too small to solve anything, a solver that
+finds nothing. No assertion here depends on how fast the machine is: a plan cut off by
+its budget must be just as valid (bench/plan_scale.py measures the budget itself)."""
+
+import random
+
+import pytest
+
+from gpu_policy import PlannerConfig, parse_scenario, plan
+from gpu_policy.planner import solve
+from tests.planner.checker import check_plan
+
+CUT_OFF_OR_DONE = {"Optimal", "feasible (time limit)", "Nothing to decide"}
+
+
+def test_awkward_names():
+    # names PuLP once choked on ('a-1' and 'a_1' made the same constraint name), unicode, 200 characters
+    long = "x" * 200
+    s = parse_scenario({
+        "nodes": [{"name": "node-1", "gpus": 4}, {"name": "node_1", "gpus": 4}, {"name": "nœud-é", "gpus": 4}],
+        "queues": [{"name": "team-1", "deserved": 4}, {"name": "team_1", "deserved": 4}, {"name": "équipe ☃", "deserved": 4}],
+        "jobs": [{"name": "a-1", "queue": "team-1", "gpus": 2, "running": ["node-1"]},
+                 {"name": "a_1", "queue": "team_1", "gpus": 2, "running": ["node_1"]},
+                 {"name": "a 1", "queue": "team-1", "gpus": 4, "running": ["nœud-é"]},
+                 {"name": "tâche-ü", "queue": "équipe ☃", "gpus": 2},
+                 {"name": long, "queue": "équipe ☃", "gpus": 0.5},
+                 {"name": long[:-1] + "-", "queue": "team_1", "gpus": 1, "replicas": 2}],
+    })
+    result = plan(s)
+    check_plan(s, result)
+    assert {d.name for d in result.jobs if d.action == "start"} >= {"tâche-ü", long}
+
+
+def many_jobs_on_few_nodes(seed: int = 0) -> dict:
+    """10 nodes x 8 GPUs, 40 running jobs, 9,960 waiting: 10,000 jobs."""
+    rng = random.Random(seed)
+    nodes = [{"name": f"n{i}", "gpus": 8} for i in range(10)]
+    queues = [{"name": f"q{i}", "deserved": 20 + 5 * i} for i in range(3)]
+    jobs = [{"name": f"r{i}", "queue": f"q{i % 3}", "gpus": 2, "running": [f"n{i // 4}"], "priority": rng.choice([10, 50])}
+            for i in range(40)]
+    jobs += [{"name": f"w{i}", "queue": f"q{rng.randrange(3)}", "gpus": rng.choice([0.5, 1, 2, 4, 8]),
+              "replicas": rng.choice([1, 1, 2]), "priority": rng.choice([10, 50, 100]), "submitted_at": i}
+             for i in range(9960)]
+    return {"nodes": nodes, "queues": queues, "jobs": jobs}
+
+
+def test_ten_thousand_jobs_on_ten_nodes():
+    s = parse_scenario(many_jobs_on_few_nodes())
+    result = plan(s)
+    check_plan(s, result)
+    assert result.solver.status in CUT_OFF_OR_DONE
+
+
+def test_two_thousand_waiting_jobs_on_a_thousand_nodes():
+    from bench.instances import scale_instance
+
+    data = scale_instance(1000)
+    rng = random.Random(1)
+    data["jobs"] = [j for j in data["jobs"] if j.get("running")] + [
+        {"name": f"wait-{i}", "queue": f"team-{rng.randrange(10)}", "gpus": rng.choice([1, 2, 4, 8]),
+         "submitted_at": 10**6 + i} for i in range(2000)]
+    s = parse_scenario(data)
+    result = plan(s)
+    check_plan(s, result)
+    assert result.solver.status in CUT_OFF_OR_DONE
+
+
+@pytest.mark.parametrize("budget", [1e-4, 0.05])
+def test_a_tiny_budget_still_answers(budget):
+    from tests.planner.random_clusters import random_scenario
+
+    s = parse_scenario(random_scenario(7, (100, 100), (25, 25)))
+    result = plan(s, PlannerConfig(time_limit_s=budget))
+    check_plan(s, result)
+    assert result.solver.status in CUT_OFF_OR_DONE
+
+
+def test_a_stage_without_a_solution_keeps_the_last_one(monkeypatch):
+    """When a stage ends with nothing (cut off before a first solution), the plan falls back
+    on the solution before it: for the first stage, keep every running job, start nothing."""
+    from tests.planner.random_clusters import random_scenario
+
+    monkeypatch.setattr(solve._Highs, "solve", lambda self, objective, seconds: ("no solution", None, None))
+    s = parse_scenario(random_scenario(5))
+    result = plan(s)
+    check_plan(s, result)
+    assert result.solver.status == "feasible (time limit)"
+    assert {d.action for d in result.jobs} <= {"keep", "wait"}
+    assert all(d.reason for d in result.jobs if d.action == "wait")
+
+
+def test_no_jobs_is_nothing_to_decide():
+    s = parse_scenario({"nodes": [{"name": "n", "gpus": 2}], "queues": [{"name": "q"}], "jobs": []})
+    result = plan(s)
+    assert result.solver.status == "Nothing to decide" and result.jobs == []
+
+
+def test_a_moved_job_whose_gpus_were_taken_restarts_elsewhere_on_its_node():
+    """Jobs of one shape are interchangeable to the program: a moved job may be given a place
+    on its own node whose GPUs fractions took; it then restarts on other GPUs of that node."""
+    from tests.planner.random_clusters import rich_scenario
+
+    data = rich_scenario(4)
+    nodes, jobs = [], []
+    for copy in range(6):  # grow past exact_nodes: the reclaim nodes and pools of large clusters
+        nodes += [{**n, "name": f"{n['name']}-{copy}"} for n in data["nodes"]]
+        for j in data["jobs"]:
+            jobs.append({**j, "name": f"{j['name']}-{copy}",
+                         **({"running": [f"{x}-{copy}" for x in j["running"]]} if "running" in j else {})})
+    s = parse_scenario({"nodes": nodes, "queues": data["queues"], "jobs": jobs})
+    check_plan(s, plan(s))
