@@ -110,6 +110,7 @@ class Composable:
     """Attach before reclaiming by preemption (False: reclaim first, attach for what is left)."""
 
     def node(self, name: str) -> ComposableNode | None:
+        """The composable node called `name` (a scan: index `nodes` to look up many)."""
         return next((n for n in self.nodes if n.name == name), None)
 
     def pool(self, model: str | None) -> ComposablePool | None:
