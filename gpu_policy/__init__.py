@@ -10,14 +10,14 @@ from gpu_policy.cluster.compose import plan_cluster
 from gpu_policy.errors import (ClusterAccessDenied, ClusterError, ClusterObjectError, ClusterUnavailable, GpuPolicyError,
                                ScenarioError, SolverError)
 from gpu_policy.fair_share import fair_shares
-from gpu_policy.model import Job, Node, Queue, Scenario
-from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
+from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Node, Queue, Scenario
+from gpu_policy.plan import Composition, JobDecision, Placement, Plan, QueueReport, SolverReport
 from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario, parse_scenario_text, scenario_to_dict
 
 __all__ = [
     "DEFAULT_IMAGE", "ClusterAccessDenied", "ClusterError", "ClusterObjectError", "ClusterUnavailable",
-    "GpuPolicyError", "Job", "JobDecision", "Node", "Placement", "Plan", "PlannerConfig",
+    "Composable", "ComposableNode", "ComposablePool", "Composition", "GpuPolicyError", "Job", "JobDecision", "Node", "Placement", "Plan", "PlannerConfig",
     "Queue", "QueueReport", "Scenario", "ScenarioError", "SolverError", "SolverReport",
     "__version__", "dump_scenario", "fair_shares", "load_scenario", "open_cluster", "parse_scenario",
     "parse_scenario_text", "plan", "plan_cluster", "scenario_to_dict",

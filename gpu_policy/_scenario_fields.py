@@ -12,13 +12,13 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import Job, Node, Queue
+from gpu_policy.model import ComposableNode, ComposablePool, Job, Node, Queue
 
 #: Bounds on what one scenario may describe (docs/scenario.md, "Limits"): far above any
 #: real cluster, low enough that no file can make the planner run out of memory.
 MAX_GPUS_PER_NODE = 1024
 MAX_REPLICAS = 100_000
-MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000}
+MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000}
 MAX_CLUSTER_GPUS = 100_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -176,7 +176,16 @@ JOB_FIELDS = {
     "running": optional(_node_names), "gpu_indices": optional(_indices_per_replica),
     "submitted_at": _non_negative(_MAX_SECONDS), "checkpoint_age_s": optional(_non_negative(_MAX_SECONDS)),
 }
-REQUIRED = {Node: ("name", "gpus"), Queue: ("name",), Job: ("name", "queue", "gpus")}
+# the optional `composable:` section (docs/composition.md)
+POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}
+COMPOSABLE_NODE_FIELDS = {"name": _text, "max_gpus": _whole_in(0, MAX_GPUS_PER_NODE),
+                          "attached": _whole_in(0, MAX_GPUS_PER_NODE)}
+COMPOSABLE_FIELDS = {"attach_seconds": _non_negative(_MAX_SECONDS), "idle_detach_s": _non_negative(_MAX_SECONDS),
+                     "before_preemption": _boolean}
+#: `expect.compositions`: a node's net change in GPUs (+N attached, -N detached)
+COMPOSITION_CHANGE = _whole_in(-MAX_GPUS_PER_NODE, MAX_GPUS_PER_NODE)
+REQUIRED = {Node: ("name", "gpus"), Queue: ("name",), Job: ("name", "queue", "gpus"),
+            ComposablePool: ("model", "free"), ComposableNode: ("name", "max_gpus")}
 
 
 def _percent(value: Any) -> float:

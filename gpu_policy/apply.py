@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from gpu_policy.composition import apply_compositions
 from gpu_policy.model import Scenario
 from gpu_policy.plan import Plan
 
 
 def apply_plan(s: Scenario, plan: Plan) -> Scenario:
-    """Started and moved jobs run where the plan put them; preempted jobs wait.
+    """Started and moved jobs run where the plan put them; preempted jobs wait; the
+    plan's GPUs are attached and detached (at once: the embedded cluster has no delay).
 
     Every running job gets explicit ``gpu_indices``, so the next plan sees the
     same GPUs. The ``expect:`` block is dropped: it described the old state.
@@ -28,5 +30,6 @@ def apply_plan(s: Scenario, plan: Plan) -> Scenario:
     if telemetry and telemetry.get("jobs"):  # a preempted job's profile no longer describes a GPU
         gone = {d.name for d in plan.jobs if d.action == "preempt"}
         telemetry = {**telemetry, "jobs": {j: p for j, p in telemetry["jobs"].items() if j not in gone}}
-    return Scenario(nodes=list(s.nodes), queues=list(s.queues), jobs=jobs, expect=None, source=s.source,
-                    telemetry=telemetry)
+    after = Scenario(nodes=list(s.nodes), queues=list(s.queues), jobs=jobs, expect=None, source=s.source,
+                     telemetry=telemetry, composable=s.composable)
+    return apply_compositions(after, plan)

@@ -34,4 +34,8 @@ def differences(plan: Plan, expect: dict | None) -> list[str]:
             out.append(f"summary.{key}: no such summary field in the plan")
         elif not _same(want, plan.summary[key]):
             out.append(f"summary.{key}: expected {want}, got {plan.summary[key]}")
+    changes = plan.changes_by_node()
+    for node, want in (expect.get("compositions") or {}).items():
+        if changes.get(node, 0) != want:
+            out.append(f"compositions.{node}: expected {want:+d}, got {changes.get(node, 0):+d}")
     return out

@@ -1,9 +1,13 @@
-"""`gpu-policy demo`: the three seed problems, solved on the embedded cluster."""
+"""`gpu-policy demo`: the three seed problems, solved on the embedded cluster; GPUs
+attached and detached (the Dynamic Device Scaling talk); a preempted training run."""
 
 from __future__ import annotations
 
 from importlib import resources
 
+from gpu_policy.apply import apply_plan
+from gpu_policy.composition import describe
+from gpu_policy.model import Scenario
 from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.render import layout_before_after, queue_table
 from gpu_policy.scenario import load_scenario
@@ -20,6 +24,40 @@ SEEDS = [
     ("Seed 3, continued: team-b comes back and the borrowed GPUs are reclaimed",
      "seed3b-owner-returns.yaml"),
 ]
+
+
+COMPOSITION = [
+    ("Composition, part 1: every GPU is busy and pod-b waits; the pool has 2 A100-80GB for node-2",
+     "compose-pending-pod.yaml"),
+    ("Composition, part 2: pod-b has finished; the GPU attached for it sits idle",
+     "compose-idle-gpu.yaml"),
+]
+
+
+def _example(name: str) -> Scenario:
+    with resources.as_file(resources.files("gpu_policy") / "examples" / name) as file:
+        return load_scenario(file)
+
+
+def composition_demo(config: PlannerConfig | None = None) -> str:
+    """The talk's demo on the embedded cluster: a pod pending for lack of a GPU, a GPU
+    attached, the pod running; then an idle GPU detached. Each part shows the plan's
+    compositions and the cluster after they are carried out."""
+    out = []
+    for title, name in COMPOSITION:
+        scenario = _example(name)
+        result = plan(scenario, config)
+        after = apply_plan(scenario, result)
+        out += [f"== {title}\n   ({name})\n", layout_before_after(scenario, result), ""]
+        out += [f"   {describe(c)}{': ' + c.reason if c.reason else ''}" for c in result.compositions] or \
+            ["   no GPU attached or detached"]
+        out += [f"   {j.name} {'starts' if j.action == 'start' else 'waits'}: {j.reason or 'on ' + j.replicas[0].node}"
+                for j in result.jobs if j.action in ("start", "wait")]
+        pools = ", ".join(f"{p.free} {p.model}" for p in after.composable.pools)
+        nodes = ", ".join(f"{n.name} has {after.node(n.name).gpus} GPU{'' if after.node(n.name).gpus == 1 else 's'} "
+                          f"({n.attached} attached)" for n in after.composable.nodes)
+        out += [f"   after: {nodes}; the pool has {pools}", ""]
+    return "\n".join(out)
 
 
 def training_demo() -> str:
@@ -53,12 +91,11 @@ def training_demo() -> str:
 
 
 def run_demo(config: PlannerConfig | None = None) -> str:
-    """Plan each seed problem and show every node before and after, with the team table."""
+    """Plan each seed problem and show every node before and after, with the team table;
+    then composition and checkpointed training."""
     out = []
     for title, name in SEEDS:
-        path = resources.files("gpu_policy") / "examples" / name
-        with resources.as_file(path) as file:
-            scenario = load_scenario(file)
+        scenario = _example(name)
         result = plan(scenario, config)
         s = result.summary
         out.append(f"== {title}\n   ({name})\n")
@@ -73,5 +110,6 @@ def run_demo(config: PlannerConfig | None = None) -> str:
         preempts = [f"   {j.name} preempted: {j.reason}" for j in result.jobs if j.action == "preempt"]
         moves = [f"   {j.name} {j.reason}" for j in result.jobs if j.action == "move"]
         out += preempts + moves + waits + [""]
+    out.append(composition_demo(config))
     out.append(training_demo())
     return "\n".join(out)

@@ -78,6 +78,46 @@ class Job:
 
 
 @dataclass
+class ComposablePool:
+    """GPUs of one model that sit in the composable pool, attached to no node."""
+
+    model: str
+    free: int
+
+
+@dataclass
+class ComposableNode:
+    """A node that composition may give more GPUs, up to `max_gpus`. Its `attached` GPUs
+    are the ones composition attached (and may detach): its highest GPU indices, counted
+    in the node's `gpus`."""
+
+    name: str
+    max_gpus: int
+    attached: int = 0
+
+
+@dataclass
+class Composable:
+    """The scenario's optional `composable:` section (docs/composition.md)."""
+
+    pools: list[ComposablePool] = field(default_factory=list)
+    nodes: list[ComposableNode] = field(default_factory=list)
+    attach_seconds: float = 120
+    """Expected seconds from asking for a GPU to its being usable (for reasons and the demo)."""
+    idle_detach_s: float = 1800
+    """Attached GPUs idle this long, with no waiting job that could use them, go back to the pool."""
+    before_preemption: bool = True
+    """Attach before reclaiming by preemption (False: reclaim first, attach for what is left)."""
+
+    def node(self, name: str) -> ComposableNode | None:
+        """The composable node called `name` (a scan: index `nodes` to look up many)."""
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def pool(self, model: str | None) -> ComposablePool | None:
+        return next((p for p in self.pools if p.model == model), None)
+
+
+@dataclass
 class Scenario:
     nodes: list[Node]
     queues: list[Queue]
@@ -85,6 +125,7 @@ class Scenario:
     expect: dict | None = None
     source: str = ""
     telemetry: dict | None = None  # simulated DCGM profiles (docs/telemetry.md)
+    composable: Composable | None = None  # GPUs that can be attached to nodes (docs/composition.md)
 
     def node(self, name: str) -> Node:
         return self._nodes_by_name()[name]

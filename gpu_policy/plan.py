@@ -26,6 +26,17 @@ class JobDecision:
 
 
 @dataclass
+class Composition:
+    """GPUs the plan attaches to (`change` > 0) or detaches from (`change` < 0) a composable
+    node, from or to the pool of `model` (docs/composition.md)."""
+
+    node: str
+    model: str
+    change: int
+    reason: str = ""
+
+
+@dataclass
 class QueueReport:
     name: str
     deserved: float
@@ -58,9 +69,22 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     telemetry: dict | None = None  # what telemetry the plan used, and how old it was
     observed: dict | None = None  # a live cluster's observation: source, api_calls, objects, bytes, seconds
+    compositions: list[Composition] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """`summary` counts the GPUs the plan attaches and detaches (its `compositions`)."""
+        self.summary["attached"] = sum(c.change for c in self.compositions if c.change > 0)
+        self.summary["detached"] = -sum(c.change for c in self.compositions if c.change < 0)
 
     def job(self, name: str) -> JobDecision:
         return next(j for j in self.jobs if j.name == name)
+
+    def changes_by_node(self) -> dict[str, int]:
+        """Each node's net change in GPUs (what `expect.compositions` pins)."""
+        out: dict[str, int] = {}
+        for c in self.compositions:
+            out[c.node] = out.get(c.node, 0) + c.change
+        return out
 
     def to_dict(self, with_timing: bool = True) -> dict:
         """The Plan as JSON-ready data; `with_timing=False` drops solver seconds."""
@@ -81,6 +105,8 @@ class Plan:
             "telemetry": self.telemetry if with_timing or self.telemetry is None
             else {k: v for k, v in self.telemetry.items() if k != "age_s"},
         }
+        if self.compositions:
+            out["compositions"] = [asdict(c) for c in self.compositions]
         if self.observed is not None:
             out["observed"] = dict(self.observed) if with_timing else {
                 k: v for k, v in self.observed.items() if k != "seconds"}

@@ -40,20 +40,30 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+def composition_table(plan: Plan) -> str:
+    """GPUs the plan attaches to and detaches from composable nodes ("" when none)."""
+    if not plan.compositions:
+        return ""
+    return text_table(["NODE", "MODEL", "GPUS", "REASON"],
+                      [[c.node, c.model, f"{c.change:+d}", c.reason] for c in plan.compositions])
+
+
 def plan_table(plan: Plan) -> str:
-    """The whole plan: jobs, queues, summary and solver, as aligned text."""
+    """The whole plan: jobs, compositions, queues, summary and solver, as aligned text."""
     jobs = text_table(["JOB", "QUEUE", "ACTION", "WHERE", "REASON"],
                   [[j.name, j.queue, j.action, _where(j.replicas), j.reason] for j in plan.jobs])
     s, v = plan.summary, plan.solver
     counts = ", ".join(_count(s[key], noun) for key, noun in
                        (("starts", "start"), ("preemptions", "preemption"), ("moves", "move")))
+    composed = f"; {s['attached']} attached, {s['detached']} detached" if plan.compositions else ""
     summary = (f"summary: {counts}, {s['waiting']} waiting; GPUs allocated {s['gpus_allocated_before']:g} -> "
-               f"{s['gpus_allocated_after']:g} of {s['gpus_total']}; empty nodes {s['empty_nodes_after']}, "
+               f"{s['gpus_allocated_after']:g} of {s['gpus_total']}{composed}; empty nodes {s['empty_nodes_after']}, "
                f"largest free block {s['largest_free_block_after']}")
     solver = (f"solver: {v.backend} {v.status} in {v.seconds:.2f} s "
               f"({len(v.stages)} stages, {v.variables} variables, {v.constraints} constraints)")
     warnings = "".join(f"\nwarning: {w}" for w in plan.warnings)
-    return f"{jobs}\n\n{queue_table(plan)}\n\n{summary}\n{solver}{warnings}"
+    compositions = f"\n\n{composition_table(plan)}" if plan.compositions else ""
+    return f"{jobs}{compositions}\n\n{queue_table(plan)}\n\n{summary}\n{solver}{warnings}"
 
 
 def layout_before_after(s: Scenario, plan: Plan) -> str:
@@ -61,14 +71,18 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
 
     A letter names the queue holding the GPU (lower case: already running;
     upper case: started or moved by this plan); '.' is free, '!' unhealthy and free.
+    GPUs the plan attaches or detaches lengthen or shorten the node's row.
     """
     leaves = [q for q in s.queues if not s.children(q.name)]
     letters = {q.name: string.ascii_lowercase[i % 26] for i, q in enumerate(leaves)}
+    change = plan.changes_by_node()
     before = {n.name: ["."] * n.gpus for n in s.nodes}
-    after = {n.name: ["."] * n.gpus for n in s.nodes}
+    after = {n.name: ["."] * (n.gpus + change.get(n.name, 0)) for n in s.nodes}
     for n in s.nodes:
         for i in n.unhealthy_gpus:
-            before[n.name][i] = after[n.name][i] = "!"
+            before[n.name][i] = "!"
+            if i < len(after[n.name]):
+                after[n.name][i] = "!"
     held = running_layout(s).indices
     for job in s.jobs:
         for node, indices in zip(job.running, held.get(job.name, [])):
@@ -84,8 +98,14 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
                     after[r.node][i] = mark.upper()
     width = max(len(n.name) for n in s.nodes)
     gpus = max(n.gpus for n in s.nodes)
+
+    def composed(node: str) -> str:
+        n = change.get(node, 0)
+        return f"  ({n} attached)" if n > 0 else f"  ({-n} detached)" if n < 0 else ""
+
     lines = [f"{'':{width}}  {'before':{gpus}}    after"]
-    lines += [f"{n.name:{width}}  {''.join(before[n.name]):{gpus}} -> {''.join(after[n.name])}" for n in s.nodes]
+    lines += [f"{n.name:{width}}  {''.join(before[n.name]):{gpus}} -> {''.join(after[n.name])}{composed(n.name)}"
+              for n in s.nodes]
     legend = ", ".join(f"{v}={k}" for k, v in letters.items())
     lines.append(f"({legend}; UPPER CASE: started or moved by this plan; '.': free)")
     return "\n".join(lines)

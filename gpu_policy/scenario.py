@@ -14,15 +14,16 @@ from typing import Any, Callable
 import yaml
 
 from gpu_policy._scenario_fields import (
-    FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS, MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NODE_FIELDS,
-    PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED, Invalid, number, optional, positive, show)
+    COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
+    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
+    Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError
-from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Node, Queue, Scenario
 from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
 API_VERSION = "gpu-policy/v1alpha1"
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
-_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "expect", "telemetry"}
+_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "composable", "expect", "telemetry"}
 
 
 def load_scenario(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Scenario:
@@ -65,6 +66,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         source=source,
         telemetry=data.get("telemetry"),
     )
+    scenario.composable = _build_composable(data.get("composable"), scenario)
     _check_references(scenario)
     _check_placements(scenario)
     _check_expect(scenario)
@@ -79,24 +81,28 @@ def _no_unknown_keys(item: dict, allowed: set[str], path: str, source: str) -> N
             raise ScenarioError(source, where, f"unknown field (allowed: {', '.join(sorted(allowed))})")
 
 
-def _build_all(data: dict, section: str, cls: type, checks: dict, source: str) -> list:
+def _build_all(data: dict, section: str, cls: type, checks: dict, source: str, within: str = "",
+               key: str = "name") -> list:
+    """The list `data[section]` (at `within` + section in messages), each item checked and built;
+    no two share their `key`."""
+    where = f"{within}{section}"
     items = data.get(section)
     if items is None:
         items = []
     if not isinstance(items, list):
-        raise ScenarioError(source, section, f"must be a list, got {show(items)}")
+        raise ScenarioError(source, where, f"must be a list, got {show(items)}")
     if len(items) > MAX_ITEMS[section]:
-        raise ScenarioError(source, section, f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
+        raise ScenarioError(source, where, f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
     built, seen = [], set()
     for i, item in enumerate(items):
-        path = f"{section}[{i}]"
+        path = f"{where}[{i}]"
         values = _checked_fields(item, checks, REQUIRED[cls], path, source)
         if values.get("running") is None:
             values.pop("running", None)
         obj = cls(**values)
-        if obj.name in seen:
-            raise ScenarioError(source, f"{path}.name", f"duplicate name {show(obj.name)}")
-        seen.add(obj.name)
+        if getattr(obj, key) in seen:
+            raise ScenarioError(source, f"{path}.{key}", f"duplicate {key} {show(getattr(obj, key))}")
+        seen.add(getattr(obj, key))
         built.append(obj)
     return built
 
@@ -126,6 +132,38 @@ def _section(s: Scenario, value: Any, name: str, allowed: set[str]) -> bool:
         raise ScenarioError(s.source, name, f"must be a mapping, got {show(value)}")
     _no_unknown_keys(value, allowed, name, s.source)
     return True
+
+
+def _build_composable(c: Any, s: Scenario) -> Composable | None:
+    """The optional `composable:` section: pools by model, composable nodes of the scenario."""
+    if not _section(s, c, "composable", set(COMPOSABLE_FIELDS) | {"pools", "nodes"}):
+        return None
+    settings = _checked_fields({k: v for k, v in c.items() if k in COMPOSABLE_FIELDS}, COMPOSABLE_FIELDS, (),
+                               "composable", s.source)
+    pools = _build_all(c, "pools", ComposablePool, POOL_FIELDS, s.source, "composable.", key="model")
+    nodes = _build_all(c, "nodes", ComposableNode, COMPOSABLE_NODE_FIELDS, s.source, "composable.")
+    total = s.gpus_total + sum(p.free for p in pools)
+    if total > MAX_CLUSTER_GPUS:
+        raise ScenarioError(s.source, "composable.pools",
+                            f"nodes and pools must hold at most {MAX_CLUSTER_GPUS:,} GPUs in all, got {total:,}")
+    known = {n.name: n for n in s.nodes}
+    models = {p.model for p in pools}
+    for i, cn in enumerate(nodes):
+        path = f"composable.nodes[{i}]"
+        node = known.get(cn.name)
+        if node is None:
+            raise ScenarioError(s.source, f"{path}.name", f"unknown node {show(cn.name)}")
+        if cn.max_gpus < node.gpus:
+            raise ScenarioError(s.source, f"{path}.max_gpus",
+                                f"must be at least the node's {node.gpus} GPUs, got {cn.max_gpus}")
+        if cn.attached > node.gpus:
+            raise ScenarioError(s.source, f"{path}.attached",
+                                f"must be at most the node's {node.gpus} GPUs, got {cn.attached}")
+        if cn.attached and node.gpu_model not in models:
+            why = (f"{cn.name} has no gpu_model" if node.gpu_model is None
+                   else f"composable.pools has no model {show(node.gpu_model)}, the model of {cn.name}")
+            raise ScenarioError(s.source, f"{path}.attached", f"attached GPUs go back to their model's pool, but {why}")
+    return Composable(pools=pools, nodes=nodes, **settings)
 
 
 def _check_references(s: Scenario) -> None:
@@ -223,7 +261,7 @@ def _mapping(s: Scenario, value: Any, path: str) -> dict:
 
 def _check_expect(s: Scenario) -> None:
     e = s.expect
-    if not _section(s, e, "expect", {"jobs", "queues", "summary"}):
+    if not _section(s, e, "expect", {"jobs", "queues", "summary", "compositions"}):
         return
     jobs = {j.name for j in s.jobs}
     for name, action in _mapping(s, e.get("jobs"), "expect.jobs").items():
@@ -241,6 +279,11 @@ def _check_expect(s: Scenario) -> None:
             _field(s, f"expect.queues.{name}.{key}", value, optional(number))
     for key, value in _mapping(s, e.get("summary"), "expect.summary").items():
         _field(s, f"expect.summary.{key}", value, number)
+    composable = {n.name for n in s.composable.nodes} if s.composable else set()
+    for name, change in _mapping(s, e.get("compositions"), "expect.compositions").items():
+        if name not in composable:
+            raise ScenarioError(s.source, f"expect.compositions.{name}", "names no composable node of the scenario")
+        _field(s, f"expect.compositions.{name}", change, COMPOSITION_CHANGE)
 
 
 def _field(s: Scenario, path: str, value: Any, check: Callable[[Any], Any]) -> Any:
@@ -296,6 +339,14 @@ def scenario_to_dict(s: Scenario) -> dict:
         "queues": [plain(q, True) for q in s.queues],
         "jobs": [plain(j, True) for j in s.jobs],
     }
+    if s.composable is not None:
+        c = s.composable
+        out["composable"] = {
+            "pools": [plain(p, False) for p in c.pools],
+            "nodes": [{k: v for k, v in plain(n, False).items() if k != "attached" or v} for n in c.nodes],
+            "attach_seconds": c.attach_seconds, "idle_detach_s": c.idle_detach_s,
+            "before_preemption": c.before_preemption,
+        }
     if s.telemetry:
         out["telemetry"] = s.telemetry
     return out

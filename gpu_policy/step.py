@@ -38,6 +38,11 @@ class StepDecision:
     attempts: int = 1
     outcomes: list = field(default_factory=list)  # what carrying out the plan did (gpu_policy.cluster.Outcome)
 
+    def hold(self, reason: str) -> None:
+        """Not yet after all (GPUs being attached are not there): no pod settings, `reason` says why."""
+        self.can_start, self.reason, self.nodes = False, reason, []
+        self.node_affinity, self.node_selector, self.tolerations = {}, {}, []
+
     def outputs(self) -> dict:
         """The plain outputs a pipeline passes on (everything but the plan itself)."""
         return {"can_start": self.can_start, "reason": self.reason, "nodes": self.nodes,

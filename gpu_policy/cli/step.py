@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from gpu_policy.cli._cluster import add_cluster_options, add_execute_options, open_from_args
 from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, planner_config, positive,
@@ -27,7 +28,8 @@ def register(sub) -> None:
     p.add_argument("--priority", type=int, default=50, help="the job's priority (default 50; 100 and above: "
                                                              "not preemptible)")
     p.add_argument("--max-wait", type=float, default=0.0, metavar="S",
-                   help="seconds to keep observing and planning while it may not start (default 0: decide once)")
+                   help="seconds to keep observing and planning while it may not start, and waiting for GPUs "
+                        "being attached for it (default 0: decide once)")
     p.add_argument("--poll", type=positive(float), default=30.0, metavar="S",
                    help="seconds between looks while waiting (default 30)")
     add_execute_options(p, "yes on k8s://, no on a scenario file")
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     job = cluster.step_job(Job(name=args.job, queue=args.queue, gpus=args.gpus, replicas=args.replicas,
                                priority=args.priority))
     decision = wait_for_step(cluster, job, planner_config(args), args.prometheus, telemetry_settings(args),
-                             args.max_wait, args.poll, args.execute)
+                             args.max_wait, args.poll, args.execute,
+                             progress=lambda text: print(f"gpu-policy: {text}", file=sys.stderr, flush=True))
     print(json.dumps({"job": job.name, **decision.outputs(), "observed": decision.plan.observed,
                       "warnings": decision.plan.warnings}, indent=2))
     return 0

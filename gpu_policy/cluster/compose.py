@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from typing import Callable
 
 from gpu_policy.cluster.embedded import ScenarioCluster
-from gpu_policy.cluster.source import Actuator, ClusterSource, Observation, Outcome
+from gpu_policy.cluster.source import Actuator, AttachWaiter, ClusterSource, Observation, Outcome
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
@@ -104,11 +104,14 @@ def wait_for_step(cluster: ClusterSource, job: Job, config: PlannerConfig | None
                   settings: TelemetrySettings | None = None,
                   max_wait_s: float = 0.0, poll_interval_s: float = 30.0, execute: bool | None = None,
                   clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> StepDecision:
+                  sleep: Callable[[float], None] = time.sleep,
+                  progress: Callable[[str], None] | None = None) -> StepDecision:
     """Observe, decide and act until the step may start or `max_wait_s` has passed
     (bounded). Each round looks at the cluster again, so GPUs freed meanwhile (a job that
-    finished, a victim evicted) are seen. Each round carries out the plan's evictions and,
-    once the step may start, reserves its GPUs (`execute`, as for `apply_plan_once`)."""
+    finished, a victim evicted) are seen. Each round carries out the plan (`execute`, as for
+    `apply_plan_once`): evictions, GPUs attached and detached, and, once the step may start,
+    its reservation. A step that starts on GPUs being attached then waits for them, within
+    the same `max_wait_s`, saying what it waits for (`progress`, default: the log)."""
     execute = cluster.executes_by_default if execute is None else execute
     job = cluster.step_job(job)
     began, attempts = clock(), 0
@@ -119,7 +122,30 @@ def wait_for_step(cluster: ClusterSource, job: Job, config: PlannerConfig | None
             decision = step_observation(obs, job, config)
             decision.outcomes = cluster.carry_out(decision.plan, obs, execute, job)
         decision.attempts = attempts
+        waiter = cluster.attach_waiter(decision.plan, obs, job, decision.outcomes) if decision.can_start and execute \
+            else None
+        if waiter is not None:
+            return _await_attach(decision, waiter, began + max_wait_s, poll_interval_s, clock, sleep,
+                                 progress or (lambda text: log.info("%s", text)))
         if decision.can_start or clock() - began + poll_interval_s > max_wait_s:
+            return decision
+        sleep(poll_interval_s)
+
+
+def _await_attach(decision: StepDecision, waiter: AttachWaiter, until: float, poll_interval_s: float,
+                  clock: Callable[[], float], sleep: Callable[[float], None],
+                  progress: Callable[[str], None]) -> StepDecision:
+    """Poll the GPUs the step's start waits for until they are usable, fail, or `until` comes."""
+    said = None
+    while True:
+        state = waiter.poll()
+        if state.done:
+            return decision
+        if state.text != said:
+            progress(state.text)
+            said = state.text
+        if state.failed or clock() + poll_interval_s > until:
+            decision.hold(state.text)
             return decision
         sleep(poll_interval_s)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpu_policy.apply import apply_plan
 from gpu_policy.cluster.source import Observation, Outcome
+from gpu_policy.composition import describe
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
 from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits
@@ -55,13 +56,20 @@ class ScenarioCluster:
     def step_job(self, job: Job) -> Job:
         return job
 
+    def attach_waiter(self, plan: Plan, observation: Observation, step: Job, outcomes: list[Outcome]) -> None:
+        """Nothing to wait for: the embedded cluster attaches GPUs at once."""
+        return None
+
     def planning(self) -> threading.Lock:
         return self._lock
 
     def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
         result = "done" if execute else "dry run"
-        outcomes = [Outcome(d.name, d.action, result, d.reason, [r.node for r in d.replicas])
-                    for d in plan.jobs if d.action in ("preempt", "move")]
+        outcomes = [Outcome(c.node, "attach" if c.change > 0 else "detach", result,
+                            f"{describe(c)}" + (f": {c.reason}" if c.reason else ""), [c.node])
+                    for c in plan.compositions]
+        outcomes += [Outcome(d.name, d.action, result, d.reason, [r.node for r in d.replicas])
+                     for d in plan.jobs if d.action in ("preempt", "move")]
         if step is not None and plan.job(step.name).action == "start":
             outcomes.append(Outcome(step.name, "reserve", result, "it runs where the plan put it",
                                     [r.node for r in plan.job(step.name).replicas]))

@@ -40,8 +40,9 @@ class ClusterSource(Protocol):
 
 @dataclass
 class Outcome:
-    """What carrying out one decision did: `action` is preempt, move, reserve or release;
-    `result` done, dry run, blocked, gone or skipped; `pods` the objects it touched."""
+    """What carrying out one decision did: `action` is preempt, move, reserve, release,
+    attach or detach (then `job` names the node); `result` done, dry run, blocked, gone,
+    skipped, requested or failed; `pods` the objects it touched."""
 
     job: str
     action: str
@@ -56,6 +57,23 @@ class Outcome:
         return f"{self.action} {self.job}: {self.result}" + (f" ({self.detail})" if self.detail else "")
 
 
+@dataclass
+class AttachProgress:
+    """One look at GPUs being attached for a step: `done` (they are usable), `failed`
+    (they will not come: `text` says why, verbatim from the operator), or neither (`text`
+    says what is awaited, e.g. "waiting for 2 A100-80GB to be attached to node-3: NodeAllocating")."""
+
+    done: bool
+    failed: bool
+    text: str
+
+
+class AttachWaiter(Protocol):
+    """GPUs a starting step waits for; each `poll` looks once."""
+
+    def poll(self) -> AttachProgress: ...
+
+
 class Actuator(Protocol):
     """A cluster gpu-policy can act on: the embedded one (the scenario as it is after the
     plan) and ``k8s://`` (evictions, reservations, under a lease)."""
@@ -67,5 +85,11 @@ class Actuator(Protocol):
         """Hold this for observe -> decide -> act: one planner at a time."""
 
     def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
-        """Do (or, without `execute`, describe) what `plan` decided on `observation`: evict its
-        victims, reserve the places of moved jobs and of the pipeline step `step` when it starts."""
+        """Do (or, without `execute`, describe) what `plan` decided on `observation`: attach and
+        detach GPUs, evict its victims, reserve the places of moved jobs and of the pipeline
+        step `step` when it starts."""
+
+    def attach_waiter(self, plan: Plan, observation: Observation, step: Job,
+                      outcomes: list[Outcome]) -> AttachWaiter | None:
+        """What the started `step` must wait for after `carry_out` did `outcomes`: GPUs being
+        attached to its nodes (asked for by this plan or an earlier one); None when its GPUs are there."""

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
-from gpu_policy.kubernetes.names import KAI_GROUP, KAI_PLURAL, KAI_VERSION
+from gpu_policy.kubernetes.names import CRO_GROUP, CRO_PLURAL, CRO_VERSION, KAI_GROUP, KAI_PLURAL, KAI_VERSION
 from gpu_policy.kubernetes.settings import KubernetesSettings
 
 #: finished pods hold nothing: the API server leaves them out
@@ -78,6 +78,11 @@ class Answer:
     @property
     def message(self) -> str:
         return str(self.body.get("message", "")).replace("\n", " ")[:300]
+
+    @property
+    def admission_denied(self) -> bool:
+        """A 403 from an admission webhook (its rule refused the object), not from RBAC."""
+        return self.status == 403 and self.message.startswith("admission webhook")
 
 
 def in_cluster() -> bool:
@@ -234,6 +239,48 @@ class KubeClient:
         return self._request(f"evict pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod_eviction(
             name=name, namespace=namespace, body=body, **kw), accept={404, 429})
 
+    # -- composition: the CDI operator's ComposabilityRequests (cluster-scoped) ---------------------
+    @_needs("list", CRO_PLURAL, group=CRO_GROUP)
+    def list_composability_requests(self) -> list[dict] | None:
+        """Every ComposabilityRequest; None when the operator's CRD is not installed."""
+        return self._list("list ComposabilityRequests", lambda **kw: self._custom.list_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, **kw), missing_ok=True)
+
+    @_needs("get", CRO_PLURAL, group=CRO_GROUP)
+    def read_composability_request(self, name: str) -> dict | None:
+        answer = self._request(f"get ComposabilityRequest {name}", lambda **kw: self._custom.get_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("create", CRO_PLURAL, group=CRO_GROUP)
+    def create_composability_request(self, body: dict, deadline_s: float) -> Answer:
+        """201 created; 403 refused by the operator's webhook; 404 no such CRD; 409 the name is taken.
+        A webhook that is down (500) is retried within `deadline_s`."""
+        what = f"create ComposabilityRequest {body['metadata']['name']}"
+        return self._admitted(what, self._request(what, lambda **kw: self._custom.create_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, body=body, **kw),
+            accept={403, 404, 409, 422}, deadline_s=deadline_s))
+
+    @_needs("patch", CRO_PLURAL, group=CRO_GROUP)
+    def patch_composability_request(self, name: str, patch: dict, deadline_s: float) -> Answer:
+        """A JSON merge patch: 200 done; 403 refused by the operator's webhook; 404 gone."""
+        what = f"patch ComposabilityRequest {name}"
+        return self._admitted(what, self._request(what, lambda **kw: self._custom.patch_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, body=patch, **kw),
+            accept={403, 404, 422}, deadline_s=deadline_s))
+
+    @_needs("delete", CRO_PLURAL, group=CRO_GROUP)
+    def delete_composability_request(self, name: str) -> Answer:
+        """200 or 202: the operator detaches its devices (Cleaning), then lets it go (Deleting); 404 gone."""
+        return self._request(f"delete ComposabilityRequest {name}", lambda **kw: self._custom.delete_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, **kw), accept={404})
+
+    def _admitted(self, what: str, answer: Answer) -> Answer:
+        """A 403 that RBAC gave (not the webhook) is ClusterAccessDenied, as for every request."""
+        if answer.status == 403 and not answer.admission_denied:
+            raise self._denied(what, answer)
+        return answer
+
     # -- plumbing -------------------------------------------------------------------------------
     def _lease_spec(self, spec: dict):
         def moment(text):
@@ -270,13 +317,16 @@ class KubeClient:
             if not token:
                 return items
 
-    def _request(self, what: str, call: Callable[..., Any], accept: set[int] = frozenset()) -> Answer:
-        """Send one request, retrying 429, 5xx and unreachable within the deadline."""
+    def _request(self, what: str, call: Callable[..., Any], accept: set[int] = frozenset(),
+                 deadline_s: float | None = None) -> Answer:
+        """Send one request, retrying 429, 5xx and unreachable within the deadline
+        (`deadline_s`, else the settings')."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         s = self.settings
-        deadline = self._monotonic() + s.deadline_s
+        deadline_s = s.deadline_s if deadline_s is None else deadline_s
+        deadline = self._monotonic() + deadline_s
         backoff, attempts = s.backoff_s, 0
         while True:
             attempts += 1
@@ -290,8 +340,7 @@ class KubeClient:
                 if answer.status in accept:
                     return answer
                 if answer.status in (401, 403):
-                    raise ClusterAccessDenied(f"{self.where}: {what}: refused ({answer.status}): {answer.message}; "
-                                              "grant the permissions in deploy/ (docs/kubernetes.md)") from None
+                    raise self._denied(what, answer) from None
                 if answer.status != 429 and answer.status < 500:
                     raise ClusterError(f"{self.where}: {what}: the API server answered {answer.status}"
                                        f"{': ' + answer.message if answer.message else ''}") from None
@@ -310,8 +359,12 @@ class KubeClient:
             backoff *= 2
             if self._monotonic() + wait > deadline:
                 raise ClusterUnavailable(f"{self.where}: {what}: the API server {problem}; gave up after "
-                                         f"{attempts} attempt{'s' if attempts > 1 else ''} within {s.deadline_s:g} s")
+                                         f"{attempts} attempt{'s' if attempts > 1 else ''} within {deadline_s:g} s")
             self._sleep(wait)
+
+    def _denied(self, what: str, answer: Answer) -> ClusterAccessDenied:
+        return ClusterAccessDenied(f"{self.where}: {what}: refused ({answer.status}): {answer.message}; "
+                                   "grant the permissions in deploy/ (docs/kubernetes.md)")
 
 
 def _answer_of(e) -> Answer:

@@ -3,10 +3,13 @@
 Observing: one paginated LIST of nodes and of unfinished pods, a GET of the queues
 ConfigMap (or a LIST of KAI-Scheduler queues when it does not exist), a GET of the
 reservations ConfigMap, and a LIST of namespaces only when some GPU pod names no queue
-itself. Never Secrets, never one request per pod.
+itself; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
+of ComposabilityRequests. Never Secrets, never one request per pod.
 
-Acting (spec "Writing"): under the Lease `gpu-policy-planner`, victims are annotated
-and evicted, and moved jobs and starting pipeline steps get reservations.
+Acting (spec "Writing"): under the Lease `gpu-policy-planner`, GPUs are attached and
+detached through ComposabilityRequests, victims are annotated and evicted, and moved jobs
+and starting pipeline steps get reservations. A step that starts on GPUs being attached
+waits for their requests (`attach_waiter`), without the lease.
 """
 
 from __future__ import annotations
@@ -17,15 +20,20 @@ import time
 from typing import Callable
 
 from gpu_policy.cluster.source import Observation, Outcome
+from gpu_policy.composition import uses_new_gpus
 from gpu_policy.errors import ClusterObjectError, ScenarioError
+from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
+from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.evict import evict_job
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP
-from gpu_policy.kubernetes.nodes import read_node
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
+                                         RESERVATIONS_CONFIGMAP)
+from gpu_policy.kubernetes.nodes import NodeView, read_node
 from gpu_policy.kubernetes.pods import read_pod
 from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
-from gpu_policy.kubernetes.reservations import Reservation, read_reservations, write_reservations
+from gpu_policy.kubernetes.requests import RequestView, read_request
+from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
 from gpu_policy.model import Job, Queue
@@ -72,7 +80,8 @@ class KubernetesCluster:
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
         reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
         namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
-        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url)
+        composed = self._composition(nodes, warnings)
+        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
@@ -85,7 +94,7 @@ class KubernetesCluster:
     def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
         snap: Snapshot = observation.backend
         check = self.lease.check if execute else (lambda: None)
-        outcomes, reserve, stale = [], [], set(snap.stale)
+        outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
                 continue
@@ -112,6 +121,61 @@ class KubernetesCluster:
                              f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
                              f"at most until {until} UTC") for r in reserve]
         return outcomes
+
+    def _composition(self, nodes: list[NodeView], warnings: list[str]) -> ComposedNodes | None:
+        """Composition as the cluster has it: None unless a node is labelled composable and
+        the composable ConfigMap and the operator's CRD exist."""
+        composable = [n.name for n in nodes if n.max_gpus is not None]
+        if not composable:
+            return None
+        where = f"ConfigMap {self.settings.namespace}/{COMPOSABLE_CONFIGMAP}"
+        config_map = self.client.read_config_map(COMPOSABLE_CONFIGMAP)
+        if config_map is None:
+            warnings.append(f"nodes {', '.join(composable[:5])} are labelled composable, but {where} does not exist: "
+                            f"no GPUs are attached or detached (docs/composition.md)")
+            return None
+        settings = settings_from_config_map(config_map)
+        listed = self.client.list_composability_requests()
+        if listed is None:
+            warnings.append(f"{where} exists, but the cluster has no ComposabilityRequest resource (is the CDI "
+                            "operator installed?): no GPUs are attached or detached")
+            return None
+        requests = [r for r in map(read_request, listed) if r is not None]
+        return compose_nodes(settings, nodes, requests, self._clock(), self.settings.composition_deadline_s,
+                             f"{where}: data.{COMPOSABLE_KEY}")
+
+    def _compose(self, plan: Plan, snap: Snapshot, execute: bool, check) -> list[Outcome]:
+        """Roll back gpu-policy's requests that missed their deadline, then attach and detach."""
+        if snap.composed is None:
+            if plan.compositions:
+                raise ValueError("the plan composes GPUs, but the cluster has no composition set up")
+            return []
+        composer = Composer(self.client, snap.composed, self._clock(), check)
+        outcomes = composer.roll_back_overdue() if execute else []
+        return outcomes + [composer.carry_out(c, execute) for c in plan.compositions]
+
+    def attach_waiter(self, plan: Plan, observation: Observation, step: Job,
+                      outcomes: list[Outcome]) -> RequestWaiter | None:
+        """The requests the started step waits for: those attaching GPUs to its nodes where
+        it runs on GPUs that are not there yet (asked for now or before)."""
+        composed = observation.backend.composed
+        if composed is None:
+            return None
+        usable = {n.name: n.gpus - composed.attaching.get(n.name, 0) for n in observation.scenario.nodes}
+        nodes = uses_new_gpus(plan.job(step.name), usable)
+        if not nodes:
+            return None
+        names = sorted({r.name for (node, _), r in composed.requests.items() if node in nodes and not r.complete} |
+                       {o.pods[0] for o in outcomes if o.action == "attach" and o.job in nodes})
+        failed = "; ".join(o.detail for o in outcomes if o.action == "attach" and o.job in nodes and o.result == "failed")
+
+        def give_up(late: list[RequestView]) -> list[str]:
+            with self.lease.held() as lease:
+                texts = [roll_back(self.client, r, self._clock(), lease.check).detail for r in late]
+                write_reservations(self.client, [], {key_of(step.name)}, lease.check)
+            return texts
+
+        return RequestWaiter(self.client, names, self._clock, give_up, failed or None)
 
     def _reservation(self, jobs: list[Job], decision: JobDecision) -> Reservation:
         job = next(j for j in jobs if j.name == decision.name)

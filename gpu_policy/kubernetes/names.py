@@ -25,6 +25,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint GPU nodes commonly carry and GPU pods tolerate
 UNHEALTHY_GPUS_ANNOTATION = "gpu-policy.io/unhealthy-gpus"  # our extension: GPU indices that take no new work
 NO_NEW_WORK_LABEL = "gpu-policy.io/no-new-work"  # in a snapshot only: why a node takes no new work
+COMPOSABLE_LABEL = "gpu-policy.io/composable"  # "true": composition may attach GPUs to the node
+MAX_GPUS_ANNOTATION = "gpu-policy.io/max-gpus"  # the most GPUs a composable node can hold
 
 # gpu-policy's own objects, in its namespace
 DEFAULT_NAMESPACE = "gpu-policy"
@@ -32,6 +34,18 @@ QUEUES_CONFIGMAP = "gpu-policy-queues"
 QUEUES_KEY = "queues.yaml"
 RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
 LEASE_NAME = "gpu-policy-planner"
+COMPOSABLE_CONFIGMAP = "gpu-policy-composable"
+COMPOSABLE_KEY = "composable.yaml"
+
+# the CDI operator's ComposabilityRequest (CoHDI/composable-resource-operator, cluster-scoped)
+CRO_GROUP, CRO_VERSION, CRO_PLURAL = "cro.hpsys.ibm.ie.com", "v1alpha1", "composabilityrequests"
+CRO_KIND = "ComposabilityRequest"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-policy"  # the value that marks a request as gpu-policy's own
+#: on gpu-policy's requests: when `size` last changed (RFC 3339 UTC) and what it was before,
+#: so that any later planner can judge the deadline and roll back
+REQUESTED_AT_ANNOTATION = "gpu-policy.io/requested-at"
+PREVIOUS_SIZE_ANNOTATION = "gpu-policy.io/previous-size"
 
 # KAI-Scheduler's Queue custom resource (cluster-scoped)
 KAI_GROUP, KAI_VERSION, KAI_PLURAL = "scheduling.run.ai", "v2", "queues"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from gpu_policy.errors import ClusterObjectError
-from gpu_policy.kubernetes.names import GPU_PRODUCT_LABEL, GPU_TAINT_KEY, UNHEALTHY_GPUS_ANNOTATION
+from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, GPU_TAINT_KEY, MAX_GPUS_ANNOTATION,
+                                         UNHEALTHY_GPUS_ANNOTATION)
 from gpu_policy.kubernetes.quantity import gib, parse_quantity
 
 
@@ -19,6 +21,7 @@ class NodeView:
     gpu_model: str | None
     no_new_work: str | None  # why the node takes no new work (cordoned, not Ready, tainted), else None
     unhealthy_gpus: list[int] = field(default_factory=list)
+    max_gpus: int | None = None  # a composable node's most GPUs; None: not composable
 
 
 def read_node(node: dict, gpu_resource: str) -> NodeView:
@@ -39,11 +42,13 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
     if gpus != int(gpus) or gpus < 0:
         raise ClusterObjectError(where, f"status.allocatable.{gpu_resource}", f"must be a whole number >= 0, got {gpus}")
     cpu, memory = amount("cpu"), amount("memory")
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     return NodeView(
         name=name, gpus=int(gpus), cpu=None if cpu is None else float(cpu),
         memory_gib=None if memory is None else gib(allocatable["memory"]),
-        gpu_model=(meta.get("labels") or {}).get(GPU_PRODUCT_LABEL), no_new_work=_no_new_work(spec, status),
-        unhealthy_gpus=_unhealthy((meta.get("annotations") or {}).get(UNHEALTHY_GPUS_ANNOTATION), int(gpus), where),
+        gpu_model=labels.get(GPU_PRODUCT_LABEL), no_new_work=_no_new_work(spec, status),
+        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), int(gpus), where),
+        max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
     )
 
 
@@ -63,7 +68,18 @@ def _unhealthy(text, gpus: int, where: str) -> list[int]:
     if text is None or str(text).strip() == "":
         return []
     parts = [p.strip() for p in str(text).split(",")]
-    if not all(p.isdigit() and int(p) < gpus for p in parts):
+    if not all(p.isascii() and p.isdigit() and int(p) < gpus for p in parts):
         raise ClusterObjectError(where, f"metadata.annotations.{UNHEALTHY_GPUS_ANNOTATION}",
                                  f"must be GPU indices below {gpus} separated by commas, got {json.dumps(text)}")
     return sorted({int(p) for p in parts})
+
+
+def _max_gpus(text, where: str) -> int:
+    """The max-gpus annotation of a node labelled composable: a whole number of GPUs."""
+    field = f"metadata.annotations.{MAX_GPUS_ANNOTATION}"
+    if text is None:
+        raise ClusterObjectError(where, field, f'is required on a node labelled {COMPOSABLE_LABEL}: "true"')
+    value = str(text).strip()
+    if not re.fullmatch(r"[0-9]{1,4}", value) or int(value) > 1024:
+        raise ClusterObjectError(where, field, f"must be a whole number of GPUs from 0 to 1,024, got {json.dumps(text)}")
+    return int(value)

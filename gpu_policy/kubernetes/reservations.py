@@ -46,6 +46,11 @@ class Reservation:
                            .strftime("%Y-%m-%dT%H:%M:%SZ")}, separators=(",", ":"))
 
 
+def key_of(job_name: str) -> str:
+    """The ConfigMap key of the job ``NAMESPACE/NAME``."""
+    return job_name.replace("/", ".", 1)
+
+
 def read_reservations(config_map: dict | None) -> list[Reservation]:
     """Every reservation the ConfigMap holds (none when it does not exist)."""
     if config_map is None:

@@ -39,6 +39,12 @@ class KubernetesSettings:
     """Seconds within which an eviction that a PodDisruptionBudget refuses (429) is retried;
     after that it is reported as blocked, never forced."""
 
+    composition_deadline_s: float = 300.0
+    """Seconds a ComposabilityRequest has, after gpu-policy changed its size, to be complete
+    (Running, every device Online); after that its errors are reported and its size rolled
+    back. Attaching a GPU takes the CDI operator seconds to minutes (it looks again every 30 s);
+    a webhook that is down is retried within the same time."""
+
     def validate(self) -> KubernetesSettings:
         """Raise ValueError naming the first bad setting; return self."""
         if self.queues not in ("auto", "configmap", "kai"):

@@ -14,6 +14,7 @@ person should read. It does no I/O. What it decides where the contract is silent
 - CPU and memory left for GPU jobs are the node's allocatable minus what its
   non-GPU pods request.
 - A gang with some pods bound and some not is planned as the bound part.
+- A composable node is kept even with no GPUs: composition may give it some.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from gpu_policy.kubernetes.composable import ComposedNodes
 from gpu_policy.kubernetes.names import GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, TERMINATING_QUEUE, UNMANAGED_QUEUE
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodRef, PodView
@@ -45,11 +47,16 @@ class Snapshot:
     pods: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods
     reservations: dict[str, Reservation] = field(default_factory=dict)  # job name -> the reservation standing for it
     stale: set[str] = field(default_factory=set)  # reservation keys that no longer stand (expired, bound, invalid)
+    composed: ComposedNodes | None = None  # composition as this look found it (None: no composable node)
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
-                   source: str) -> Snapshot:
+                   source: str, composed: ComposedNodes | None = None) -> Snapshot:
+    """The scenario of one look; with `composed`, its nodes are the composable nodes as
+    planned (gpu_policy.kubernetes.composable) and its section becomes `composable:`."""
+    if composed is not None:
+        nodes = composed.nodes
     warnings: list[str] = []
     node_views = {n.name: n for n in nodes}
     known = {q.name for q in queues}
@@ -73,8 +80,12 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     scenario_nodes = _nodes(node_views, jobs, pods, warnings)
     _drop_bad_indices(scenario_nodes, jobs, warnings)
     scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source)
-    return Snapshot(parse_scenario(scenario_to_dict(scenario), source), warnings, refs, reserved,
-                    {r.key for r in reservations} - {r.key for r in reserved.values()})
+    data = scenario_to_dict(scenario)
+    if composed is not None:
+        data["composable"] = composed.section
+        warnings += composed.warnings
+    return Snapshot(parse_scenario(data, source), warnings, refs, reserved,
+                    {r.key for r in reservations} - {r.key for r in reserved.values()}, composed)
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],
@@ -205,8 +216,8 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
             others[p.node]["memory_gib"] += p.memory_gib or 0
     out = []
     for v in sorted(views.values(), key=lambda v: _natural(v.name)):
-        if v.gpus == 0 and not held[v.name]:
-            continue  # no GPUs: nothing to plan there
+        if v.gpus == 0 and not held[v.name] and v.max_gpus is None:
+            continue  # no GPUs, and none to come: nothing to plan there
         gpus, unhealthy, labels = v.gpus, list(v.unhealthy_gpus), {}
         if held[v.name] > v.gpus + 1e-9:
             warnings.append(f"node {v.name}: its pods hold {held[v.name]:g} GPUs but it offers {v.gpus}: "

@@ -102,3 +102,23 @@ def test_apply_operator_evicts_what_the_plan_reclaims(tmp_path, monkeypatch):
         assert api.evictions == [("jobs", "a-5-0"), ("jobs", "a-6-0")] and out["summary"]["preemptions"] == 2
     with pytest.raises(AirflowException, match=r"`execute_plan` must be true, false or None"):
         GpuApplyPlanOperator(task_id="x", execute_plan="yes")
+
+
+def test_the_sensor_waits_for_gpus_being_attached(tmp_path, monkeypatch, caplog):
+    """A poke that starts the step on GPUs being attached says what it waits for; a later
+    poke finds them attached (the planner's composition decision, issue 13 part B, is stood in for)."""
+    from tests.kubernetes.fake_cdi import attach_for, composable_cluster
+
+    with FakeKubernetes() as api:
+        operator = composable_cluster(api, namespace="team-b")
+        monkeypatch.setenv("AIRFLOW_CONN_CDI", json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": api.kubeconfig(tmp_path / "kubeconfig"),
+                                                  "namespace": "team-b"}}))
+        sensor = GpuPlanSensor(**args(kubernetes_conn_id="cdi", team="team-b", gpus=4))
+        with monkeypatch.context() as planner, caplog.at_level("INFO"):
+            planner.setattr("gpu_policy.step.plan", attach_for("team-b/train"))
+            assert sensor.poke({"ti": FakeTI()}) is False
+        assert "waiting for 4 A100-80GB to be attached to node-3: not picked up by the operator yet" in caplog.text
+        operator.settle()  # the real planner from here: the step's reservation holds the GPUs now attached
+        ti = FakeTI()
+        assert sensor.poke({"ti": ti}) is True and ti.pushed["node_selector"] == {"kubernetes.io/hostname": "node-3"}

@@ -84,3 +84,19 @@ def test_the_training_step_outside_a_cluster_writes_nothing(tmp_path, monkeypatc
     out = checkpointed_train_step.python_func(checkpoint_uri=str(tmp_path / "c"), total_steps=5, steps_per_run=5,
                                               job_name="train", queue="team-a")
     assert out.step_reached == 5
+
+
+def test_plan_gpu_allocation_waits_for_gpus_being_attached(tmp_path, monkeypatch):
+    """On composable infrastructure the component waits for the GPUs its step starts on (the
+    planner's composition decision, issue 13 part B, is stood in for)."""
+    from tests.kubernetes.fake_cdi import attach_for, composable_cluster
+
+    with FakeKubernetes() as api:
+        composable_cluster(api, namespace="team-b")
+        monkeypatch.setenv("KUBECONFIG", api.kubeconfig(tmp_path / "kubeconfig", contexts=("fake",), namespace="team-b"))
+        monkeypatch.setattr("gpu_policy.step.plan", attach_for("team-b/train"))
+        out = plan_gpu_allocation.python_func(job_name="train", queue="team-b", gpus=4, plan=FakeArtifact(tmp_path / "p"),
+                                              max_wait_s=60, poll_interval_s=0.01)
+        assert out.can_start and out.gpu_count == 4
+        request = api.get("composabilityrequests", "gpu-policy-node-3-a100-80gb", group="cro.hpsys.ibm.ie.com")
+        assert request["status"]["state"] == "Running"

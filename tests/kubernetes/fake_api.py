@@ -13,6 +13,9 @@ resources gpu-policy reads and writes, and any custom resource registered with
   Retry-After; the evicted pod gets a deletionTimestamp and a DisruptionTarget condition);
 - injected faults (`inject`: any status, e.g. 429 with Retry-After, 500, 410) and RBAC
   refusals (`forbid`: 403 for a verb on a resource);
+- finalizers: a DELETE of an object that has some only sets its `deletionTimestamp`;
+- controllers and admission webhooks of a resource (`admission`, `after_read`), e.g. the CDI
+  operator of tests/kubernetes/fake_cdi.py;
 - a request log (`requests`, `calls`), from which tests read what an observation cost,
   and `permissions_used`: the (verb, group, resource) of every request.
 
@@ -112,6 +115,11 @@ class FakeKubernetes:
         self.evictions: list[tuple[str, str]] = []  # (namespace, pod) in the order they succeeded
         self.patches: list[tuple[str, str, dict]] = []  # (namespace, pod, patch) of pods
         self.on_eviction = None  # called with (namespace, name) after each accepted eviction
+        #: (group, plural) -> f(method, obj) before a create or update is stored: None admits it,
+        #: (status, message) refuses it, as a validating admission webhook does
+        self.admission: dict[tuple[str, str], object] = {}
+        #: (group, plural) -> f() after each GET or LIST of that resource is answered: a controller's turn
+        self.after_read: dict[tuple[str, str], object] = {}
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -287,7 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         route = _route(self.fake, url.path)
-        verb, res_name = _verb(method, route), _resource_name(route)
+        logged = route or _route(self.fake, url.path, served=False)  # RBAC names what is asked for, served or not
+        verb, res_name = _verb(method, logged), _resource_name(logged)
         status, body, headers = self._answer(method, url.path, query, raw, route, verb, res_name)
         data = json.dumps(body).encode()
         self.fake.requests.append(Request(method, url.path, query, status, len(data), verb, res_name))
@@ -320,7 +329,11 @@ class _Handler(BaseHTTPRequestHandler):
                                               f'cannot {verb} resource "{res.plural}" in API group "{res.group}" {scope}')
         body = json.loads(raw) if raw else None
         with fake._lock:
-            return _handle(fake, method, query, body, route, self.headers.get("Content-Type", ""))
+            answer = _handle(fake, method, query, body, route, self.headers.get("Content-Type", ""))
+            controller = fake.after_read.get((route[0].group, route[0].plural))
+            if method == "GET" and controller is not None:
+                controller()  # it replaces stored objects, never changes them: the answer stays as it was
+            return answer
 
 
 _REASONS = {404: "NotFound", 409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError",
@@ -345,8 +358,9 @@ def _matches(fault: Fault, method: str, path: str, query: dict) -> bool:
     return True
 
 
-def _route(fake: FakeKubernetes, path: str):
-    """(resource, namespace, name, subresource) of a path, or None."""
+def _route(fake: FakeKubernetes, path: str, served: bool = True):
+    """(resource, namespace, name, subresource) of a path, or None; `served=False`: also for
+    a resource this server does not serve (so the request log names it)."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         group, rest = "", parts[2:]
@@ -360,6 +374,8 @@ def _route(fake: FakeKubernetes, path: str):
     if not rest:
         return None
     res = fake.resources.get((group, rest[0]))
+    if res is None and not served:
+        res = Resource(group, "", rest[0], "", bool(namespace))
     if res is None or (namespace and not res.namespaced):
         return None
     name = rest[1] if len(rest) > 1 else ""
@@ -401,6 +417,12 @@ def _handle(fake: FakeKubernetes, method: str, query: dict, body, route, content
     if method == "GET":
         return 200, current, {}
     if method == "DELETE":
+        if current["metadata"].get("finalizers"):  # gone once its controllers have removed them
+            if not current["metadata"].get("deletionTimestamp"):
+                marked = copy.deepcopy(current)
+                marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+                fake._store[key] = fake._stamp(marked, res, current)
+            return 200, fake._store[key], {}
         del fake._store[key]
         fake._version = next(fake._rv)
         return _status(200, "", "deleted")
@@ -421,8 +443,18 @@ def _handle(fake: FakeKubernetes, method: str, query: dict, body, route, content
     else:
         return _status(405, "MethodNotAllowed", method)
     new.setdefault("metadata", {}).update(name=name, **({"namespace": namespace} if namespace else {}))
+    refused = _admit(fake, res, method, new)
+    if refused:
+        return refused
     fake._store[key] = fake._stamp(new, res, current)
     return 200, fake._store[key], {}
+
+
+def _admit(fake: FakeKubernetes, res: Resource, method: str, obj: dict):
+    """A validating webhook's verdict on an object about to be stored: None, or the refusal."""
+    webhook = fake.admission.get((res.group, res.plural))
+    verdict = webhook(method, obj) if webhook is not None else None
+    return _status(verdict[0], _REASONS.get(verdict[0], "Error"), verdict[1]) if verdict else None
 
 
 def _create(fake: FakeKubernetes, res: Resource, namespace: str, body: dict):
@@ -436,6 +468,9 @@ def _create(fake: FakeKubernetes, res: Resource, namespace: str, body: dict):
     obj["metadata"].pop("resourceVersion", None)
     if namespace:
         obj["metadata"]["namespace"] = namespace
+    refused = _admit(fake, res, "POST", obj)
+    if refused:
+        return refused
     fake._store[key] = fake._stamp(obj, res, None)
     return 201, fake._store[key], {}
 

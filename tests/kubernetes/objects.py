@@ -43,6 +43,42 @@ def node_object(n: Node, ready: bool = True) -> dict:
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
+def composable_node_object(n: Node, max_gpus: int) -> dict:
+    """A node labelled composable, with its most GPUs in the max-gpus annotation."""
+    obj = node_object(n)
+    obj["metadata"]["labels"][names.COMPOSABLE_LABEL] = "true"
+    obj["metadata"].setdefault("annotations", {})[names.MAX_GPUS_ANNOTATION] = str(max_gpus)
+    return obj
+
+
+def composable_config_map(settings: dict, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
+    return {"kind": "ConfigMap", "metadata": {"name": names.COMPOSABLE_CONFIGMAP, "namespace": namespace},
+            "data": {names.COMPOSABLE_KEY: yaml.safe_dump(settings, sort_keys=False)}}
+
+
+def attached_request(node: str, model: str, size: int, ours: bool = True, requested_at: float = 1.767e9) -> dict:
+    """A ComposabilityRequest the operator has carried out: Running, `size` devices Online
+    (gpu-policy's own: its size changed at `requested_at`, from 0)."""
+    from gpu_policy.kubernetes.requests import request_name
+
+    devices = {f"gpu-{node}-{i}": {"state": "Online", "node_name": node, "device_id": f"GPU-{node}-{i}"}
+               for i in range(size)}
+    resource = {"type": "gpu", "model": model, "size": size, "target_node": node, "allocation_policy": "samenode"}
+    labels = {names.MANAGED_BY_LABEL: names.MANAGED_BY} if ours else {}
+    return {"apiVersion": f"{names.CRO_GROUP}/{names.CRO_VERSION}", "kind": names.CRO_KIND,
+            "metadata": {"name": request_name(node, model) if ours else f"by-hand-{node}", "labels": labels,
+                         "annotations": {names.REQUESTED_AT_ANNOTATION: rfc3339(requested_at),
+                                         names.PREVIOUS_SIZE_ANNOTATION: "0"} if ours else {},
+                         "finalizers": ["com.ie.ibm.hpsys/finalizer"]},
+            "spec": {"resource": resource},
+            "status": {"state": "Running", "resources": devices, "scalarResource": dict(resource)}}
+
+
+def serve_composability_requests(api) -> None:
+    """The CDI operator's CRD, without its controller: requests stay as they are put."""
+    api.add_resource(names.CRO_GROUP, names.CRO_VERSION, names.CRO_PLURAL, names.CRO_KIND, namespaced=False)
+
+
 def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
     queues = scenario_to_dict(s)["queues"]
     return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace},
@@ -93,9 +129,24 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
 
 
 def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
-    """Put the scenario's nodes, queues and jobs into the fake API server."""
+    """Put the scenario's nodes, queues and jobs into the fake API server; with a
+    `composable:` section, its nodes labelled, its pools in the ConfigMap (the pool's free
+    GPUs plus what requests hold) and one request of gpu-policy's per node with GPUs attached."""
+    spots = {n.name: n for n in s.composable.nodes} if s.composable else {}
     for n in s.nodes:
-        api.put(node_object(n))
+        api.put(composable_node_object(n, spots[n.name].max_gpus) if n.name in spots else node_object(n))
+    if s.composable:
+        serve_composability_requests(api)
+        held: dict[str, int] = {}
+        for spot in s.composable.nodes:
+            if spot.attached:
+                model = s.node(spot.name).gpu_model
+                api.put(attached_request(spot.name, model, spot.attached))
+                held[model] = held.get(model, 0) + spot.attached
+        c = s.composable
+        api.put(composable_config_map({"pools": [{"model": p.model, "free": p.free + held.get(p.model, 0)}
+                                                 for p in c.pools], "attach_seconds": c.attach_seconds,
+                                       "idle_detach_s": c.idle_detach_s, "before_preemption": c.before_preemption}))
     api.put({"kind": "Namespace", "metadata": {"name": namespace}})
     api.put(queues_config_map(s))
     for job in s.jobs:

@@ -12,7 +12,7 @@ import gpu_policy
 from gpu_policy.kubernetes import PERMISSIONS, Permission
 from gpu_policy.kubernetes.client import KubeClient
 from gpu_policy.kubernetes.queues import queues_from_config_map
-from tests.kubernetes.objects import gpu_pod
+from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -82,11 +82,18 @@ def calls(client: KubeClient) -> dict:
         "read_pod": lambda: client.read_pod("ml", "p"),
         "patch_pod_metadata": lambda: client.patch_pod_metadata("ml", "p", {"a": "b"}),
         "evict_pod": lambda: client.evict_pod("ml", "p"),
+        "list_composability_requests": lambda: client.list_composability_requests(),
+        "read_composability_request": lambda: client.read_composability_request("r"),
+        "create_composability_request": lambda: client.create_composability_request(
+            attached_request("n", "m", 1), deadline_s=1),
+        "patch_composability_request": lambda: client.patch_composability_request("r", {"spec": {}}, deadline_s=1),
+        "delete_composability_request": lambda: client.delete_composability_request("r"),
     }
 
 
 def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     api.put(gpu_pod("ml", "p", node="n"))
+    serve_composability_requests(api)
     client = cluster().client
     methods = {name for name in dir(KubeClient) if hasattr(getattr(KubeClient, name), "permission")}
     assert methods == set(calls(client))
@@ -100,6 +107,7 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     assert {getattr(KubeClient, name).permission for name in methods} == PERMISSIONS
 
 
-@pytest.mark.parametrize("verb,resource", [("get", "nodes"), ("get", "namespaces"), ("patch", "configmaps")])
+@pytest.mark.parametrize("verb,resource", [("get", "nodes"), ("get", "namespaces"), ("patch", "configmaps"),
+                                           ("watch", "composabilityrequests"), ("update", "composabilityrequests")])
 def test_what_the_spec_allows_but_the_code_never_needs_is_not_granted(verb, resource):
     assert not {p for p in granted() if (p.verb, p.resource) == (verb, resource)}
