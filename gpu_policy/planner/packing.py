@@ -34,8 +34,6 @@ def scenario_mix(s: Scenario) -> WorkloadMix | None:
     models = gpu_models(s)
     kinds = Counter((j.cpu or 0.0, j.memory_gib or 0.0, _gpu_count(j), _milli(j),
                      frozenset(j.gpu_model) if j.gpu_model else None) for j in s.jobs)
-    if not kinds:  # no jobs: nothing is placed, so nothing is priced; one whole GPU stands in
-        kinds[(0.0, 0.0, 1, MILLI, None)] = 1
     return WorkloadMix.build(list(kinds), list(kinds.values()), models)
 
 
