@@ -15,8 +15,9 @@ each, and a summary with every seed's margin over FGD.
 
 `--sweep`: the packing price's weights (`gpu_policy.packing.price`), each pod placed
 where the price is least, on the default list and every variant: use held-out seeds
-(10-14), never the reported ones. Prints the mean gain over FGD per workload and the
-weights with the largest worst-case gain.
+(10-14), never the reported ones. Prints the mean gain over FGD per workload and picks
+the weights that reach the target gain (0.5 points) on the most workloads, then the
+largest worst-case gain.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ VARIANT_POLICIES = ["fgd", "best-fit", "ours-online", "ours-batched"]
 WORKLOADS = ["default"] + [f"{kind}:{amount:g}" for kind, amount in KINDS.items()]
 CAPACITY_WEIGHTS = (0.0, 0.5, 1.0)
 BEST_FIT_WEIGHTS = (0.0, 0.01, 0.02)
+#: The issue's target: a mean gain over FGD of at least this many points per workload.
+TARGET_GAIN = 0.5
 
 
 def main() -> int:
@@ -55,7 +58,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--plot", default=None, help="the default list's plot")
     parser.add_argument("--variants", action="store_true")
-    parser.add_argument("--plot-dir", default=None, help="with --variants: openb-<workload>.png per workload")
+    parser.add_argument("--plot-dir", default=None, help="with --variants: openb-<variant>.png per variant")
     parser.add_argument("--sweep", action="store_true")
     args = parser.parse_args()
     nodes, pods = load_trace(Path(args.trace_dir))
@@ -81,7 +84,7 @@ def variants(nodes, pods, seeds: list[int], args) -> int:
         result = compare(nodes, pods, VARIANT_POLICIES, seeds, 1.0, args.window, args.workers, variants=chosen)
         results.append(result)
         print(comparison_table(result), "\n", flush=True)
-        if args.plot_dir:
+        if args.plot_dir and chosen:   # the default list's plot is the main run's (--plot)
             print(f"plot: {plot_comparison(result, Path(args.plot_dir) / f'openb-{_file_name(workload)}.png')}\n")
     print(summary(results))
     return 0
@@ -106,7 +109,7 @@ def summary(results: list[Comparison]) -> str:
 
 
 def _file_name(workload: str) -> str:
-    return "inflation" if workload == "default" else workload.replace(":", "-")
+    return workload.replace(":", "-")
 
 
 def _one(nodes, pods, workload: str, seed: int, price: Price | None) -> float:
@@ -127,18 +130,19 @@ def sweep(nodes, pods, seeds: list[int], workers: int | None) -> int:
     print("| --- | --- | " + " | ".join("---" for _ in WORKLOADS) + " | --- |")
     print("| FGD | | " + " | ".join(f"{100 * np.mean([ratios[w, s, None] for s in seeds]):.2f}%"
                                     for w in WORKLOADS) + " | |")
-    worst, mean = {}, {}
+    worst, met = {}, {}
     for price in prices:
         cells, means = [], []
         for w in WORKLOADS:
             gains = [100 * (ratios[w, s, price] - ratios[w, s, None]) for s in seeds]
             means.append(np.mean(gains))
             cells.append(f"{np.mean(gains):+.2f} ({min(gains):+.2f})")
-        worst[price], mean[price] = min(means), float(np.mean(means))
+        worst[price], met[price] = min(means), sum(m >= TARGET_GAIN for m in means)
         print(f"| {price.capacity_weight:g} | {price.best_fit_weight:g} | " + " | ".join(cells) +
               f" | {worst[price]:+.2f} |")
-    best = max(prices, key=lambda p: (worst[p], mean[p]))
-    print(f"largest worst-case gain: capacity {best.capacity_weight:g}, best fit {best.best_fit_weight:g}")
+    best = max(prices, key=lambda p: (met[p], worst[p]))
+    print(f"most workloads at least {TARGET_GAIN:g} points above FGD ({met[best]}), then the largest worst-case "
+          f"gain: capacity {best.capacity_weight:g}, best fit {best.best_fit_weight:g}")
     return 0
 
 

@@ -5,12 +5,12 @@ Three parts, each for a way capacity gets lost (docs/policy.md, "Packing"):
 - **Fragmentation growth.** The growth of FGD's expected fragmentation
   (`node_fragmentation`), plus `capacity_weight` times the growth of the node's
   **capacity shortfall**: FGD counts a GPU as usable by a task type when one such task
-  fits on it, where the shortfall counts what the type could actually fill, as many
-  whole tasks as the free GPUs, CPU and memory of the node allow together. So the CPU a
-  pod takes from a node with free GPUs costs the GPUs it leaves without CPU, and a
-  share left with room for fewer whole tasks costs the difference.
+  fits on it, where the shortfall counts only what the node's free CPU and memory can
+  feed at the type's CPU and memory per GPU, and for shares only whole tasks per GPU.
+  So the CPU a pod takes from a node with free GPUs costs the GPUs it leaves without
+  CPU, and a share that leaves a sliver no task of the type fills costs the sliver.
 - **Best fit.** `best_fit_weight` times the GPU capacity left on the node: among
-  placements that fragment alike, the fuller node.
+  placements that fragment alike, the fuller node (shipped at 0: see `BEST_FIT_WEIGHT`).
 - **Model scarcity.** When the pods that may use only some GPU models would need more
   than those models have free, every other pod placed there displaces one of them:
   such a placement costs the GPU capacity it takes (`ModelDemand.scarcity`, `displaced`).
@@ -25,21 +25,25 @@ import numpy as np
 from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, task_fits, usable_share
 
 #: Weight of the capacity shortfall's growth next to FGD's. Chosen with the best-fit
-#: weight on held-out seeds 10-14 of the openb trace and its four variants, for the
-#: largest worst-case gain over FGD (docs/benchmarks.md, "Choosing the price").
+#: weight on held-out seeds 10-14 of the openb trace and its four variants: the most
+#: workloads at least 0.5 points above FGD, then the largest worst-case gain
+#: (docs/benchmarks.md, "Choosing the price").
 CAPACITY_WEIGHT = 0.5
 
 #: Weight of the GPU capacity a node has left after a placement, chosen with
-#: `CAPACITY_WEIGHT`.
-BEST_FIT_WEIGHT = 0.01
+#: `CAPACITY_WEIGHT`: 0. Best fit's pull to the fuller node also pulls to the smaller
+#: node; the capacity shortfall keeps room where it can be used without that bias.
+BEST_FIT_WEIGHT = 0.0
 
 
 def capacity_shortfall(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, free: np.ndarray,
                        model: np.ndarray) -> np.ndarray:
     """Free GPU thousandths of each row that the mix could not fill, shape [N]: for
-    each GPU type, as many whole tasks as fit together on the node's free GPUs (a
-    share counts per GPU: a GPU with 940 free holds two 470s), CPU and memory, times
-    its GPU request; CPU-only types as in `node_fragmentation`. Arguments as there."""
+    each GPU type that fits, what it could use by FGD's count, but no more than the
+    node's free CPU and memory can feed at the type's CPU and memory per GPU, and for
+    shares only as many whole tasks as fit on each GPU (a GPU with 940 free holds two
+    470s; with 1000, it leaves 60); CPU-only types as in `node_fragmentation`.
+    Arguments as there."""
     return free.sum(axis=1) - _fillable(mix, cpu, memory, free, task_fits(mix, cpu, memory, free, model))
 
 
@@ -47,23 +51,24 @@ def _fillable(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, free: np.nd
               fits: np.ndarray) -> np.ndarray:
     """The mix's mean over task types of the free thousandths each could fill."""
     share = (mix.gpus == 1) & (mix.milli < MILLI)
-    whole = (mix.gpus >= 1) & ~share
-    by_gpus = np.zeros(fits.shape)
+    asked = np.where(share, mix.milli, MILLI * mix.gpus).astype(float)  # per task
+    by_gpus = np.zeros(fits.shape)                                      # tasks the free GPUs hold
     if share.any():
         sizes, which = np.unique(mix.milli[share], return_inverse=True)
         by_gpus[:, share] = (free[:, :, None] // sizes[None, None, :]).sum(axis=1)[:, which]
-    by_gpus[:, whole] = (free >= MILLI).sum(axis=1)[:, None] // mix.gpus[whole][None, :]
-    tasks = np.minimum(by_gpus, np.minimum(_how_many(cpu, mix.cpu), _how_many(memory, mix.memory)))
-    asked = np.where(share, mix.milli, MILLI * mix.gpus)
+    whole = (mix.gpus >= 1) & ~share
+    by_gpus[:, whole] = (free >= MILLI).sum(axis=1)[:, None] / mix.gpus[whole][None, :]
+    tasks = np.minimum(by_gpus, np.minimum(_fed(cpu, mix.cpu), _fed(memory, mix.memory)))
     gpu = mix.gpus > 0
     fillable = (np.where(fits, tasks, 0)[:, gpu] * asked[gpu]) @ mix.weight[gpu]
     return fillable + (fits[:, ~gpu] * free.sum(axis=1)[:, None]) @ mix.weight[~gpu]
 
 
-def _how_many(have: np.ndarray, each: np.ndarray) -> np.ndarray:
-    """How many of each request fit in what each row has, [N, T] (unbounded for 0)."""
+def _fed(have: np.ndarray, each: np.ndarray) -> np.ndarray:
+    """How many tasks' worth of each request what each row has feeds, [N, T]
+    (unbounded for a request of 0)."""
     with np.errstate(divide="ignore"):
-        return np.where(each[None, :] > 0, np.floor(have[:, None] / np.where(each > 0, each, 1)[None, :]), np.inf)
+        return np.where(each[None, :] > 0, have[:, None] / np.where(each > 0, each, 1)[None, :], np.inf)
 
 
 def packing_fragmentation(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, free: np.ndarray,

@@ -37,16 +37,18 @@ def test_a_share_counts_as_many_tasks_as_fit_on_each_gpu():
     assert measure(node_fragmentation, mix(SHARE_470), [1000, 1000]) == 0        # FGD: all usable
 
 
-def test_cpu_and_memory_limit_how_many_tasks_a_node_holds():
-    # two free GPUs but CPU for one 8-core task: the other GPU is short of CPU
-    assert measure(capacity_shortfall, mix(WHOLE), [1000, 1000], cpu=10) == pytest.approx(1000)
+def test_free_gpus_beyond_what_cpu_and_memory_can_feed_fall_short():
+    # two free GPUs, CPU for 10/8 of an 8-core GPU task: 750 of the 2000 are short of CPU
+    assert measure(capacity_shortfall, mix(WHOLE), [1000, 1000], cpu=10) == pytest.approx(750)
     assert measure(node_fragmentation, mix(WHOLE), [1000, 1000], cpu=10) == 0
-    assert measure(capacity_shortfall, mix((1, 4, 1, 1000, None)), [1000, 1000], memory=5) == pytest.approx(1000)
+    assert measure(capacity_shortfall, mix((1, 4, 1, 1000, None)), [1000, 1000], memory=6) == pytest.approx(500)
+    # a share's CPU feeds its share of a GPU: 2 cores per 470-share feed 940 on 4 cores
+    assert measure(capacity_shortfall, mix((2, 1, 1, 470, None)), [1000, 1000], cpu=4) == pytest.approx(1060)
 
 
-def test_whole_gpu_tasks_count_in_whole_groups():
-    assert measure(capacity_shortfall, mix(TWO), [1000, 1000, 1000]) == pytest.approx(1000)
-    assert measure(capacity_shortfall, mix(TWO), [1000, 1000, 1000, 1000]) == 0
+def test_whole_gpu_tasks_use_every_free_gpu_once_one_fits():
+    assert measure(capacity_shortfall, mix(TWO), [1000, 1000, 1000]) == 0
+    assert measure(capacity_shortfall, mix(TWO), [1000, 0, 0]) == pytest.approx(1000)   # none fits
 
 
 def test_what_cannot_run_at_all_is_all_shortfall_as_in_fgd():
