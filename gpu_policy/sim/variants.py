@@ -39,9 +39,8 @@ class Variant:
         return f"{self.kind}:{self.amount:g}"
 
     def apply(self, nodes: NodeList, pods: PodList, rng: np.random.Generator) -> PodList:
-        pod = [pods.types[t] for t in pods.type_of_pod]
-        derive = {"gpuspec": _constrain, "multigpu": _multigpu, "gpushare": _gpushare, "cpu": _cpu_only}[self.kind]
-        return pod_list(derive(pod, self, nodes, rng))
+        change = {"gpuspec": _constrain, "multigpu": _multigpu, "gpushare": _gpushare, "cpu": _cpu_only}[self.kind]
+        return pod_list(change([pods.types[t] for t in pods.type_of_pod], self, nodes, rng))
 
 
 def parse_variants(text: str) -> list[Variant]:
@@ -83,6 +82,8 @@ def _demand_share(pods: list[PodType], variant: Variant, rng: np.random.Generato
     other way round, when `kind` asks for more)."""
     mine = sum(p.gpu_milli for p in pods if kind(p))
     total = sum(p.gpu_milli for p in pods)
+    if mine == variant.amount * total:
+        return pods
     grow = mine < variant.amount * total
     source, target = (others, kind) if grow else (kind, others)
     donors = [p for p in pods if target(p)]
@@ -165,5 +166,5 @@ def confined_demand(nodes: NodeList, pods: PodList) -> dict[str, float]:
     for k, name in enumerate(nodes.models):
         mine = sum(t.gpu_milli * c for t, c in zip(pods.types, counts) if t.spec == frozenset({name}))
         model_capacity = int(nodes.gpus[nodes.model == k].sum()) * MILLI
-        out[name] = (mine / total) / (model_capacity / capacity) if total and model_capacity else 0.0
+        out[name] = float(mine / total / (model_capacity / capacity)) if total and model_capacity else 0.0
     return out

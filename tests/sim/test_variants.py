@@ -90,6 +90,9 @@ def test_gpushare_one_makes_every_gpu_pod_a_share(trace):
     derived = pods_of(derive(nodes, pods, parse_variants("gpushare:1.0"), 2))
     assert all(p.gpus == 1 and p.milli < 1000 for p in derived if p.gpus)
     assert {p.milli for p in derived if p.gpus} <= {500, 250, 810}
+    # a list already there is left as it is (it has no whole-GPU pods left to copy)
+    twice = derive(nodes, pod_list(derived), parse_variants("gpushare:1.0"), 2)
+    assert pods_of(twice) == derived
 
 
 def test_cpu_scales_the_cpu_only_pods_and_leaves_gpu_pods(trace):
