@@ -34,6 +34,9 @@ def register_openb(kinds) -> None:
                    help="pods arrive until they ask for this multiple of GPU capacity (default 1.0; at most 10)")
     p.add_argument("--window", type=number(1, 10_000, whole=True), default=32, metavar="W",
                    help="pods per plan for ours-batched (default 32)")
+    p.add_argument("--variant", metavar="KIND[:SHARE]", default=None,
+                   help="derive the pod list, per seed: gpuspec[:0.33], multigpu[:0.5], gpushare[:1.0], cpu[:2.5]; "
+                        "several joined by commas (docs/simulate.md)")
     p.add_argument("--plot", metavar="OUT.png", type=output_file,
                    help="draw unallocated GPU %% against arrived workload %% (needs matplotlib)")
     p.add_argument("--format", choices=("table", "json"), default="table")
@@ -47,14 +50,16 @@ def run_openb(args: argparse.Namespace) -> int:
     from gpu_policy.sim.compare import compare, parse_policies, parse_seeds
     from gpu_policy.sim.openb import load_trace
     from gpu_policy.sim.report import comparison_json, comparison_table, plot_comparison
+    from gpu_policy.sim.variants import parse_variants
 
     policies, seeds = parse_policies(args.policies), parse_seeds(args.seeds)
+    variants = parse_variants(args.variant) if args.variant is not None else []
     if args.plot:
         _plot_needs_matplotlib()
     nodes, pods = load_trace(args.trace_dir, limits=input_limits(args))
     _check_arrivals(nodes, pods, args.inflate)
     result = compare(nodes, pods, policies, seeds, args.inflate, args.window, args.workers,
-                     progress_bar("runs") if sys.stderr.isatty() else None)
+                     progress_bar("runs") if sys.stderr.isatty() else None, variants)
     print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
     if args.plot:
         write_output("--plot", args.plot, lambda path: plot_comparison(result, path))

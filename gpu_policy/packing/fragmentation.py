@@ -92,21 +92,12 @@ def node_fragmentation(mix: WorkloadMix, cpu: np.ndarray, memory: np.ndarray, fr
     """F(n) for each row: `cpu`, `memory` free per node (shape [N]), `free` GPU
     thousandths per node and GPU ([N, G]), `model` the GPU model index per node
     (-1: no GPUs). Returns thousandths of a GPU, shape [N]."""
-    fits = task_fits(mix, cpu, memory, free, model)
+    return free.sum(axis=1) - usable_share(mix, free, task_fits(mix, cpu, memory, free, model))
+
+
+def usable_share(mix: WorkloadMix, free: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """The mix's mean over task types of the free thousandths each can use (FGD's
+    complement of fragments), given `fits` from `task_fits`."""
     levels, which = np.unique(mix.thresholds, return_inverse=True)
     usable = (free[:, :, None] * (free[:, :, None] >= levels[None, None, :])).sum(axis=1)
-    return free.sum(axis=1) - (fits * usable[:, which]) @ mix.weight
-
-
-#: Weight of the GPU capacity a node has left after a placement, next to the growth
-#: of its expected fragmentation: among placements that fragment alike, fill the
-#: fuller node. 0.02 was the best of 0-0.5 on the openb trace, chosen on seeds 10-14
-#: and confirmed on the reported seeds 0-4 (docs/benchmarks.md).
-BEST_FIT_WEIGHT = 0.02
-
-
-def placement_cost(fragmentation_growth: np.ndarray, gpu_free_after: np.ndarray,
-                   best_fit_weight: float = BEST_FIT_WEIGHT) -> np.ndarray:
-    """What placing work costs, in thousandths of a GPU: the expected fragmentation
-    it adds, plus a little for the free capacity it leaves on the node."""
-    return fragmentation_growth + best_fit_weight * gpu_free_after
+    return (fits * usable[:, which]) @ mix.weight

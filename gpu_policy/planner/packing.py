@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from gpu_policy.model import Job, Scenario
-from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation, placement_cost
+from gpu_policy.packing import MILLI, WorkloadMix, packing_fragmentation, placement_cost
 from gpu_policy.plan import Placement
 from gpu_policy.planner.layout import Layout, place, spare_resources
 from gpu_policy.planner.shapes import node_kinds
@@ -70,8 +70,8 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list
         model.append(index[nl.node.gpu_model or ""])
     (cpu_now, cpu_job), (mem_now, mem_job) = np.array(cpu).T, np.array(mem).T
     model_ix, free_after = np.array(model), np.array(after)
-    grow = (node_fragmentation(mix, cpu_now - cpu_job, mem_now - mem_job, free_after, model_ix)
-            - node_fragmentation(mix, cpu_now, mem_now, np.array(before), model_ix))
+    grow = (packing_fragmentation(mix, cpu_now - cpu_job, mem_now - mem_job, free_after, model_ix)
+            - packing_fragmentation(mix, cpu_now, mem_now, np.array(before), model_ix))
     return (placement_cost(grow, free_after.sum(axis=1)) / MILLI).tolist()
 
 

@@ -8,14 +8,21 @@ GPUs that are entirely free.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation, task_fits
+from gpu_policy.packing.price import ModelDemand
 from gpu_policy.sim.openb import MAX_GPUS_PER_NODE, NodeList, PodList, PodType
 
 NO_FIT = np.inf
+
+#: A fragmentation measure: (mix, cpu, memory, free, model) of N nodes -> N values
+#: in GPU thousandths, like `node_fragmentation`.
+Measure = Callable[..., np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -25,8 +32,13 @@ class Placement:
 
 
 class SimCluster:
-    def __init__(self, nodes: NodeList, pods: PodList, mix: WorkloadMix | None = None):
+    """`measure` is the fragmentation whose growth `fragmentation_delta` gives: FGD's
+    by default, the packing price's for gpu-policy's own policy."""
+
+    def __init__(self, nodes: NodeList, pods: PodList, mix: WorkloadMix | None = None,
+                 measure: Measure = node_fragmentation):
         self.nodes = nodes
+        self.measure = measure
         self.types = pods.types
         self._table = workload_mix(pods, nodes.models)  # the pod types, in order, for `task_fits`
         self._each = [self._table.only(t) for t in range(len(self.types))]
@@ -55,6 +67,20 @@ class SimCluster:
     @property
     def capacity_milli(self) -> int:
         return self.nodes.gpu_capacity * MILLI
+
+    @cached_property
+    def model_demand(self) -> ModelDemand:
+        """The mix's GPU demand by the models it may use (shared by scratch copies)."""
+        return ModelDemand.of(self.mix)
+
+    def allowed_models(self, t: int) -> np.ndarray:
+        """Whether a pod of type t may use each GPU model."""
+        return self._table.models[t]
+
+    def free_by_model(self) -> np.ndarray:
+        """Free GPU thousandths per GPU model."""
+        gpu = self.model >= 0
+        return np.bincount(self.model[gpu], weights=self.free[gpu].sum(axis=1), minlength=len(self.nodes.models))
 
     def fits(self, t: int) -> np.ndarray:
         """Nodes where a pod of type t fits now, as a boolean mask."""
@@ -97,8 +123,8 @@ class SimCluster:
         return self._delta[:, t], self._level[:, t]
 
     def fragmentation(self) -> float:
-        """Expected fragmentation of the whole cluster, in GPUs."""
-        return float(node_fragmentation(self.mix, self.cpu, self.memory, self.free, self.model).sum()) / MILLI
+        """The cluster's fragmentation by its measure, in GPUs."""
+        return float(self.measure(self.mix, self.cpu, self.memory, self.free, self.model).sum()) / MILLI
 
     def _row(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         count = int(self.nodes.gpus[n])
@@ -136,8 +162,8 @@ class SimCluster:
                 rows_mem.append(mem - pod.memory)
                 owner.append(t)
                 chosen.append(level)
-        frag = node_fragmentation(self.mix, np.array(rows_cpu), np.array(rows_mem), np.array(rows_free),
-                                  np.full(len(rows_free), model))
+        frag = self.measure(self.mix, np.array(rows_cpu), np.array(rows_mem), np.array(rows_free),
+                            np.full(len(rows_free), model))
         delta = np.full(len(self.types), NO_FIT)
         level = np.zeros(len(self.types), dtype=np.int64)
         for i in range(1, len(frag)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from gpu_policy.sim.inflation import RunResult, run, stream_bound
 from gpu_policy.sim.openb import NodeList, PodList
 from gpu_policy.sim.ours import OursPolicy
 from gpu_policy.sim.policies import BestFitPolicy, FgdPolicy, Policy, RandomPolicy, SpreadPolicy
+from gpu_policy.sim.variants import Variant, derive
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "random": RandomPolicy,
@@ -47,6 +48,12 @@ class Comparison:
     seeds: list[int]
     inflate: float
     window: int
+    variants: list[Variant] = field(default_factory=list)
+
+    @property
+    def workload(self) -> str:
+        """The pod list compared: 'default', or its variants ('gpuspec:0.33')."""
+        return ",".join(map(str, self.variants)) or "default"
 
 
 def parse_policies(text: str) -> list[str]:
@@ -78,25 +85,28 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(seeds)
 
 
-def _one(nodes: NodeList, pods: PodList, policy: str, seed: int, inflate: float, window: int) -> RunResult:
-    return run(nodes, pods, POLICIES[policy](), seed, inflate, window)
+def _one(nodes: NodeList, pods: PodList, policy: str, seed: int, inflate: float, window: int,
+         variants: list[Variant]) -> RunResult:
+    return run(nodes, derive(nodes, pods, variants, seed), POLICIES[policy](), seed, inflate, window)
 
 
 def compare(nodes: NodeList, pods: PodList, policies: list[str], seeds: list[int], inflate: float = 1.0,
             window: int = 32, workers: int | None = None,
-            progress: Callable[[int, int], None] | None = None) -> Comparison:
-    """Every policy on every seed; `progress(done, total)` after each run."""
+            progress: Callable[[int, int], None] | None = None, variants: list[Variant] = ()) -> Comparison:
+    """Every policy on every seed; `progress(done, total)` after each run. With
+    `variants`, each seed runs on its own derived pod list (`variants.derive`)."""
+    variants = list(variants)
     tasks = [(p, s) for p in policies for s in seeds]
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
     results: dict[tuple[str, int], RunResult] = {}
     if workers == 1:
         for i, (p, s) in enumerate(tasks, 1):
-            results[p, s] = _one(nodes, pods, p, s, inflate, window)
+            results[p, s] = _one(nodes, pods, p, s, inflate, window, variants)
             if progress:
                 progress(i, len(tasks))
     else:
         with ProcessPoolExecutor(workers) as pool:
-            futures = {pool.submit(_one, nodes, pods, p, s, inflate, window): (p, s) for p, s in tasks}
+            futures = {pool.submit(_one, nodes, pods, p, s, inflate, window, variants): (p, s) for p, s in tasks}
             for i, future in enumerate(as_completed(futures), 1):
                 results[futures[future]] = future.result()
                 if progress:
@@ -110,5 +120,5 @@ def compare(nodes: NodeList, pods: PodList, policies: list[str], seeds: list[int
         summaries.append(PolicySummary(p, float(np.mean(ratios)), min(ratios), max(ratios),
                                        float(np.percentile(latencies, 50)), float(np.percentile(latencies, 95)),
                                        f"window of {window}" if batched else "pod", runs))
-    return Comparison(summaries, {s: stream_bound(nodes, pods, s, inflate) for s in seeds},
-                      len(nodes.names), nodes.gpu_capacity, seeds, inflate, window)
+    bounds = {s: stream_bound(nodes, derive(nodes, pods, variants, s), s, inflate) for s in seeds}
+    return Comparison(summaries, bounds, len(nodes.names), nodes.gpu_capacity, seeds, inflate, window, variants)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu_policy.sim.bound import allocation_bound
+from gpu_policy.packing.fragmentation import MILLI
+from gpu_policy.sim.bound import Arrivals, allocation_bound
 from gpu_policy.sim.cluster import SimCluster, is_share
 from gpu_policy.sim.openb import NodeList, PodList
 from gpu_policy.sim.policies import Policy
@@ -48,18 +49,20 @@ def pod_stream(pods: PodList, seed: int, target_milli: float) -> Iterator[int]:
 
 def stream_bound(nodes: NodeList, pods: PodList, seed: int, inflate: float = 1.0) -> float:
     """`allocation_bound` of one seed's stream: no policy allocates more."""
-    capacity = nodes.gpu_capacity * 1000
-    types = list(pod_stream(pods, seed, inflate * capacity))
-    asked = sum(pods.types[t].gpu_milli for t in types)
-    shares = [pods.types[t].milli for t in types if is_share(pods.types[t])]
-    return allocation_bound(shares, capacity, max(0, int(asked - capacity)))
+    arrived = np.bincount(list(pod_stream(pods, seed, inflate * nodes.gpu_capacity * MILLI)),
+                          minlength=len(pods.types))
+    types = pods.types
+    arrivals = Arrivals(np.array([t.gpu_milli for t in types]), np.array([t.milli if is_share(t) else 0 for t in types]),
+                        [t.spec for t in types], arrived)
+    capacity = {m: int(nodes.gpus[nodes.model == k].sum()) * MILLI for k, m in enumerate(nodes.models)}
+    return allocation_bound(arrivals, capacity)
 
 
 def run(nodes: NodeList, pods: PodList, policy: Policy, seed: int, inflate: float = 1.0, window: int = 1,
         progress: Callable[[float], None] | None = None) -> RunResult:
     """Place one seed's pods with `policy`: `window` pods per decision for batched
     policies, one for the others."""
-    cluster = SimCluster(nodes, pods)
+    cluster = SimCluster(nodes, pods, measure=policy.measure)
     choices = np.random.default_rng([seed, 1])
     target = inflate * cluster.capacity_milli
     stream = pod_stream(pods, seed, target)

@@ -12,16 +12,41 @@ from __future__ import annotations
 
 import importlib.util
 from collections import defaultdict
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pulp
 
-from gpu_policy.packing.fragmentation import BEST_FIT_WEIGHT, MILLI
+from gpu_policy.packing.fragmentation import MILLI
+from gpu_policy.packing.price import BEST_FIT_WEIGHT, CAPACITY_WEIGHT, displaced, packing_fragmentation, placement_cost
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.program import Program, affine
 from gpu_policy.planner.solve import solve_stages
 from gpu_policy.sim.cluster import Placement, SimCluster, is_share
-from gpu_policy.sim.policies import Policy, fragmentation_price
+from gpu_policy.sim.policies import Policy, pick
+
+
+@dataclass(frozen=True)
+class Price:
+    """The packing price's weights (`gpu_policy.packing.price`); the defaults ship."""
+    capacity_weight: float = CAPACITY_WEIGHT
+    best_fit_weight: float = BEST_FIT_WEIGHT
+    model_scarcity: bool = True
+
+    def measure(self):
+        return partial(packing_fragmentation, capacity_weight=self.capacity_weight)
+
+    def of(self, cluster: SimCluster, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """What placing a pod of type t costs on every node (inf where it does not fit),
+        and for shares the free level of the GPU to use. `cluster` measures by `measure`."""
+        growth, level = cluster.fragmentation_delta(t)
+        asked = cluster.types[t].gpu_milli
+        taken = 0.0
+        if self.model_scarcity:
+            scarce = cluster.model_demand.scarcity(cluster.free_by_model())
+            taken = displaced(cluster.allowed_models(t), scarce, cluster.model, asked)
+        return placement_cost(growth, cluster.free.sum(axis=1) - asked, self.best_fit_weight, taken), level
 
 
 class OursPolicy(Policy):
@@ -29,11 +54,13 @@ class OursPolicy(Policy):
     faster; docs/benchmarks.md); `solver` as in the planner, HiGHS where highspy
     is installed: it solves in-process, where CBC starts a process per plan."""
 
-    def __init__(self, batched: bool, candidates: int = 4, solver: str | None = None):
+    def __init__(self, batched: bool, candidates: int = 4, solver: str | None = None, price: Price = Price()):
         self.batched = batched
         self.name = "ours-batched" if batched else "ours-online"
         self.candidates = candidates
         self.config = PlannerConfig(solver=solver or default_solver())
+        self.price = price
+        self.measure = price.measure()
 
     def place_one(self, cluster: SimCluster, t: int, rng: np.random.Generator) -> Placement | None:
         return self.place_window(cluster, [t], rng)[0]
@@ -73,10 +100,25 @@ class OursPolicy(Policy):
 
     def _options(self, cluster: SimCluster, t: int) -> list[tuple[Placement, float]]:
         """The cheapest placements of one pod on the cluster as it is, with their costs."""
-        cost, level = fragmentation_price(cluster, t, BEST_FIT_WEIGHT)
+        cost, level = self.price.of(cluster, t)
         fits = np.flatnonzero(np.isfinite(cost))
         best = fits[np.argsort(cost[fits], kind="stable")[:self.candidates]]
         return [(Placement(int(n), cluster.gpus_for(t, int(n), int(level[n]))), float(cost[n])) for n in best]
+
+
+class CheapestPolicy(Policy):
+    """Each pod where the packing price is least: ours-online without the program (the
+    same choice, ties aside), fast enough to sweep the price's weights (bench/)."""
+    name = "cheapest"
+
+    def __init__(self, price: Price = Price()):
+        self.price = price
+        self.measure = price.measure()
+
+    def place_one(self, cluster, t, rng):
+        cost, level = self.price.of(cluster, t)
+        node = pick(cost, rng)
+        return None if node is None else Placement(node, cluster.gpus_for(t, node, int(level[node])))
 
 
 def default_solver() -> str:

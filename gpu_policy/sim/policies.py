@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu_policy.packing.fragmentation import MILLI, placement_cost
-from gpu_policy.sim.cluster import Placement, SimCluster, is_share
+from gpu_policy.packing.fragmentation import MILLI, node_fragmentation
+from gpu_policy.sim.cluster import Measure, Placement, SimCluster, is_share
 
 
 class Policy:
     name = ""
     batched = False
+    #: The fragmentation measure the run's cluster caches growth for.
+    measure: Measure = staticmethod(node_fragmentation)
 
     def place_one(self, cluster: SimCluster, t: int, rng: np.random.Generator) -> Placement | None:
         raise NotImplementedError
@@ -91,27 +93,14 @@ class BestFitPolicy(Policy):
         return Placement(node, cluster.gpus_for(t, node))
 
 
-def fragmentation_price(cluster: SimCluster, t: int, best_fit_weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """`placement_cost` of a pod of type t on every node (inf where it does not fit),
-    and for shares the free level of the GPU to use. Weight 0 is FGD's growth alone."""
-    growth, level = cluster.fragmentation_delta(t)
-    if not best_fit_weight:
-        return growth, level
-    return placement_cost(growth, cluster.free.sum(axis=1) - cluster.types[t].gpu_milli, best_fit_weight), level
-
-
 class FgdPolicy(Policy):
     """Fragmentation Gradient Descent: the node and GPU where the expected
-    fragmentation grows least (Weng et al., USENIX ATC '23). With a best-fit
-    weight, where `placement_cost` is least (the benchmark's sweep)."""
+    fragmentation grows least (Weng et al., USENIX ATC '23)."""
     name = "fgd"
 
-    def __init__(self, best_fit_weight: float = 0.0):
-        self.best_fit_weight = best_fit_weight
-
     def place_one(self, cluster, t, rng):
-        price, level = fragmentation_price(cluster, t, self.best_fit_weight)
-        node = pick(price, rng)
+        growth, level = cluster.fragmentation_delta(t)
+        node = pick(growth, rng)
         if node is None:
             return None
         return Placement(node, cluster.gpus_for(t, node, int(level[node])))

@@ -18,7 +18,7 @@ def comparison_table(c: Comparison) -> str:
     table = text_table(["POLICY", "ALLOC % MEAN", "MIN", "MAX", "P50 MS", "P95 MS", "LATENCY PER"], rows)
     low, high = 100 * min(c.bounds.values()), 100 * max(c.bounds.values())
     bound = f"{low:.2f}%" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}%"
-    return (f"openb: {c.nodes} nodes, {c.gpus} GPUs; {_seeds(c.seeds)}; pods arrive until "
+    return (f"openb{_workload(c)}: {c.nodes} nodes, {c.gpus} GPUs; {_seeds(c.seeds)}; pods arrive until "
             f"{100 * c.inflate:g}% of GPU capacity\n{table}\n"
             f"no policy can allocate more than {bound} on {'this seed' if len(c.seeds) == 1 else 'these seeds'} "
             f"(gpu_policy.sim.bound)")
@@ -26,7 +26,8 @@ def comparison_table(c: Comparison) -> str:
 
 def comparison_json(c: Comparison) -> dict:
     return {
-        "trace": {"nodes": c.nodes, "gpus": c.gpus, "seeds": c.seeds, "inflate": c.inflate, "window": c.window},
+        "trace": {"nodes": c.nodes, "gpus": c.gpus, "seeds": c.seeds, "inflate": c.inflate, "window": c.window,
+                  "workload": c.workload},
         "bound": {str(s): round(b, 6) for s, b in c.bounds.items()},
         "policies": [{
             "policy": p.policy,
@@ -56,7 +57,7 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
     ax.set_ylabel("unallocated GPU (% of capacity)")
     ax.set_xlim(0, 100 * c.inflate)
     ax.set_ylim(0, 100)
-    ax.set_title(f"openb, {c.gpus} GPUs, {_seeds(c.seeds)}")
+    ax.set_title(f"openb{_workload(c)}, {c.gpus} GPUs, {_seeds(c.seeds)}")
     ax.legend(fontsize=8, title="policy (allocated at the end)", title_fontsize=8, loc="lower left")
     ax.grid(alpha=0.3)
     inset = ax.inset_axes([0.58, 0.58, 0.38, 0.32])
@@ -65,7 +66,8 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
         inset.plot(grid[tail], mean_curves[p.policy][tail], style[p.policy], linewidth=1.2)
     inset.axhline(bound, color="black", linewidth=0.8, linestyle="-.")
     inset.text(grid[tail][0], bound, " bound for any policy", fontsize=6, va="bottom")
-    inset.set_ylim(0, 12)
+    tail_top = max(float(mean_curves[p.policy][tail].min()) for p in c.policies)
+    inset.set_ylim(0, max(12.0, np.ceil(tail_top + 2)))
     inset.set_title("the last 10% (unallocated %)", fontsize=7)
     inset.tick_params(labelsize=6)
     fig.tight_layout()
@@ -73,6 +75,10 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
     fig.savefig(out, dpi=130)
     plt.close(fig)
     return out
+
+
+def _workload(c: Comparison) -> str:
+    return f" ({c.workload})" if c.variants else ""
 
 
 def _seeds(seeds: list[int]) -> str:

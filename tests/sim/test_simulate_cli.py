@@ -1,15 +1,11 @@
 """`gpu-policy simulate openb`: the table, the JSON, the plot, and the real trace."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from gpu_policy.cli import main
-
-#: The openb trace: $GPU_POLICY_OPENB_DIR, else ../shared/data/openb beside the checkout.
-OPENB = Path(os.environ.get("GPU_POLICY_OPENB_DIR") or Path(__file__).resolve().parents[3] / "shared/data/openb")
+from tests.sim.conftest import OPENB
 
 
 def test_table_names_every_policy_with_its_figures(trace_dir, capsys):
@@ -26,7 +22,8 @@ def test_json_and_plot(trace_dir, tmp_path, capsys):
             "--window", "4", "--inflate", "1.5", "--format", "json", "--plot", str(plot)]
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["trace"] == {"nodes": 5, "gpus": 22, "seeds": [3, 5], "inflate": 1.5, "window": 4}
+    assert data["trace"] == {"nodes": 5, "gpus": 22, "seeds": [3, 5], "inflate": 1.5, "window": 4,
+                             "workload": "default"}
     for p in data["policies"]:
         ratio = p["allocation_ratio"]
         assert ratio["min"] <= ratio["mean"] <= ratio["max"] <= max(data["bound"].values()) + 1e-6
