@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpu_policy.errors import UsageError
 from gpu_policy.packing.fragmentation import MILLI
 from gpu_policy.sim.cluster import is_share
 from gpu_policy.sim.openb import NodeList, PodList, PodType
@@ -49,14 +50,14 @@ def parse_variants(text: str) -> list[Variant]:
     for part in (p.strip() for p in text.split(",")):
         kind, _, amount = part.partition(":")
         if kind not in KINDS:
-            raise ValueError(f"--variant: unknown kind {kind!r} in {text!r}; choose from {', '.join(KINDS)}")
+            raise UsageError(f"--variant: unknown kind {kind!r} in {text!r}; choose from {', '.join(KINDS)}")
         try:
             value = float(amount) if amount else KINDS[kind]
         except ValueError:
-            raise ValueError(f"--variant: {kind}: expected a number after ':', got {amount!r}") from None
+            raise UsageError(f"--variant: {kind}: expected a number after ':', got {amount!r}") from None
         if not np.isfinite(value) or value < 0 or (kind != "cpu" and value > 1):
             limit = "a factor >= 0" if kind == "cpu" else "a share in 0..1"
-            raise ValueError(f"--variant: {kind}: must be {limit}, got {amount}")
+            raise UsageError(f"--variant: {kind}: must be {limit}, got {amount}")
         variants.append(Variant(kind, value))
     return variants
 
@@ -88,7 +89,7 @@ def _demand_share(pods: list[PodType], variant: Variant, rng: np.random.Generato
     source, target = (others, kind) if grow else (kind, others)
     donors = [p for p in pods if target(p)]
     if not donors:
-        raise ValueError(f"--variant {variant}: the pod list has no pods of the kind to copy")
+        raise UsageError(f"--variant {variant}: the pod list has no pods of the kind to copy")
     pods = list(pods)
     for i in rng.permutation(len(pods)):
         if (mine >= variant.amount * total) if grow else (mine <= variant.amount * total):

@@ -35,6 +35,8 @@ def test_json_and_plot(trace_dir, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--policies", "fgd,magic"], "--policies: unknown policy 'magic'"),
     (["--seeds", "a-b"], "--seeds: expected a range like 0-4"),
+    (["--variant", "bogus"], "--variant: unknown kind 'bogus' in 'bogus'; choose from gpuspec"),
+    (["--variant", "gpushare:1.5"], "--variant: gpushare: must be a share in 0..1, got 1.5"),
 ])
 def test_bad_lists_exit_2_with_one_line(args, message, trace_dir, capsys):
     assert main(["simulate", "openb", "--trace-dir", str(trace_dir)] + args) == 2
