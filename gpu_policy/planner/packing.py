@@ -1,9 +1,11 @@
 """Packing: what a placement costs, and placing jobs on given nodes at those prices.
 
-The price of a placement is how much it grows the node's expected fragmentation
-(`gpu_policy.packing`), judged on the node's GPUs as they are and its CPUs and memory
-as the running jobs leave them. The workload mix is the scenario's own jobs, running
-and waiting (each job counts once), unless the config names one.
+The price of a placement is gpu-policy's packing price (`gpu_policy.packing.price`, the
+one the simulator's `ours-*` policies use): how much it grows the node's expected
+fragmentation and capacity shortfall, judged on the node's GPUs as they are and its CPUs
+and memory as the running jobs leave them, plus the capacity it takes from work confined
+to scarce GPU models. The workload mix is the scenario's own jobs, running and waiting
+(each job counts once), unless the config names one.
 
 `pack` is the planner's packing step for pooled nodes, and works on its own: give it a
 layout, the jobs to place and the nodes each may use, and it places them greedily,
@@ -18,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from gpu_policy.model import Job, Scenario
-from gpu_policy.packing import MILLI, WorkloadMix, packing_fragmentation, placement_cost
+from gpu_policy.packing import MILLI, ModelDemand, WorkloadMix, displaced, packing_fragmentation, placement_cost
 from gpu_policy.plan import Placement
 from gpu_policy.planner.layout import Layout, place, spare_resources
 from gpu_policy.planner.shapes import node_kinds
@@ -41,14 +43,31 @@ def gpu_models(s: Scenario) -> list[str]:
     return sorted({kind.gpu_model or "" for kind in node_kinds(s)})
 
 
+def model_scarcity(layout: Layout, mix: WorkloadMix, models: list[str]) -> np.ndarray:
+    """Per GPU model (in `models`' order), 1 where the work confined to some models would
+    need more than they have free on `layout` (`ModelDemand.scarcity`), else 0."""
+    if mix.models.all():
+        return np.zeros(len(models))  # no work is confined: no model is scarce
+    index = {m: i for i, m in enumerate(models)}
+    free = np.zeros(len(models))
+    for nl in layout.nodes.values():
+        free[index[nl.node.gpu_model or ""]] += sum(round((1 - slot.used) * MILLI)
+                                                    for i, slot in enumerate(nl.slots) if nl.healthy(i))
+    return ModelDemand.of(mix).scarcity(free)
+
+
 def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list[tuple[Job, str, int | None]],
-                    spare: dict | None = None, models: list[str] | None = None) -> list[float]:
+                    spare: dict | None = None, models: list[str] | None = None,
+                    scarce: np.ndarray | None = None) -> list[float]:
     """The cost of one replica of each (job, node, GPU for a fraction) option, in GPUs.
     `spare`: free CPUs and memory per node (default: as the running jobs leave them);
-    `models`: `gpu_models(s)`, when the caller has it."""
+    `models`: `gpu_models(s)`, when the caller has it; `scarce`: `model_scarcity` (default:
+    on `layout`)."""
     if not options:
         return []
-    index = {m: i for i, m in enumerate(models or gpu_models(s))}
+    models = models or gpu_models(s)
+    index = {m: i for i, m in enumerate(models)}
+    scarce = model_scarcity(layout, mix, models) if scarce is None else scarce
     spare = spare if spare is not None else spare_resources(s, {j.name for j in s.jobs if j.is_running})
     width = max(len(layout.nodes[node].slots) for _, node, _ in options) or 1
     free_of: dict[str, np.ndarray] = {}  # node -> free thousandths per GPU (unhealthy: 0)
@@ -72,7 +91,12 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list
     model_ix, free_after = np.array(model), np.array(after)
     grow = (packing_fragmentation(mix, cpu_now - cpu_job, mem_now - mem_job, free_after, model_ix)
             - packing_fragmentation(mix, cpu_now, mem_now, np.array(before), model_ix))
-    return (placement_cost(grow, free_after.sum(axis=1)) / MILLI).tolist()
+    taken = np.zeros(len(options))
+    if scarce.any():
+        for k, (job, _node, _gpu) in enumerate(options):
+            allowed = np.array([not job.gpu_model or m in job.gpu_model for m in models])
+            taken[k] = displaced(allowed, scarce, model_ix[k:k + 1], _milli(job) * _gpu_count(job))[0]
+    return (placement_cost(grow, free_after.sum(axis=1), displaced=taken) / MILLI).tolist()
 
 
 def _gpu_count(j: Job) -> int:
@@ -168,6 +192,7 @@ class _StateGroups:
 def _state_price(s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict) -> Price:
     memo: dict = {}
     models = gpu_models(s)
+    scarce = model_scarcity(layout, mix, models) if mix is not None else None
 
     def price(job: Job, node: str) -> float:
         if mix is None:
@@ -176,7 +201,7 @@ def _state_price(s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: di
         key = (job.gpus, job.cpu, job.memory_gib, tuple(job.gpu_model or ()), nl.node.gpu_model,
                tuple(round(sl.used, 6) for sl in nl.slots), tuple(sorted(spare[node].items())))
         if key not in memo:
-            memo[key] = placement_costs(s, layout, mix, [(job, node, None)], spare, models)[0]
+            memo[key] = placement_costs(s, layout, mix, [(job, node, None)], spare, models, scarce)[0]
         return memo[key]
 
     return price

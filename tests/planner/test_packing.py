@@ -62,3 +62,29 @@ def test_pack_places_jobs_on_given_nodes_at_given_prices():
     # use (n0, 3 free) before the empty one left, whatever the price says
     assert [p.node for p in out["big"]] == ["n1"] and [p.node for p in out["small"]] == ["n0", "n0"]
     assert pack(s, layout, [(Job("huge", "q", 4), ["all"])], {"all": ["n0", "n1"]}, None) == {"huge": None}
+
+
+def test_a_job_that_may_run_anywhere_pays_for_the_scarce_model_it_takes():
+    """Three quarters of the expected work may use only A100s, more than the free A100s
+    hold when the work arrives in proportion: a job that may run anywhere pays, on an A100,
+    the GPU it takes from that work (the simulator's `ours-*` price, `displaced`); on a
+    V100, nothing. A mix confined to no model makes no model scarce."""
+    import numpy as np
+
+    from gpu_policy.model import Job
+    from gpu_policy.planner.layout import running_layout
+    from gpu_policy.planner.packing import gpu_models, model_scarcity, placement_costs
+
+    s = parse_scenario({"nodes": [{"name": "a", "gpus": 4, "gpu_model": "A100"},
+                                  {"name": "v", "gpus": 4, "gpu_model": "V100"}],
+                        "queues": [{"name": "q", "deserved": 8}], "jobs": []})
+    layout, models = running_layout(s), gpu_models(s)
+    confined = WorkloadMix.build([(0.0, 0.0, 1, 1000, frozenset({"A100"})), (0.0, 0.0, 1, 1000, None)], [3, 1], models)
+    assert model_scarcity(layout, confined, models).tolist() == [1.0, 0.0]   # A100, V100
+    anywhere, a100_only = Job("anywhere", "q", 2), Job("a100-only", "q", 2, gpu_model=["A100"])
+    options = [(anywhere, "a", None), (anywhere, "v", None), (a100_only, "a", None)]
+    priced = placement_costs(s, layout, confined, options)
+    unpriced = placement_costs(s, layout, confined, options, scarce=np.zeros(len(models)))
+    assert np.allclose(np.subtract(priced, unpriced), [2.0, 0.0, 0.0])    # 2 GPUs taken from A100-only work
+    free_mix = WorkloadMix.build([(0.0, 0.0, 1, 1000, None)], [1], models)
+    assert not model_scarcity(layout, free_mix, models).any()
