@@ -1,4 +1,4 @@
-"""`gpu-policy demo`: the three seed problems, solved on the embedded cluster; GPUs
+"""`gpu-policy demo`: the seed problems solved on the embedded cluster; GPUs
 attached and detached (the Dynamic Device Scaling talk); a preempted training run."""
 
 from __future__ import annotations

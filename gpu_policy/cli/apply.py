@@ -13,7 +13,7 @@ from gpu_policy.render import plan_table
 
 
 def register(sub) -> None:
-    a = sub.add_parser("apply", help="plan a cluster and carry the plan out: evict victims, reserve moved jobs' GPUs")
+    a = sub.add_parser("apply", help="plan a cluster and carry the plan out: evict victims, reserve moved jobs' GPUs, attach and detach composable GPUs")
     add_cluster_options(a)
     add_execute_options(a, "no: print what would be done")
     a.add_argument("--apply-to", metavar="OUT.yaml",

@@ -1,4 +1,5 @@
-"""`gpu-policy demo`: the seed problems on the embedded cluster, and a preempted training run."""
+"""`gpu-policy demo`: the seed problems and GPU composition on the embedded cluster, and a
+preempted training run."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from gpu_policy.cli._options import add_solver_options, planner_config
 
 
 def register(sub) -> None:
-    d = sub.add_parser("demo", help="the three seed problems on the embedded simulated cluster")
+    d = sub.add_parser("demo", help="the seed problems and GPU composition on the embedded simulated cluster, then a preempted training run")
     add_solver_options(d)
     d.set_defaults(func=run)
 
