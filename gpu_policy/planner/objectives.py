@@ -19,6 +19,7 @@ import pulp
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.packing.fragmentation import WorkloadMix
+from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.packing import placement_costs
@@ -27,19 +28,13 @@ from gpu_policy.planner.scope import Standing
 from gpu_policy.planner.telemetry import GpuLimits
 
 
-def lost_work(job: Job, cfg: PlannerConfig) -> float:
-    """GPU-seconds since the job's last checkpoint (an unknown age counts as the default)."""
-    age = job.checkpoint_age_s if job.checkpoint_age_s is not None else cfg.default_checkpoint_age_s
-    return job.total_gpus * age
-
-
 def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
     """Cost of preempting each victim: 1 per job (preempt fewer jobs), plus less than 1 that
     orders victims by least lost work, then most recently submitted. The order is by rank,
     not by amount, so that neighbours differ by a margin every solver resolves."""
     if not victims:
         return {}
-    lost = {j.name: lost_work(j, cfg) for j in victims}
+    lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in victims}
     levels = {value: r for r, value in enumerate(sorted(set(lost.values())))}
     recent = {j.name: r for r, j in enumerate(sorted(victims, key=lambda j: (-j.submitted_at, j.name)))}
     step = 1 / len(levels)

@@ -194,6 +194,13 @@ def relative_share(allocated: float, gpus: float, deserved: float, fair: float) 
     return (allocated + gpus) / base if base > EPS else float("inf")
 
 
+def lost_work(job: Job, default_age_s: float) -> float:
+    """GPU-seconds since the job's last checkpoint: what preempting or moving it loses (an
+    unknown age counts as `default_age_s`)."""
+    age = job.checkpoint_age_s if job.checkpoint_age_s is not None else default_age_s
+    return job.total_gpus * age
+
+
 def victim_order_key(job: Job, lost_work: float) -> tuple:
     """Among valid victims prefer lowest priority, least lost work, most recently submitted."""
     return (job.priority, lost_work, -job.submitted_at, job.name)
@@ -238,11 +245,17 @@ def best_fill(amounts: list[float], share: float) -> float:
 def may_swap_back(victim: Job, starter: Job) -> bool:
     """Could `victim`, preempted by a plan that starts `starter` of its queue, take
     `starter`'s place in the next plan? Only a strictly higher priority preempts inside a
-    queue, and only where the starter's GPUs could hold the victim's replicas."""
+    queue, and only where the starter's GPUs could hold the victim's replicas: a whole-GPU
+    starter frees whole GPUs, each of which holds one fractional replica; a fractional
+    starter frees fractions, which may share one GPU (so k of them make room for a
+    fraction up to k times their size), and never a whole GPU for sure."""
     if not may_preempt_inside(starter, victim):
         return False
     if victim.is_fractional:
-        return starter.is_fractional and victim.gpus <= starter.gpus + EPS and victim.replicas <= starter.replicas
+        if not starter.is_fractional:
+            return victim.replicas <= starter.replicas * int(starter.gpus)
+        per_place = math.ceil(victim.gpus / starter.gpus - EPS)  # starter replicas one victim replica needs
+        return victim.replicas <= starter.replicas // per_place
     if starter.is_fractional:
         return False
     return victim.gpus <= starter.gpus and victim.replicas <= starter.replicas * (starter.gpus // victim.gpus)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.consolidation import Consolidations
 from gpu_policy.planner.layout import Layout, spare_resources
 from gpu_policy.planner.shapes import Shape, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
@@ -152,6 +153,9 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
     fraction_gpus: dict[str, set[int]] = defaultdict(set)
     rankings = _ReclaimRankings(s, layout, legal, cfg)
     used_for_reclaim: set[str] = set()
+    consolidations = Consolidations(movable, cfg)
+    consolidated: set[str] = set()
+    moves_left = cfg.max_moves
     opened: list[list] = []  # [room, node, gpu] of GPUs virtually holding fractions, best fit first
     shared = sorted((1 - sl.used, n, i) for n, nl in layout.nodes.items() for i, sl in enumerate(nl.slots)
                     if nl.healthy(i) and sl.fractions and not sl.whole and 1 - sl.used > _EPS)
@@ -193,13 +197,26 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
                 node = index.best_fit(shape, need, cpu_ok(job))
                 if node is not None:
                     index.set(node, index.free[node] - need)
-                    for r in ("cpu", "memory_gib"):
-                        if r in spare[node]:
-                            spare[node][r] -= getattr(job, r) or 0
+                    _take(spare[node], job)
                     if not safe[node]:
                         detailed.add(node)
                     continue
-            chosen = rankings.nodes(job, need, givers.get(job.queue, set()), used_for_reclaim,
+                # moves before preemption: a node where moving a few jobs out gathers the block
+                found = consolidations.find(shape, need, index, used_for_reclaim | consolidated, moves_left, cpu_ok)
+                if found is not None and cpu_ok(job)(found.node):
+                    index.set(found.node, index.free[found.node] + found.gathered - need)
+                    _take(spare[found.node], job)
+                    for name, dest in found.destinations.items():
+                        mover = consolidations.job(name)
+                        index.set(dest, index.free[dest] - int(mover.gpus))
+                        _take(spare[dest], mover)
+                        _take(spare[found.node], mover, -1)
+                    consolidated.add(found.node)
+                    detailed.add(found.node)
+                    detailed.update(found.destinations.values())
+                    moves_left -= len(found.destinations)
+                    continue
+            chosen = rankings.nodes(job, need, givers.get(job.queue, set()), used_for_reclaim | consolidated,
                                     cfg.candidate_nodes_per_job)
             for k, node in enumerate(chosen):
                 used_for_reclaim.add(node)
@@ -223,6 +240,13 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
         gpus[n] = [i for i in gpus[n] if i in keep]
     return Scope(False, order, dict(pools), victims, movers, waiting, {n: g for n, g in gpus.items() if g}, givers,
                  {n: c for n, c in cuts.items() if c})
+
+
+def _take(spare: dict[str, float], job: Job, sign: int = 1) -> None:
+    """One replica of `job` takes (sign -1: gives back) its CPUs and memory on a node."""
+    for r in ("cpu", "memory_gib"):
+        if r in spare:
+            spare[r] -= sign * (getattr(job, r) or 0)
 
 
 def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job]) -> dict[str, bool]:
@@ -260,8 +284,7 @@ class _ReclaimRankings:
                     held[n][slot.whole] += 1
         age = cfg.default_checkpoint_age_s
         self.on_node = {n: sorted(((jobs[v], g) for v, g in mine.items()),
-                                  key=lambda x: rules.victim_order_key(x[0], x[0].total_gpus * (
-                                      x[0].checkpoint_age_s if x[0].checkpoint_age_s is not None else age)))
+                                  key=lambda x: rules.victim_order_key(x[0], rules.lost_work(x[0], age)))
                         for n, mine in held.items()}
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.cursor: dict[tuple, int] = {}

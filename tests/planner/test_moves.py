@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpu_policy import PlannerConfig, parse_scenario, plan
+from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
 from gpu_policy.apply import apply_plan
 from tests.conftest import SCENARIOS
 
@@ -153,3 +153,43 @@ def test_a_gang_moves_whole():
     assert actions(result) == {"gang": "move", "four": "start"}
     together = {p.node for p in result.job("gang").replicas}
     assert len(together) == 1 and together != {result.job("four").replicas[0].node}
+
+
+# Clusters above `exact_nodes` (16 nodes): the greedy scope finds consolidation nodes
+# (tests/scenarios/consolidate-large-cluster.yaml, gang-whole-nodes-by-moves.yaml and
+# move-before-preempt-large.yaml pin the plans; these tests pin what around them).
+
+def test_large_cluster_moves_then_settles():
+    s = load_scenario(SCENARIOS / "consolidate-large-cluster.yaml")
+    result = plan(s)
+    moved = [j for j in result.jobs if j.action == "move"]
+    assert [j.name for j in moved] in (["a-5"], ["a-6"]) and result.summary["preemptions"] == 0
+    # the mover goes where free GPUs were (best fit: node-01 or node-02, 4 free), never onto team-c's nodes
+    assert moved[0].replicas[0].node in ("node-01", "node-02")
+    again = plan(apply_plan(s, result))
+    assert set(actions(again).values()) == {"keep"}
+
+
+def test_large_cluster_without_moves_leaves_the_job_waiting():
+    result = plan(load_scenario(SCENARIOS / "consolidate-large-cluster.yaml"), PlannerConfig(max_moves=0))
+    assert actions(result)["b-1"] == "wait" and result.summary["moves"] == 0
+    assert "largest free block is 7" in result.job("b-1").reason
+
+
+def test_large_cluster_reclaims_where_moves_would_be_too_many():
+    # three moves gather the node; with at most two the claim is served by reclaim instead
+    s = load_scenario(SCENARIOS / "move-before-preempt-large.yaml")
+    result = plan(s, PlannerConfig(max_moves=2))
+    assert actions(result)["b-1"] == "start" and result.summary["moves"] == 0
+    assert result.summary["preemptions"] > 0
+    assert all(j.queue == "team-a" for j in result.jobs if j.action == "preempt")
+
+
+def test_large_cluster_gang_replicas_each_get_a_node():
+    result = plan(load_scenario(SCENARIOS / "gang-whole-nodes-by-moves.yaml"))
+    gang = result.job("b-gang")
+    assert gang.action == "start" and len({p.node for p in gang.replicas}) == 2
+    # the two movers land on the half-full nodes, not back on a node the gang takes
+    for j in result.jobs:
+        if j.action == "move":
+            assert j.replicas[0].node not in {p.node for p in gang.replicas}

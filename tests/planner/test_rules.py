@@ -49,6 +49,13 @@ def test_inside_a_queue_only_a_higher_priority_preempts_and_swaps_back():
     # ...but not of a half-GPU one, nor of an equal priority
     assert not rules.may_swap_back(Job("v", "q", 2, priority=50), Job("s", "q", 0.5, priority=10))
     assert not rules.may_swap_back(Job("v", "q", 2, priority=50), Job("s", "q", 2, priority=50))
+    # a fraction takes the place of a whole-GPU start (one of its GPUs holds it), or of smaller
+    # fractions whose replicas could share one GPU
+    half = Job("v", "q", 0.5, priority=50)
+    assert rules.may_swap_back(half, Job("s", "q", 4, priority=10))
+    assert rules.may_swap_back(half, Job("s", "q", 0.25, replicas=3, priority=10))
+    assert not rules.may_swap_back(half, Job("s", "q", 0.25, priority=10))
+    assert not rules.may_swap_back(Job("v", "q", 0.5, replicas=3, priority=50), Job("s", "q", 1, replicas=2, priority=10))
 
 
 def test_limits_and_non_preemptible_work_name_the_entity_that_blocks():

@@ -1,0 +1,150 @@
+"""Consolidation nodes on large clusters: where moving a few running jobs to other nodes
+gathers a block of free GPUs for a waiting replica that no node's free GPUs hold.
+
+The greedy scope pass (`gpu_policy.planner.scope`) asks for one before it looks for
+nodes to reclaim, because the contract moves before it preempts. A consolidation node is
+the node whose free GPUs, with those of the movers it gives up, hold the replica at the
+least cost: the fewest GPUs moved, then the fewest moves, then the least lost work. Each
+mover gets a destination: the best fit among the other nodes with free GPUs. The scope
+details the node and the destinations, so the program decides the moves itself (or
+something better) with its own variables; this module only chooses where to look.
+
+Movers here are running whole-GPU jobs of one replica that may move. The work is bounded:
+each node's cheapest sets of movers are computed once (a node holds a handful of jobs),
+nodes are visited by free GPUs, fewest missing first, and a search that finds nothing is
+not repeated for the same size and budget.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import combinations
+
+from gpu_policy.model import Job
+from gpu_policy.planner import rules
+from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.shapes import Shape, shape_of
+
+#: Most movers of one node that the search combines (a node of 8 GPUs holds at most 8).
+_MOST_MOVERS_PER_NODE = 10
+#: Sets of movers per node, and candidates in all, tried for destinations, cheapest first.
+_OPTIONS_PER_NODE = 3
+_TRIES = 16
+#: Candidates that move exactly the GPUs missing after which the search stops visiting nodes.
+_CANDIDATES = 64
+
+
+@dataclass
+class Consolidation:
+    node: str
+    gathered: int                    # GPUs the movers give up on `node`
+    destinations: dict[str, str]     # mover -> the node it is expected to go to
+
+
+class Consolidations:
+    """Cheapest consolidation nodes, looked up against the greedy pass's free GPUs (an
+    index with `free`, `model` and `buckets[(model, free)]`, and `best_fit`)."""
+
+    def __init__(self, movable: list[Job], cfg: PlannerConfig):
+        self.movers: dict[str, list[Job]] = defaultdict(list)
+        for job in movable:
+            if job.replicas == 1 and not job.is_fractional:
+                self.movers[job.running[0]].append(job)
+        self.lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in movable}
+        self.jobs = {j.name: j for j in movable}
+        for mine in self.movers.values():
+            mine.sort(key=lambda j: (j.gpus, self.lost[j.name], j.name))
+            del mine[_MOST_MOVERS_PER_NODE:]
+        self.most_moves = cfg.max_moves
+        self.cheapest: dict[tuple, list[tuple]] = {}  # (node, GPUs missing, room) -> [(cost, movers)]
+        self.most: dict[tuple, int] = {}  # (node, budget, room) -> most GPUs its movers give up
+        self.fruitless: set[tuple] = set()  # (models, need, budget) that found nothing
+
+    def job(self, name: str) -> Job:
+        return self.jobs[name]
+
+    def _most(self, node: str, budget: int, room: int) -> int:
+        """Most GPUs `budget` movers of `node`, none larger than `room`, give up."""
+        key = (node, budget, room)
+        if key not in self.most:
+            sizes = sorted((int(j.gpus) for j in self.movers.get(node, ()) if j.gpus <= room), reverse=True)
+            self.most[key] = sum(sizes[:budget])
+        return self.most[key]
+
+    def _options(self, node: str, missing: int, budget: int, room: int) -> list[tuple]:
+        """Sets of at most `budget` movers of `node`, none larger than `room` (the most free
+        GPUs any node has: a larger one could go nowhere), that give up >= `missing` GPUs,
+        cheapest first: ((GPUs moved, moves, lost work), movers)."""
+        key = (node, missing, room)
+        if key not in self.cheapest:
+            mine = [j for j in self.movers[node] if j.gpus <= room]
+            options = []
+            for k in range(1, min(len(mine), self.most_moves) + 1):
+                for group in combinations(mine, k):
+                    gpus = sum(int(j.gpus) for j in group)
+                    if gpus >= missing:
+                        options.append(((gpus, k, sum(self.lost[j.name] for j in group)), list(group)))
+            options.sort(key=lambda o: (o[0], [j.name for j in o[1]]))
+            self.cheapest[key] = options[:_OPTIONS_PER_NODE]
+        return [o for o in self.cheapest[key] if o[0][1] <= budget]
+
+    def find(self, shape: Shape, need: int, index, excluded: set[str], budget: int,
+             fits: Callable[[Job], Callable[[str], bool]]) -> Consolidation | None:
+        """The cheapest node not in `excluded` where at most `budget` movers, each with a
+        destination (another node with free GPUs that `fits(mover)` admits), gather `need`
+        free GPUs for a replica of `shape`. Leaves `index` as it found it."""
+        key = (shape.models, need, budget)
+        if key in self.fruitless or budget <= 0:
+            return None
+        room = max((f for (_, f), nodes in index.buckets.items() if any(n not in excluded for n in nodes)), default=0)
+        if room == 0:  # no GPU free anywhere a mover could go
+            self.fruitless.add(key)
+            return None
+        models = {m for m, _ in index.buckets} if shape.models is None else set(shape.models)
+        ranked = []
+        best_gpus = None
+        for free in range(need - 1, -1, -1):
+            missing = need - free
+            if best_gpus is not None and missing > best_gpus:
+                break  # every node further on moves more GPUs
+            exact = 0  # candidates that move no more than the GPUs missing: none can do better
+            for model in sorted(models, key=str):
+                for node in index.buckets.get((model, free), ()):
+                    if exact >= _CANDIDATES:
+                        break
+                    if node in excluded or self._most(node, budget, room) < missing:
+                        continue
+                    for cost, group in self._options(node, missing, budget, room):
+                        ranked.append((cost, node, group))
+                        best_gpus = cost[0] if best_gpus is None else min(best_gpus, cost[0])
+                        exact += cost[0] == missing
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        for cost, node, group in ranked[:_TRIES]:
+            destinations = self._destinations(node, group, index, excluded, fits)
+            if destinations is not None:
+                return Consolidation(node, cost[0], destinations)
+        self.fruitless.add(key)
+        return None
+
+    @staticmethod
+    def _destinations(node: str, group: list[Job], index, excluded: set[str],
+                      fits: Callable[[Job], Callable[[str], bool]]) -> dict[str, str] | None:
+        """A best-fit destination for each mover, largest first, or None."""
+        taken: list[tuple[str, int]] = []
+        out: dict[str, str] = {}
+        try:
+            for job in sorted(group, key=lambda j: (-j.gpus, j.name)):
+                ok = fits(job)
+                dest = index.best_fit(shape_of(job), int(job.gpus),
+                                      lambda n: n != node and n not in excluded and ok(n))
+                if dest is None:
+                    return None
+                taken.append((dest, index.free[dest]))
+                index.set(dest, index.free[dest] - int(job.gpus))
+                out[job.name] = dest
+            return out
+        finally:
+            for dest, free in reversed(taken):
+                index.set(dest, free)
