@@ -10,6 +10,7 @@ import pulp
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
+from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.accounting import (accounts, credits, limits_and_nonpreemptible, no_swap_inside,
                                            priority_levels, shortfalls)
 from gpu_policy.planner.config import PlannerConfig
@@ -22,8 +23,7 @@ from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
-from gpu_policy.planner.shapes import node_kinds
-from gpu_policy.planner.solve import highs_available, solve_stages
+from gpu_policy.planner.solve import NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -43,36 +43,51 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     s = with_unhealthy(scenario, signals) if signals else scenario
     limits = gpu_limits(signals)
     layout = running_layout(s)
+    composer = Composer(s, layout, signals)
     tree = rules.QueueTree.of(s)
     st = Standing(tree, rules.Shares.of(s), held(s, tree, {j.name for j in s.jobs if j.is_running}),
                   held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
-    kinds = node_kinds(s)
+    kinds = composer.kinds(s)
     waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
     order = rules.start_order(tree, st.shares, st.held, waiting)
     solver_deadline = deadline - _reserve(cfg, s)
     if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
         order = []
-    sc = scope(s, layout, st, order, cfg, limits)
-    m = build_decisions(s, sc, cfg.max_moves)
+    sc = scope(s, layout, st, order, cfg, limits, composer.nodes)
+    composer.widen(sc)
+    grown = composer.extended(layout)  # composable nodes with a free slot for each GPU they could take
+    m = build_decisions(s, sc, cfg.max_moves, kinds)
     mix = cfg.workload_mix or scenario_mix(s)
     if m.starts:
-        _build(m, s, layout, sc, st, cfg, limits, order, mix)
+        _build(m, s, grown, sc, st, cfg, limits, order, mix, composer)
     built = time.perf_counter() - began
     report = solve_stages(m, cfg, solver_deadline)
     if not order and waiting:
         report.status = "feasible (time limit)"
     report.build_seconds = built
-    outcome = realize(m, s, layout, sc, order, mix)
-    result = _plan(s, st, m, outcome, layout, limits, kinds, report, signals)
+    outcome = realize(m, s, grown, sc, order, mix)
+    composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
+    result = _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer)
     if cfg.solver == "highs" and not highs_available():
         result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
     return result
 
 
 def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
-           order: list[Job], mix) -> None:
-    """The program's rows and its stages, in the strict order of the objectives."""
+           order: list[Job], mix, composer: Composer) -> None:
+    """The program's rows and its stages, in the strict order of the objectives.
+
+    The order of remedies for waiting work is the order of these stages (docs/policy.md,
+    "Composition"): free GPUs first (later stages only add), then moves (`moves` comes
+    after `attach`), then attaching GPUs (`attach`, after the stages that minimise
+    preemption), then reclaim by preemption. With `before_preemption: false` the attach
+    variables are held at 0 until `starts`, so every stage before it decides as if there
+    were no pool (reclaim first), and attaching then serves only claims within fair share
+    that reclaim could not serve. Idle attached GPUs go back (`detach`) only once starts,
+    attaching and moves are settled."""
+    composer.add_variables(m)
     build_capacity(m, s, layout, sc, limits)
+    composer.add_placement_rows(m)
     no_room_left_for_victims(m, layout, sc, limits)
     acc = accounts(m, s, st)
     limits_and_nonpreemptible(m, st, acc)
@@ -84,8 +99,12 @@ def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: P
     stages += [(name, affine(terms)) for name, terms in priority_levels(m, st, acc)]
     stages += preemption_stages(m, s, st, cfg, limits, "inside")
     stages.append(("starts", starts_stage(m, order)))
+    stages.append(("attach", composer.attached()))
+    if not composer.settings.before_preemption:
+        composer.after_reclaim(m, credit, "starts")
     if m.move:
         stages.append(("moves", moves_stage(m, s, cfg)))
+    stages.append(("detach", composer.detached()))
     if (m.whole or m.frac) and mix is not None:
         stages.append(("packing", packing_stage(m, s, layout, mix)))
     m.stages = [(name, expr) for name, expr in stages if isinstance(expr, pulp.LpAffineExpression) and len(expr)]
@@ -111,7 +130,7 @@ def _on(var) -> bool:
 
 
 def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,
-          kinds, report, signals: ClusterSignals | None) -> Plan:
+          kinds, report, signals: ClusterSignals | None, composer: Composer) -> Plan:
     jobs = {j.name: j for j in s.jobs}
     running_after = ({j.name for j in s.jobs if j.is_running} - out.preempted) | set(out.started)
     tree = st.tree
@@ -124,7 +143,8 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
                     giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
                             if any((v.varValue or 0) > 1e-6 for v in t.values())},
                     swapped=_swapped(s, out.preempted),
-                    cut_off=report.status != "Optimal" and report.status != "Nothing to decide")
+                    cut_off=report.status != OPTIMAL and report.status != NOTHING,
+                    composition=composer if composer.settings.nodes else None)
     started = [jobs[n] for n in out.started]
     decisions = []
     for job in s.jobs:
@@ -142,6 +162,7 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
         else:
             decisions.append(JobDecision(job.name, job.queue, "wait", [],
                                          wait_reason(job, judged, job.name in out.unplaced)))
+    compositions = composer.compositions(decisions, jobs)
     return Plan(
         jobs=decisions,
         queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name],
@@ -150,6 +171,7 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
         summary=_summary(s, tree, decisions, st.held, after, out.layout),
         solver=report,
         telemetry=signals.describe() if signals else None,
+        compositions=compositions,
     )
 
 
