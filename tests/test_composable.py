@@ -1,6 +1,7 @@
 """GPU composition around the planner's decision (issue 13): the scenario's `composable:`
 section, compositions in the Plan and `--check`, and what carrying them out does to the
-embedded cluster. The plans with compositions here are made by hand (tests/compose_helpers.py)."""
+embedded cluster. Most plans with compositions here are made by hand (tests/compose_helpers.py);
+the planner's own decisions are tested in tests/planner/test_composition.py."""
 
 import json
 import re
@@ -115,11 +116,19 @@ def test_the_rules_every_part_shares():
 
 
 def attach_plan(s=None):
-    """compose-attach-instead-of-preempt.yaml as part B is to decide it: 4 GPUs attached to
-    node-3, b-new started on them (GPUs 2-5), nothing preempted."""
+    """compose-attach-instead-of-preempt.yaml as the planner decides it, made by hand: 4 GPUs
+    attached to node-3, b-new started on them (GPUs 2-5), nothing preempted."""
     s = s or load_scenario(ATTACH)
     return composed_plan(s, [Composition("node-3", "A100-80GB", 4, "b-new waits for 4 GPUs")],
                          {"b-new": ("node-3", [2, 3, 4, 5])}, preempt=False)
+
+
+def test_the_hand_made_plan_is_the_planners():
+    s = load_scenario(ATTACH)
+    made, decided = attach_plan(s), plan(s)
+    assert [(c.node, c.model, c.change) for c in made.compositions] == \
+        [(c.node, c.model, c.change) for c in decided.compositions]
+    assert [(d.name, d.action, d.replicas) for d in made.jobs] == [(d.name, d.action, d.replicas) for d in decided.jobs]
 
 
 def test_the_plan_carries_compositions():

@@ -183,10 +183,8 @@ class Composer:
                     m.add(affine({**{v: 1 for v in growth.attach[n]}, gone[0]: spot.room}) <= spot.room,
                           "attach_or_detach")
         for model, terms in by_model.items():
-            free = self.settings.pool(model).free
-            if sum(v.upBound for v in terms) > free:
-                # GPUs of model m attached, over all nodes <= what the pool has free
-                m.add(affine(terms) <= free, "pool")
+            # GPUs of model m attached, over all nodes <= what the pool has free
+            m.add(affine(terms) <= self.settings.pool(model).free, "pool")
         m.growth = growth
 
     def add_placement_rows(self, m: PlanProgram) -> None:

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import pulp
 
+from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
@@ -41,11 +42,42 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     began = time.perf_counter()
     deadline = began + cfg.time_limit_s
     s = with_unhealthy(scenario, signals) if signals else scenario
-    limits = gpu_limits(signals)
     layout = running_layout(s)
+    capacity = s.gpus_schedulable
+    tried: list[Plan] = []
+    while True:
+        result = _decide(s, cfg, signals, layout, capacity, deadline)
+        tried.append(result)
+        after = s.gpus_schedulable + result.summary["attached"] - result.summary["detached"]
+        if after == capacity:
+            break
+        if len(tried) == _PASSES or time.perf_counter() >= deadline - _reserve(cfg, s):
+            result = tried[0]
+            break
+        capacity = after
+    if cfg.solver == "highs" and not highs_available():
+        result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
+    return result
+
+
+#: Most plans made to find one whose fair shares count the GPUs its own compositions leave.
+_PASSES = 3
+
+
+def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, layout: Layout, capacity: int,
+            deadline: float) -> Plan:
+    """One plan, with fair shares of `capacity` GPUs. `plan` makes it the cluster's healthy
+    GPUs once the plan's compositions are carried out (GPUs attached now, plus those it
+    attaches, less those it detaches; never the pool's): with shares of the GPUs before a
+    composition, the next plan, seeing the new capacity, would rebalance. When a plan's
+    compositions change the capacity it assumed, it plans again with theirs, at most
+    `_PASSES` times; failing agreement, the first plan (shares of the GPUs attached now)."""
+    began = time.perf_counter()
+    limits = gpu_limits(signals)
     composer = Composer(s, layout, signals)
     tree = rules.QueueTree.of(s)
-    st = Standing(tree, rules.Shares.of(s), held(s, tree, {j.name for j in s.jobs if j.is_running}),
+    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
                   held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
     kinds = composer.kinds(s)
     waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
@@ -67,10 +99,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     report.build_seconds = built
     outcome = realize(m, s, grown, sc, order, mix)
     composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
-    result = _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer)
-    if cfg.solver == "highs" and not highs_available():
-        result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
-    return result
+    return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer)
 
 
 def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
