@@ -36,6 +36,10 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     With `signals` (DCGM telemetry, see `plan_with_telemetry`): unhealthy GPUs get no new
     work, idle jobs of queues above their share are the first victims, and fractional jobs
     avoid busy GPUs and GPUs without the memory they need.
+
+    With a `composable:` section, GPUs are attached from the pool for waiting work and
+    idle attached GPUs go back (`gpu_policy.planner.attach`); fair shares then count the
+    GPUs the plan's compositions leave, so a plan that changes them is made again (`_decide`).
     """
     cfg = config or PlannerConfig()
     cfg.validate()
@@ -43,18 +47,17 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     deadline = began + cfg.time_limit_s
     s = with_unhealthy(scenario, signals) if signals else scenario
     layout = running_layout(s)
-    capacity = s.gpus_schedulable
-    tried: list[Plan] = []
-    while True:
+    first = result = _decide(s, cfg, signals, layout, s.gpus_schedulable, deadline)
+    capacity, passes = s.gpus_schedulable, 1
+    while _capacity_after(s, result) != capacity:
+        if passes == _PASSES or time.perf_counter() >= deadline - _reserve(cfg, s):
+            result = first  # no plan agrees with the shares it assumed: shares of the GPUs attached now
+            break
+        capacity, passes = _capacity_after(s, result), passes + 1
         result = _decide(s, cfg, signals, layout, capacity, deadline)
-        tried.append(result)
-        after = s.gpus_schedulable + result.summary["attached"] - result.summary["detached"]
-        if after == capacity:
+        if result.solver.status not in (OPTIMAL, NOTHING):  # cut off by the deadline: the first is better
+            result = first
             break
-        if len(tried) == _PASSES or time.perf_counter() >= deadline - _reserve(cfg, s):
-            result = tried[0]
-            break
-        capacity = after
     if cfg.solver == "highs" and not highs_available():
         result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
     return result
@@ -62,6 +65,12 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
 
 #: Most plans made to find one whose fair shares count the GPUs its own compositions leave.
 _PASSES = 3
+
+
+def _capacity_after(s: Scenario, result: Plan) -> int:
+    """Healthy GPUs once the plan's compositions are carried out (attached GPUs are healthy;
+    only idle, healthy ones are detached)."""
+    return s.gpus_schedulable + result.summary["attached"] - result.summary["detached"]
 
 
 def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, layout: Layout, capacity: int,

@@ -4,7 +4,7 @@ one deadline, and never without an answer.
 Every stage has a feasible solution to fall back on: the do-nothing plan (keep every
 running job, start nothing) before the first, the previous stage's solution, which the
 bound added for that stage keeps feasible, before each later one. Variables the program
-holds back (`Program.held`, stage -> variables) are 0 in every stage before the one named,
+holds back (`PlanProgram.held`, stage -> variables) are 0 in every stage before the one named,
 which is how a remedy is kept for after others (docs/policy.md). A stage cut off by the
 deadline keeps the best solution it found (or, with none, the one it fell back on), the
 remaining stages are skipped, and the report says "feasible (time limit)" with the gap

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
+import gpu_policy.planner.planner as planner
 from gpu_policy.apply import apply_plan
 from gpu_policy.cluster.compose import plan_with_telemetry
 from gpu_policy.fair_share import fair_shares
@@ -171,6 +172,27 @@ def test_fair_shares_count_the_gpus_the_plan_attaches():
     again = plan_with_telemetry(apply_plan(s, first))
     assert again.summary["preemptions"] == again.summary["starts"] == again.summary["attached"] == 0
 
+
+
+def test_a_second_plan_cut_off_leaves_the_first(monkeypatch):
+    """When the plan made again with the capacity the first plan's compositions leave is cut
+    off by the deadline, the first plan stands (shares of the GPUs attached now)."""
+    made = []
+
+    def decide(*args):
+        result = decide_once(*args)
+        made.append(args[4])  # the capacity fair shares counted
+        if len(made) > 1:
+            result.solver.status = "feasible (time limit)"
+        return result
+
+    decide_once = planner._decide
+    monkeypatch.setattr(planner, "_decide", decide)
+    s = parse_scenario(composable_scenario(31))
+    result = plan_with_telemetry(s)
+    assert made == [s.gpus_schedulable, s.gpus_schedulable + 1]
+    assert result.solver.status == "Optimal" and result.summary["attached"] == 1
+    assert {q.name: q.fair_share for q in result.queues} == fair_shares(s) == {"q0": 3, "q1": 3}
 
 @pytest.mark.parametrize("name,reason", [
     ("compose-needs-new-node", "needs a new node: attaching GPUs cannot help, no composable node has 48 CPUs free "
