@@ -42,16 +42,20 @@ def _example(name: str) -> Scenario:
 def composition_demo(config: PlannerConfig | None = None) -> str:
     """The talk's demo on the embedded cluster: a pod pending for lack of a GPU, a GPU
     attached, the pod running; then an idle GPU detached. Each part shows the plan's
-    compositions and the cluster after they are carried out."""
+    compositions and the cluster after they are carried out. The plans read simulated
+    DCGM telemetry, as `gpu-policy plan` does on a scenario file: that is how an idle GPU
+    is seen."""
+    from gpu_policy.cluster.compose import plan_with_telemetry
+
     out = []
     for title, name in COMPOSITION:
         scenario = _example(name)
-        result = plan(scenario, config)
+        result = plan_with_telemetry(scenario, config=config)
         after = apply_plan(scenario, result)
         out += [f"== {title}\n   ({name})\n", layout_before_after(scenario, result), ""]
         out += [f"   {describe(c)}{': ' + c.reason if c.reason else ''}" for c in result.compositions] or \
             ["   no GPU attached or detached"]
-        out += [f"   {j.name} {'starts' if j.action == 'start' else 'waits'}: {j.reason or 'on ' + j.replicas[0].node}"
+        out += [f"   {j.name}: {j.reason or j.action + ' on ' + j.replicas[0].node}"
                 for j in result.jobs if j.action in ("start", "wait")]
         pools = ", ".join(f"{p.free} {p.model}" for p in after.composable.pools)
         nodes = ", ".join(f"{n.name} has {after.node(n.name).gpus} GPU{'' if after.node(n.name).gpus == 1 else 's'} "

@@ -1,6 +1,6 @@
 """Plans with compositions, made by hand: they stand in for the planner's composition
-decision (issue 13 part B) so that everything around it (the scenario, the Plan, the
-embedded and Kubernetes actuators, the waiting step) is tested against the same interface."""
+decision where a test needs one exact composition (the scenario, the Plan, the embedded and
+Kubernetes actuators, the waiting step), whatever the planner would decide."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gpu_policy.planner import plan
 def composed_plan(s: Scenario, compositions: list[Composition], starts: dict[str, tuple[str, list[int]]] = {},
                   base: Plan | None = None, preempt: bool = True) -> Plan:
     """The planner's plan of `s` (or `base`), with `compositions` and each job of `starts`
-    started on (node, GPU indices), as part B's planner would decide; `preempt=False`
+    started on (node, GPU indices); `preempt=False`
     keeps the jobs it preempted (attaching instead)."""
     result = base or plan(s)
     jobs = []

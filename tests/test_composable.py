@@ -1,6 +1,7 @@
 """GPU composition around the planner's decision (issue 13): the scenario's `composable:`
 section, compositions in the Plan and `--check`, and what carrying them out does to the
-embedded cluster. The plans with compositions here are made by hand (tests/compose_helpers.py)."""
+embedded cluster. Most plans with compositions here are made by hand (tests/compose_helpers.py);
+the planner's own decisions are tested in tests/planner/test_composition.py."""
 
 import json
 import re
@@ -115,11 +116,19 @@ def test_the_rules_every_part_shares():
 
 
 def attach_plan(s=None):
-    """compose-attach-instead-of-preempt.yaml as part B is to decide it: 4 GPUs attached to
-    node-3, b-new started on them (GPUs 2-5), nothing preempted."""
+    """compose-attach-instead-of-preempt.yaml as the planner decides it, made by hand: 4 GPUs
+    attached to node-3, b-new started on them (GPUs 2-5), nothing preempted."""
     s = s or load_scenario(ATTACH)
     return composed_plan(s, [Composition("node-3", "A100-80GB", 4, "b-new waits for 4 GPUs")],
                          {"b-new": ("node-3", [2, 3, 4, 5])}, preempt=False)
+
+
+def test_the_hand_made_plan_is_the_planners():
+    s = load_scenario(ATTACH)
+    made, decided = attach_plan(s), plan(s)
+    assert [(c.node, c.model, c.change) for c in made.compositions] == \
+        [(c.node, c.model, c.change) for c in decided.compositions]
+    assert [(d.name, d.action, d.replicas) for d in made.jobs] == [(d.name, d.action, d.replicas) for d in decided.jobs]
 
 
 def test_the_plan_carries_compositions():
@@ -158,9 +167,9 @@ def test_applying_attaches_and_detaches():
             gone.composable.pool("A100-80GB").free) == (6, 0, 6)
 
 
-def test_an_empty_node_takes_the_model_attached(write_scenario):
+def test_an_empty_node_takes_the_model_attached():
     s = load_scenario(MODELS)
-    after = apply_plan(s, composed_plan(s, [Composition("node-6", "H100", 4)], {"b-h100": ("node-6", [0, 1, 2, 3])}))
+    after = apply_plan(s, plan(s))
     assert (after.node("node-6").gpus, after.node("node-6").gpu_model, after.composable.pool("H100").free) == (4, "H100", 0)
 
 
@@ -228,35 +237,22 @@ EXAMPLES = SCENARIOS.parent.parent / "gpu_policy" / "examples"
 
 
 @pytest.mark.parametrize("name", ["compose-pending-pod", "compose-idle-gpu"])
-@pytest.mark.skip(reason="composition decisions: issue 13 part B")  # with tests/test_scenarios.py AWAITING_COMPOSITION
 def test_the_demo_examples_pass_check(name, capsys):
     assert main(["plan", str(EXAMPLES / f"{name}.yaml"), "--check"]) == 0, capsys.readouterr().err
 
 
-def test_the_demo_shows_attach_and_detach(monkeypatch):
-    """The demo prints what the plans compose; here part B's decisions are stood in for."""
-    import gpu_policy.demo as demo
-
-    def decide(s, config=None):
-        if any(j.name == "pod-b" for j in s.jobs):
-            return composed_plan(s, [Composition("node-2", "A100-80GB", 1, "pod-b waits")], {"pod-b": ("node-2", [1])})
-        return composed_plan(s, [Composition("node-2", "A100-80GB", -1, "idle for 60 min")])
-
-    monkeypatch.setattr(demo, "plan", decide)
-    out = demo.composition_demo()
-    assert "node-2  b    -> bB  (1 attached)" in out and "attach 1 A100-80GB to node-2: pod-b waits" in out
-    assert "after: node-2 has 2 GPUs (1 attached); the pool has 1 A100-80GB" in out
-    assert "node-2  b.   -> b  (1 detached)" in out and "detach 1 A100-80GB from node-2: idle for 60 min" in out
-    assert "after: node-2 has 1 GPU (0 attached); the pool has 2 A100-80GB" in out
-
-
-def test_the_demo_has_the_composition_section():
-    """With the planner of the day: both parts, each with the cluster after its plan."""
+def test_the_demo_shows_attach_and_detach():
+    """The talk's demo with the planner's decisions: a GPU attached for the pending pod, which
+    starts on it; then the idle GPU detached (the demo reads simulated DCGM telemetry)."""
     from gpu_policy.demo import composition_demo
 
     out = composition_demo()
     assert "== Composition, part 1" in out and "(compose-pending-pod.yaml)" in out
+    assert "node-2  b    -> bB  (1 attached)" in out
+    assert "attach 1 A100-80GB to node-2: pod-b (1 GPU) starts on it" in out
+    assert "pod-b: starts when 1 A100-80GB is attached to node-2, about 120 s" in out
+    assert "after: node-2 has 2 GPUs (1 attached); the pool has 1 A100-80GB" in out
     assert "== Composition, part 2" in out and "(compose-idle-gpu.yaml)" in out
-    after = re.findall(r"after: node-2 has (\d+) GPUs? \((\d+) attached\); the pool has (\d+) A100-80GB", out)
-    assert len(after) == 2 and all(int(gpus) - int(attached) == 1 and int(attached) + int(pool) == 2
-                                   for gpus, attached, pool in after)  # node-2's own GPU; attached + pool = 2
+    assert "node-2  b.   -> b  (1 detached)" in out
+    assert "detach 1 A100-80GB from node-2: idle for 60 min (idle_detach_s: 30 min); no waiting job can use it" in out
+    assert "after: node-2 has 1 GPU (0 attached); the pool has 2 A100-80GB" in out

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from gpu_policy import parse_scenario
+from gpu_policy import parse_scenario, plan
+from gpu_policy.check import differences
 from gpu_policy.cli import main
 from gpu_policy.kubernetes import PERMISSIONS
 from gpu_policy.kubernetes.attach import new_request
@@ -31,6 +32,11 @@ def test_the_scenario_loads_and_says_what_it_expects():
     c = scenario.composable
     assert [(n.name, n.max_gpus) for n in c.nodes] == [("node-3", 8), ("node-4", 2)] and c.pools[0].free == 6
     assert scenario.expect["compositions"] == {"node-3": 4}
+
+
+def test_the_planner_decides_what_the_scenario_expects():
+    scenario = parse_scenario(yaml.safe_load(blocks("yaml")[0]), "docs/composition.md")
+    assert differences(plan(scenario), scenario.expect) == []
 
 
 def test_the_config_map_is_accepted():
@@ -56,7 +62,7 @@ def test_the_request_is_what_gpu_policy_writes():
 def test_the_commands_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     commands = [line for block in blocks("sh") for line in block.splitlines() if line.startswith("gpu-policy ")]
-    assert len(commands) == 2
+    assert len(commands) == 4
     for command in commands:
         argv = [arg.replace("tests/scenarios/", f"{ROOT}/tests/scenarios/") for arg in shlex.split(command)[1:]]
         assert main(argv) == 0, capsys.readouterr().err

@@ -9,23 +9,9 @@ from gpu_policy import load_scenario, plan
 from gpu_policy.cli import main
 
 
-#: Scenarios that pin the planner's composition decisions (attach, detach), which issue 13
-#: part B adds: until then `plan --check` finds no compositions there. The other compose-*
-#: files (nothing may be attached or detached) pass already and keep being checked.
-#: When part B lands, empty this list.
-AWAITING_COMPOSITION = {"compose-attach-instead-of-preempt", "compose-attach-only-needed", "compose-best-node",
-                        "compose-detach-idle", "compose-model-constraints"}
-
-
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=pytest.mark.skip(reason="composition decisions: issue 13 part B"))
-    if p.stem in AWAITING_COMPOSITION else p for p in scenario_files()], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
 def test_check_passes(path, capsys):
     assert main(["plan", str(path), "--check"]) == 0, capsys.readouterr().err
-
-
-def test_the_compositions_awaited_are_files():
-    assert AWAITING_COMPOSITION <= {p.stem for p in scenario_files()}
 
 
 def test_check_reports_a_mismatch(write_scenario, capsys):
@@ -84,6 +70,6 @@ def test_cbc_gives_the_same_decisions():
         s = load_scenario(path)
         from gpu_policy import PlannerConfig
 
-        highs = {j.name: j.action for j in plan(s).jobs}
-        cbc = {j.name: j.action for j in plan(s, PlannerConfig(solver="cbc")).jobs}
-        assert cbc == highs, path.name
+        highs, cbc = plan(s), plan(s, PlannerConfig(solver="cbc"))
+        assert {j.name: j.action for j in cbc.jobs} == {j.name: j.action for j in highs.jobs}, path.name
+        assert cbc.changes_by_node() == highs.changes_by_node(), path.name

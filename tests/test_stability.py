@@ -2,20 +2,28 @@
 
 import pytest
 
-from tests.conftest import scenario_files
+from tests.conftest import SCENARIOS, scenario_files
+from tests.planner.composable_clusters import composable_scenario
 from tests.planner.random_clusters import random_scenario, rich_scenario
 from gpu_policy import load_scenario, parse_scenario, plan
 from gpu_policy.apply import apply_plan
 from gpu_policy.cli import main
+from gpu_policy.cluster.compose import plan_with_telemetry
 
 
-def assert_settles(s, rounds: int) -> None:
-    """After the first plan is applied, `rounds` more plans start, preempt and move nothing."""
-    s = apply_plan(s, plan(s))
+def acts(result) -> list:
+    """What a plan changes: starts, preemptions, moves, GPUs attached or detached."""
+    return [(j.name, j.action) for j in result.jobs if j.action not in ("keep", "wait")] + \
+        [(c.node, c.change) for c in result.compositions]
+
+
+def assert_settles(s, rounds: int, decide=plan) -> None:
+    """After the first plan is applied, `rounds` more plans start, preempt, move, attach
+    and detach nothing."""
+    s = apply_plan(s, decide(s))
     for round_ in range(rounds):
-        result = plan(s)
-        acted = [(j.name, j.action) for j in result.jobs if j.action not in ("keep", "wait")]
-        assert acted == [], f"round {round_ + 2}: {acted}"
+        result = decide(s)
+        assert acts(result) == [], f"round {round_ + 2}: {acts(result)}"
         s = apply_plan(s, result)
 
 
@@ -58,3 +66,40 @@ def test_rich_random_clusters_settle(seed):
     """Departments, queue tiers and limits, gangs, fractions, priorities, non-preemptible
     jobs and GPU models together: rounds 2-5 of plan-and-apply act no more."""
     assert_settles(parse_scenario(rich_scenario(seed)), 4)
+
+
+COMPOSABLE = sorted(SCENARIOS.glob("compose-*.yaml")) + sorted(
+    (SCENARIOS.parent.parent / "gpu_policy" / "examples").glob("compose-*.yaml"))
+
+
+@pytest.mark.parametrize("path", COMPOSABLE, ids=lambda p: p.stem)
+def test_composition_settles_with_telemetry(path):
+    """With (simulated) DCGM telemetry, as `gpu-policy plan` plans a scenario file: GPUs
+    attached for waiting work stay, idle ones go back once, and then nothing changes."""
+    assert_settles(load_scenario(path), 5, plan_with_telemetry)
+
+
+#: Composable clusters whose second plan still acts, for the reasons docs/policy.md lists
+#: under "Known approximations" (the same clusters without their pool act too).
+COMPOSABLE_STILL_ACTING = {64}
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_composable_clusters_settle_without_ping_pong(seed):
+    """Random composable clusters, planned with simulated telemetry for five rounds: a node
+    never gains GPUs in one round and loses them in another (no attach/detach ping-pong),
+    and rounds 2-5 act no more."""
+    s = parse_scenario(composable_scenario(seed))
+    changes: dict[str, set[bool]] = {}
+    acted = []
+    for round_ in range(5):
+        result = plan_with_telemetry(s)
+        for c in result.compositions:
+            changes.setdefault(c.node, set()).add(c.change > 0)
+        if round_ and acts(result):
+            acted.append((round_ + 1, acts(result)))
+        s = apply_plan(s, result)
+    assert all(len(signs) == 1 for signs in changes.values()), f"ping-pong: {changes}"
+    if seed in COMPOSABLE_STILL_ACTING and acted:
+        pytest.xfail(f"docs/policy.md: known approximations ({acted[0]})")
+    assert acted == []

@@ -47,6 +47,11 @@ class NodeLayout:
     def free_indices(self) -> list[int]:
         return [i for i, s in enumerate(self.slots) if s.free and self.healthy(i)]
 
+    @property
+    def capacity(self) -> int:
+        """Healthy GPUs of the node as this layout has it (a composable node's slots include
+        the GPUs it could take, gpu_policy.planner.attach)."""
+        return len(self.slots) - sum(1 for i in set(self.node.unhealthy_gpus) if i < len(self.slots))
 
 
 @dataclass

@@ -122,6 +122,6 @@ def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix)
         if all(slot.free for slot in nl.slots):
             opened = m.binary("opened", 0)
             # work placed on n <= capacity[n] * opened[n]
-            m.add(affine({**terms, opened: -max(1, len(nl.node.healthy_gpus))}) <= 0, "opened")
+            m.add(affine({**terms, opened: -max(1, nl.capacity)}) <= 0, "opened")
             objective[opened] = 1
     return affine(objective)

@@ -7,9 +7,11 @@ from collections import defaultdict
 
 import pulp
 
+from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
+from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.accounting import (accounts, credits, limits_and_nonpreemptible, no_swap_inside,
                                            priority_levels, shortfalls)
 from gpu_policy.planner.config import PlannerConfig
@@ -22,8 +24,7 @@ from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
-from gpu_policy.planner.shapes import node_kinds
-from gpu_policy.planner.solve import highs_available, solve_stages
+from gpu_policy.planner.solve import NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -35,44 +36,96 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     With `signals` (DCGM telemetry, see `plan_with_telemetry`): unhealthy GPUs get no new
     work, idle jobs of queues above their share are the first victims, and fractional jobs
     avoid busy GPUs and GPUs without the memory they need.
+
+    With a `composable:` section, GPUs are attached from the pool for waiting work and
+    idle attached GPUs go back (`gpu_policy.planner.attach`); fair shares then count the
+    GPUs the plan's compositions leave, so a plan that changes them is made again (`_decide`).
     """
     cfg = config or PlannerConfig()
     cfg.validate()
     began = time.perf_counter()
     deadline = began + cfg.time_limit_s
     s = with_unhealthy(scenario, signals) if signals else scenario
-    limits = gpu_limits(signals)
     layout = running_layout(s)
-    tree = rules.QueueTree.of(s)
-    st = Standing(tree, rules.Shares.of(s), held(s, tree, {j.name for j in s.jobs if j.is_running}),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
-    kinds = node_kinds(s)
-    waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
-    order = rules.start_order(tree, st.shares, st.held, waiting)
-    solver_deadline = deadline - _reserve(cfg, s)
-    if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
-        order = []
-    sc = scope(s, layout, st, order, cfg, limits)
-    m = build_decisions(s, sc, cfg.max_moves)
-    mix = cfg.workload_mix or scenario_mix(s)
-    if m.starts:
-        _build(m, s, layout, sc, st, cfg, limits, order, mix)
-    built = time.perf_counter() - began
-    report = solve_stages(m, cfg, solver_deadline)
-    if not order and waiting:
-        report.status = "feasible (time limit)"
-    report.build_seconds = built
-    outcome = realize(m, s, layout, sc, order, mix)
-    result = _plan(s, st, m, outcome, layout, limits, kinds, report, signals)
+    first = result = _decide(s, cfg, signals, layout, s.gpus_schedulable, deadline)
+    capacity, passes = s.gpus_schedulable, 1
+    while _capacity_after(s, result) != capacity:
+        if passes == _PASSES or time.perf_counter() >= deadline - _reserve(cfg, s):
+            result = first  # no plan agrees with the shares it assumed: shares of the GPUs attached now
+            break
+        capacity, passes = _capacity_after(s, result), passes + 1
+        result = _decide(s, cfg, signals, layout, capacity, deadline)
+        if result.solver.status not in (OPTIMAL, NOTHING):  # cut off by the deadline: the first is better
+            result = first
+            break
     if cfg.solver == "highs" and not highs_available():
         result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
     return result
 
 
+#: Most plans made to find one whose fair shares count the GPUs its own compositions leave.
+_PASSES = 3
+
+
+def _capacity_after(s: Scenario, result: Plan) -> int:
+    """Healthy GPUs once the plan's compositions are carried out (attached GPUs are healthy;
+    only idle, healthy ones are detached)."""
+    return s.gpus_schedulable + result.summary["attached"] - result.summary["detached"]
+
+
+def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, layout: Layout, capacity: int,
+            deadline: float) -> Plan:
+    """One plan, with fair shares of `capacity` GPUs. `plan` makes it the cluster's healthy
+    GPUs once the plan's compositions are carried out (GPUs attached now, plus those it
+    attaches, less those it detaches; never the pool's): with shares of the GPUs before a
+    composition, the next plan, seeing the new capacity, would rebalance. When a plan's
+    compositions change the capacity it assumed, it plans again with theirs, at most
+    `_PASSES` times; failing agreement, the first plan (shares of the GPUs attached now)."""
+    began = time.perf_counter()
+    limits = gpu_limits(signals)
+    composer = Composer(s, layout, signals)
+    tree = rules.QueueTree.of(s)
+    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
+    kinds = composer.kinds(s)
+    waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
+    order = rules.start_order(tree, st.shares, st.held, waiting)
+    solver_deadline = deadline - _reserve(cfg, s)
+    if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
+        order = []
+    sc = scope(s, layout, st, order, cfg, limits, composer.nodes)
+    composer.widen(sc)
+    grown = composer.extended(layout)  # composable nodes with a free slot for each GPU they could take
+    m = build_decisions(s, sc, cfg.max_moves, kinds)
+    mix = cfg.workload_mix or scenario_mix(s)
+    if m.starts:
+        _build(m, s, grown, sc, st, cfg, limits, order, mix, composer)
+    built = time.perf_counter() - began
+    report = solve_stages(m, cfg, solver_deadline)
+    if not order and waiting:
+        report.status = "feasible (time limit)"
+    report.build_seconds = built
+    outcome = realize(m, s, grown, sc, order, mix)
+    composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
+    return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer)
+
+
 def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
-           order: list[Job], mix) -> None:
-    """The program's rows and its stages, in the strict order of the objectives."""
+           order: list[Job], mix, composer: Composer) -> None:
+    """The program's rows and its stages, in the strict order of the objectives.
+
+    The order of remedies for waiting work is the order of these stages (docs/policy.md,
+    "Composition"): free GPUs first (later stages only add), then moves (`moves` comes
+    after `attach`), then attaching GPUs (`attach`, after the stages that minimise
+    preemption), then reclaim by preemption. With `before_preemption: false` the attach
+    variables are held at 0 until `starts`, so every stage before it decides as if there
+    were no pool (reclaim first), and attaching then serves only claims within fair share
+    that reclaim could not serve. Idle attached GPUs go back (`detach`) only once starts,
+    attaching and moves are settled."""
+    composer.add_variables(m)
     build_capacity(m, s, layout, sc, limits)
+    composer.add_placement_rows(m)
     no_room_left_for_victims(m, layout, sc, limits)
     acc = accounts(m, s, st)
     limits_and_nonpreemptible(m, st, acc)
@@ -84,8 +137,12 @@ def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: P
     stages += [(name, affine(terms)) for name, terms in priority_levels(m, st, acc)]
     stages += preemption_stages(m, s, st, cfg, limits, "inside")
     stages.append(("starts", starts_stage(m, order)))
+    stages.append(("attach", composer.attached()))
+    if not composer.settings.before_preemption:
+        composer.after_reclaim(m, credit, "starts")
     if m.move:
         stages.append(("moves", moves_stage(m, s, cfg)))
+    stages.append(("detach", composer.detached()))
     if (m.whole or m.frac) and mix is not None:
         stages.append(("packing", packing_stage(m, s, layout, mix)))
     m.stages = [(name, expr) for name, expr in stages if isinstance(expr, pulp.LpAffineExpression) and len(expr)]
@@ -111,7 +168,7 @@ def _on(var) -> bool:
 
 
 def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,
-          kinds, report, signals: ClusterSignals | None) -> Plan:
+          kinds, report, signals: ClusterSignals | None, composer: Composer) -> Plan:
     jobs = {j.name: j for j in s.jobs}
     running_after = ({j.name for j in s.jobs if j.is_running} - out.preempted) | set(out.started)
     tree = st.tree
@@ -124,7 +181,8 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
                     giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
                             if any((v.varValue or 0) > 1e-6 for v in t.values())},
                     swapped=_swapped(s, out.preempted),
-                    cut_off=report.status != "Optimal" and report.status != "Nothing to decide")
+                    cut_off=report.status != OPTIMAL and report.status != NOTHING,
+                    composition=composer if composer.settings.nodes else None)
     started = [jobs[n] for n in out.started]
     decisions = []
     for job in s.jobs:
@@ -142,6 +200,7 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
         else:
             decisions.append(JobDecision(job.name, job.queue, "wait", [],
                                          wait_reason(job, judged, job.name in out.unplaced)))
+    compositions = composer.compositions(decisions, jobs)
     return Plan(
         jobs=decisions,
         queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name],
@@ -150,6 +209,7 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
         summary=_summary(s, tree, decisions, st.held, after, out.layout),
         solver=report,
         telemetry=signals.describe() if signals else None,
+        compositions=compositions,
     )
 
 

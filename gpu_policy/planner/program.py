@@ -10,21 +10,24 @@ indices, never from user strings:
   frac[n, i, s]  replicas of fractional shape s placed on GPU i of detailed node n
   pool[m, s]     replicas of shape s placed on pooled nodes of GPU model m
 A candidate that neither keeps nor moves is preempted. The queue rules are in
-`gpu_policy.planner.accounting`, the objectives in `gpu_policy.planner.objectives`.
+`gpu_policy.planner.accounting`, the objectives in `gpu_policy.planner.objectives`. Nodes
+that may gain or lose GPUs in the plan (composition) reach the capacity rows through
+`Growth`, which `gpu_policy.planner.attach` fills.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pulp
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import Kind, Shape, node_kinds, shape_of
+from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
 
@@ -46,6 +49,30 @@ class Program:
     x: dict = field(default_factory=dict)  # placement options of `gpu_policy.sim`'s window program
     stages: list[tuple[str, pulp.LpAffineExpression]] = field(default_factory=list)
     initial: dict = field(default_factory=dict)  # variable -> value of the do-nothing plan
+    held: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # stage -> variables held at 0 before it
+
+
+@dataclass
+class Growth:
+    """Detailed nodes whose GPUs the plan may change (GPU composition, `gpu_policy.planner.attach`).
+    Their layout holds a free slot for each GPU they could take, beyond their own."""
+
+    fits: Callable[[Shape, str], bool]  # could one replica of the shape run on the node once GPUs are attached
+    attach: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # node -> GPUs attached (per model)
+    detach: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # node -> 1 per GPU it gives back
+    room: dict[str, int] = field(default_factory=dict)  # node -> most GPUs it could take
+    attach_first: bool = True  # before_preemption: a victim that GPUs yet to attach could hold is not preempted
+
+    def added(self, n: str) -> dict:
+        """{variable: coefficient}: GPUs node n has after the plan, less the GPUs it has now."""
+        return {**{v: 1 for v in self.attach.get(n, ())}, **{v: -1 for v in self.detach.get(n, ())}}
+
+    def for_victims(self, n: str) -> tuple[dict, float]:
+        """GPUs beyond its own that node n leaves a victim, as (terms, constant): with
+        attaching first, also those it could still take (a victim they hold moves, not goes)."""
+        if self.attach_first:
+            return {v: -1 for v in self.detach.get(n, ())}, float(self.room.get(n, 0))
+        return self.added(n), 0.0
 
 
 @dataclass
@@ -73,6 +100,7 @@ class PlanProgram(Program):
     node_used: dict[str, tuple[dict, float]] = field(default_factory=dict)  # detailed node -> GPUs used after
     gpu_used: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # shared GPU -> use after
     shared: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # GPU -> 1 if shared after
+    growth: Growth | None = None  # composable nodes (None: no node changes its GPUs)
     counter: int = 0
 
     def var(self, kind: str, low: float = 0, high: float | None = None, cat: str = "Continuous",
@@ -122,9 +150,9 @@ class PlanProgram(Program):
         return terms, const
 
 
-def build_decisions(s: Scenario, sc: Scope, max_moves: int) -> PlanProgram:
+def build_decisions(s: Scenario, sc: Scope, max_moves: int, kinds: Counter[NodeKind] | None = None) -> PlanProgram:
     """keep / move for running candidates, start for waiting jobs (at most as many of each
-    kind as could ever fit), in a fresh program."""
+    kind as could ever fit on `kinds`, default the cluster's nodes), in a fresh program."""
     m = PlanProgram(pulp.LpProblem("gpu_policy_plan", pulp.LpMinimize))
     movers = {j.name for j in sc.movers}
     m.victims = {j.name for j in sc.victims}
@@ -147,7 +175,7 @@ def build_decisions(s: Scenario, sc: Scope, max_moves: int) -> PlanProgram:
         for i, job in enumerate(victims):
             m.cut[job.name] = options[i:]
             m.victims.add(job.name)
-    room = _room_by_shape(s)
+    room = _room_by_shape(s, kinds or node_kinds(s))
     for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name)):
         mine = m.kinds.setdefault(Kind.of(job), [])
         if len(mine) < room[shape_of(job)] // job.replicas:  # more could never fit: the rest wait
@@ -165,9 +193,8 @@ def _unique(jobs: list[Job]) -> list[Job]:
     return list(seen.values())
 
 
-def _room_by_shape(s: Scenario) -> dict[Shape, int]:
-    """Most replicas of each waiting shape the whole cluster could hold at once."""
-    kinds = node_kinds(s)
+def _room_by_shape(s: Scenario, kinds: Counter[NodeKind]) -> dict[Shape, int]:
+    """Most replicas of each waiting shape nodes of these kinds could hold at once."""
     out: dict[Shape, int] = {}
     for job in s.jobs:
         shape = shape_of(job)
@@ -196,14 +223,14 @@ def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limit
         most = sum(a * var.upBound for var, a in demand.items())
         for n in sc.detailed:
             node = layout.nodes[n].node
-            if not shape.fits(node):
+            if not (shape.fits(node) or (m.growth is not None and m.growth.fits(shape, n))):
                 continue
             if shape.fractional:
                 for i in sc.fraction_gpus.get(n, ()):
                     m.frac[n, i, shape] = m.var("frac", 0, min(most, math.floor(1 / shape.gpus + 1e-9)),
                                                 "Integer", 0)
             else:
-                m.whole[n, shape] = m.var("whole", 0, min(most, len(node.healthy_gpus) // shape.whole_gpus),
+                m.whole[n, shape] = m.var("whole", 0, min(most, layout.nodes[n].capacity // shape.whole_gpus),
                                           "Integer", 0)
         if not shape.fractional:
             for model, pooled in sc.pools.items():
@@ -305,9 +332,10 @@ def _node_capacity(m: PlanProgram, s: Scenario, layout: Layout, n: str, limits: 
     for (node, shape), var in m.whole.items():
         if node == n:
             gpu_terms[var] += shape.whole_gpus
-    # whole GPUs kept + started + GPUs shared by fractions <= healthy GPUs of n
-    m.add(affine(gpu_terms, gpu_const) <= len(nl.node.healthy_gpus), "cap_gpu")
     m.node_used[n] = (dict(gpu_terms), gpu_const)
+    added = m.growth.added(n) if m.growth else {}
+    # whole GPUs kept + started + GPUs shared by fractions <= healthy GPUs of n (+ attached - detached)
+    m.add(affine({**gpu_terms, **{v: -a for v, a in added.items()}}, gpu_const) <= len(nl.node.healthy_gpus), "cap_gpu")
     for resource in ("cpu", "memory_gib"):
         capacity = getattr(nl.node, resource)
         if capacity is None:
@@ -378,7 +406,9 @@ def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: 
 
     free_after[n] <= gpus[v] - 1 + healthy[n] * (1 - preempted[v]) for a whole-GPU victim;
     for a fraction f: no free GPU, and on every GPU shared after the plan
-    used_after[n,i] >= (1 - f + strict) * preempted[v].
+    used_after[n,i] >= (1 - f + strict) * preempted[v]. On a composable node the free GPUs
+    after count what it attaches and detaches, and, when attaching comes before preemption,
+    the GPUs it could still take (`Growth.for_victims`).
     """
     for v in (j for j in sc.victims if j.replicas == 1):
         terms, const = m.preempted(v)
@@ -387,12 +417,14 @@ def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: 
             nl = layout.nodes[n]
             if n not in m.node_used or not shape.fits(nl.node):
                 continue
-            healthy = len(nl.node.healthy_gpus)
+            extra, extra_const = m.growth.for_victims(n) if m.growth else ({}, 0.0)
+            healthy = len(nl.node.healthy_gpus) + extra_const
+            big = healthy + sum(max(0, a) * v.upBound for v, a in extra.items())
             used, used_const = m.node_used[n]
             need = 1 if shape.fractional else shape.whole_gpus
-            # healthy - used_after <= need - 1 + healthy * (1 - preempted)
-            m.add(affine({**{x: -a for x, a in used.items()}, **{x: healthy * a for x, a in terms.items()}},
-                         healthy - used_const + healthy * const) <= need - 1 + healthy, "no_room")
+            # healthy + extra - used_after <= need - 1 + big * (1 - preempted)
+            m.add(affine({**{x: -a for x, a in used.items()}, **extra, **{x: big * a for x, a in terms.items()}},
+                         healthy - used_const + big * const) <= need - 1 + big, "no_room")
             if not shape.fractional:
                 continue
             for i, slot in enumerate(nl.slots):

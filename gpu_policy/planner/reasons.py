@@ -11,6 +11,7 @@ from functools import cached_property
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Placement
 from gpu_policy.planner import rules
+from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.shapes import NodeKind
 from gpu_policy.planner.telemetry import GpuLimits
@@ -38,6 +39,7 @@ class Judged:
     giving: dict[str, str] = field(default_factory=dict)      # queue -> tier it gave GPUs in
     swapped: dict[str, list[Job]] = field(default_factory=dict)  # queue -> its jobs the plan preempts
     cut_off: bool = False                                     # the solver ran out of time
+    composition: Composer | None = None                       # composable nodes (None: there are none)
 
     @cached_property
     def room(self) -> FreeRoom:
@@ -99,6 +101,8 @@ def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
             return (f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end within "
                     f"its deserved quota of {cap:g}: it holds {j.after[q]:g} GPUs after this plan")
         return _beyond_share(job, j) or "free GPUs would fit it, but starting it breaks no rule the plan knows"
+    clause = j.composition.wait_clause(job, j.spare, j.layout) if j.composition else None
+    room = f"{room}; {clause}" if clause else room
     beyond = _beyond_share(job, j)
     return f"{room}; {beyond}" if beyond else f"{room}; {_no_reclaim(job, j)}"
 

@@ -54,8 +54,9 @@ class Scope:
 
 
 def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: PlannerConfig,
-          limits: GpuLimits) -> Scope:
-    """`waiting`: the jobs that could ever start, in start order (rules.start_order)."""
+          limits: GpuLimits, detail: set[str] = frozenset()) -> Scope:
+    """`waiting`: the jobs that could ever start, in start order (rules.start_order);
+    `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
     running = [j for j in s.jobs if j.is_running]
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
@@ -68,7 +69,7 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
         fractions = sum(j.replicas for j in waiting + movable if j.is_fractional)
         return Scope(True, [n.name for n in s.nodes], {}, legal, movable, waiting,
                      _fraction_gpus(layout, [n.name for n in s.nodes], fractions, legal, movable), givers)
-    return _greedy_scope(s, layout, st, waiting, cfg, limits, givers, legal, movable)
+    return _greedy_scope(s, layout, st, waiting, cfg, limits, givers, legal, movable, detail)
 
 
 def _givers(st: Standing, waiting: list[Job]) -> dict[str, set[str]]:
@@ -143,7 +144,8 @@ class _FreeIndex:
 
 
 def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: PlannerConfig,
-                  limits: GpuLimits, givers: dict[str, set[str]], legal: list[Job], movable: list[Job]) -> Scope:
+                  limits: GpuLimits, givers: dict[str, set[str]], legal: list[Job], movable: list[Job],
+                  detail: set[str]) -> Scope:
     nodes = {n.name: n for n in s.nodes}
     free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
     spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
@@ -223,6 +225,7 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
                 if k == 0:  # the cheapest reclaim node is reserved for this replica
                     index.set(node, max(0, index.free[node] + rankings.freed(node, job, givers) - need))
     detailed |= {n for n in used_for_reclaim if not safe[n]}
+    detailed |= detail  # composable nodes: their own variables, whatever the greedy pass chose
     _close_over_gangs(s, legal, movable, detailed)
     order = [n.name for n in s.nodes if n.name in detailed]
     on_detailed = lambda j: set(j.running) <= detailed  # noqa: E731

@@ -3,7 +3,9 @@ one deadline, and never without an answer.
 
 Every stage has a feasible solution to fall back on: the do-nothing plan (keep every
 running job, start nothing) before the first, the previous stage's solution, which the
-bound added for that stage keeps feasible, before each later one. A stage cut off by the
+bound added for that stage keeps feasible, before each later one. Variables the program
+holds back (`PlanProgram.held`, stage -> variables) are 0 in every stage before the one named,
+which is how a remedy is kept for after others (docs/policy.md). A stage cut off by the
 deadline keeps the best solution it found (or, with none, the one it fell back on), the
 remaining stages are skipped, and the report says "feasible (time limit)" with the gap
 where the solver knows it.
@@ -45,7 +47,10 @@ def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) 
     report = SolverReport(backend=driver.name, status=OPTIMAL, seconds=0.0, variables=0, constraints=0,
                           gap=cfg.gap_rel)
     solved_any = False
+    held = [v for name, _ in m.stages for v in m.held.get(name, ())]
+    driver.hold(held, True)
     for name, objective in m.stages:
+        driver.hold(m.held.get(name, ()), False)
         left = deadline - time.perf_counter()
         if left <= 0.0:
             report.status, report.gap = CUT_OFF, None
@@ -67,6 +72,7 @@ def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) 
             deadline = time.perf_counter()
             continue
         driver.keep_at_most(objective, value + 1e-6 * max(1.0, abs(value)))
+    driver.hold(held, False)  # stages skipped by the deadline leave the model as it was built
     driver.finish(solved_any)
     report.seconds = time.perf_counter() - began
     report.variables, report.constraints = driver.size()
@@ -154,6 +160,12 @@ class _Highs:
         idx, vals = self._row(objective)
         self.h.addRow(-self.highspy.kHighsInf, bound - objective.constant, len(idx), idx, vals)
 
+    def hold(self, variables, at_zero: bool) -> None:
+        """Fix `variables` at 0 (`at_zero`), or give them their own bounds back."""
+        for v in variables:
+            high = self.highspy.kHighsInf if v.upBound is None else v.upBound
+            self.h.changeColBounds(self.index[v.name], v.lowBound or 0, 0 if at_zero else high)
+
     def finish(self, solved: bool) -> None:
         for i, v in enumerate(self.columns):
             v.varValue = float(self.values[i]) if solved else self.m.initial.get(v)
@@ -191,6 +203,7 @@ class _Cbc:
     def __init__(self, m: Program, cfg: PlannerConfig):
         self.m, self.cfg = m, cfg
         self.saved: dict | None = None
+        self.bounds: dict[str, float] = {}  # upper bounds of held variables
         for v in m.prob.variables():
             v.varValue = m.initial.get(v)
 
@@ -220,6 +233,15 @@ class _Cbc:
 
     def keep_at_most(self, objective, bound: float) -> None:
         self.m.prob += objective <= bound, f"stage{self.m.prob.numConstraints()}"
+
+    def hold(self, variables, at_zero: bool) -> None:
+        """Fix `variables` at 0 (`at_zero`), or give them their own bounds back."""
+        for v in variables:
+            if at_zero:
+                self.bounds[v.name] = v.upBound
+                v.upBound = 0
+            elif v.name in self.bounds:
+                v.upBound = self.bounds.pop(v.name)
 
     def finish(self, solved: bool) -> None:
         self._restore()

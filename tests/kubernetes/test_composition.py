@@ -2,8 +2,9 @@
 the fake CDI operator (tests/kubernetes/fake_cdi.py): what a look reads, the
 ComposabilityRequests gpu-policy writes, and the step that waits for them.
 
-The planner's composition decision is issue 13 part B: here plans with compositions are
-made by hand (tests/compose_helpers.py), as that decision will make them."""
+Most plans with compositions here are made by hand (tests/compose_helpers.py), so that each
+case (an operator error, a refusal, a detach) is exactly the one wanted;
+test_the_planner_attaches_and_the_waiting_step_starts takes the planner's own decision."""
 
 import json
 
@@ -159,6 +160,23 @@ def test_a_step_waits_for_its_gpus_then_starts(api, cdi, cluster, fake_time, mon
     after = cluster().observe().scenario  # and the next look sees 4 attached GPUs, 2 left in the pool
     assert (after.node("node-3").gpus, after.composable.node("node-3").attached) == (6, 4)
     assert after.composable.pool(MODEL).free == 2
+
+
+def test_the_planner_attaches_and_the_waiting_step_starts(api, cdi, cluster, fake_time):
+    """The same, with the planner's own decision: b/train (4 GPUs) has no room and team-a is
+    within its share, so the plan attaches exactly 4 A100-80GB to node-3; the request reaches
+    Running and the step starts there."""
+    said = []
+    decision = step(cluster, fake_time, said)
+    assert decision.can_start and decision.nodes == ["node-3"] and decision.plan.summary["preemptions"] == 0
+    assert [(c.node, c.model, c.change) for c in decision.plan.compositions] == [("node-3", MODEL, 4)]
+    assert decision.plan.job("b/train").replicas[0].gpu_indices == [2, 3, 4, 5]
+    assert decision.reason == f"starts when 4 {MODEL} are attached to node-3, about 120 s"
+    assert cdi.request(OURS)["spec"]["resource"]["size"] == 4 and cdi.request(OURS)["status"]["state"] == "Running"
+    assert allocatable(api, "node-3") == 6 and said[-1] == f"waiting for 4 {MODEL} to be attached to node-3: Updating"
+    assert [(o.action, o.result) for o in decision.outcomes] == [("attach", "requested"), ("reserve", "done")]
+    again = step(cluster, fake_time)  # the step's next look: its GPUs are there, nothing more is attached
+    assert again.can_start and again.plan.compositions == [] and writes(api, PATH) == ["POST"]
 
 
 def test_a_step_that_cannot_wait_long_enough_says_what_it_waits_for(api, cdi, cluster, fake_time, monkeypatch):

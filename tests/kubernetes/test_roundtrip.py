@@ -48,8 +48,9 @@ def test_round_trip(api, kubeconfig, path, capsys):
     got = run(capsys, "plan", *cluster, "--format", "json")
     calls = 6 if original.composable else 4  # composable: its ConfigMap and one LIST of requests more
     assert got["observed"]["source"] == "k8s://" and got["observed"]["api_calls"] == calls  # no namespace list
-    if original.telemetry:
-        # `plan FILE` simulates the file's DCGM profiles, which no cluster object carries: plan both with them
+    if original.telemetry or original.composable:
+        # `plan FILE` simulates DCGM (the file's profiles; the idle GPUs composition may detach), which no
+        # cluster object carries: plan both with the same readings
         settings = TelemetrySettings()
         readings = SimulatedDcgmSource(original).collect(settings)
         got = plan(snapshot, signals=cluster_signals(readings, snapshot, settings)).to_dict()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpu_policy import Plan, PlannerConfig, Scenario
+from gpu_policy.composition import apply_compositions, attachable, detachable
 from gpu_policy.planner.layout import running_layout
 
 ACTIONS = {True: {"keep", "preempt", "move"}, False: {"start", "wait"}}
@@ -17,10 +18,15 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
     an action its state allows; kept jobs on their GPUs; gangs whole; GPU indices on the
     node, healthy for new work, never shared beyond one GPU; CPU and memory; GPU models;
     limits; non-preemptible jobs never preempted or moved and started only within deserved
-    at every level; at most `max_moves` moves; a reason for every wait and preemption."""
+    at every level; at most `max_moves` moves; a reason for every wait and preemption.
+    Compositions: within what each node can take and has attached, one change per node,
+    each with a reason; GPU indices judged on the nodes as the compositions leave them."""
     cfg = config or PlannerConfig()
     jobs = {j.name: j for j in s.jobs}
     nodes = {n.name: n for n in s.nodes}
+    if result.compositions:
+        _check_compositions(s, result)
+        nodes = {n.name: n for n in apply_compositions(s, result).nodes}
     assert sorted(d.name for d in result.jobs) == sorted(jobs), "every job appears exactly once"
     before = running_layout(s)
     whole: dict = defaultdict(set)
@@ -64,6 +70,20 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
             assert capacity is None or used[name] <= capacity + EPS, f"{name}: {resource} {used[name]:g} > {capacity}"
     _check_queues(s, result, jobs)
     assert result.summary["moves"] <= cfg.max_moves, "at most max_moves moves"
+
+
+def _check_compositions(s: Scenario, result: Plan) -> None:
+    assert len({c.node for c in result.compositions}) == len(result.compositions), "one change per node"
+    for c in result.compositions:
+        assert c.change != 0 and c.reason, f"{c.node}: a composition changes GPUs and says why"
+        if c.change > 0:
+            assert c.change <= attachable(s, c.node, c.model), f"{c.node}: attaches beyond max_gpus or the pool"
+        else:
+            assert -c.change <= detachable(s, c.node), f"{c.node}: detaches GPUs it did not attach"
+    for model in {c.model for c in result.compositions}:
+        pool = s.composable.pool(model)
+        assert sum(c.change for c in result.compositions if c.model == model and c.change > 0) <= pool.free, \
+            f"pool {model}: more attached than it has"
 
 
 def _check_queues(s: Scenario, result: Plan, jobs: dict) -> None:

@@ -1,0 +1,340 @@
+"""GPU composition in the integer program: attach pool GPUs so that waiting work starts,
+give idle attached GPUs back (issue 13; docs/composition.md, docs/policy.md).
+
+Composable nodes are few, so each is detailed and has its own variables; the program's
+size does not grow with the pool's:
+  attach[n, m]  pool GPUs of model m attached to composable node n, 0 to `attachable`
+  pick[n, m]    on a node without GPUs or model (it takes any): 1 for the one model it takes
+  detach[n, k]  1 if the k-th highest attached GPU of n goes back to the pool; only GPUs
+                that are free, healthy and idle (DCGM telemetry) for `idle_detach_s`, and
+                the highest first (attached GPUs are a node's highest indices)
+The program sees a composable node with a free slot for each GPU it could take beyond its
+own (`extended`), so replicas are placed there as anywhere else; its capacity row counts
+its GPUs now plus attached less detached (`program.Growth`), and a fraction on a slot
+beyond them needs the attach to reach that slot.
+
+Which remedy comes first is the program's stage order (`planner._build`): the `attach`
+stage (fewest GPUs attached) comes after the stages that minimise preemption, and before
+`moves`, so free GPUs and moves come first and preemption last; with `before_preemption:
+false` the attach variables are held at 0 until `starts` (`after_reclaim`). The `detach`
+stage (most idle GPUs given back) comes after `starts`, `attach` and `moves`, so a GPU
+that waiting work could use stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from gpu_policy.composition import attachable, node_takes, uses_new_gpus
+from gpu_policy.model import Composable, Job, Node, Scenario
+from gpu_policy.plan import Composition, JobDecision
+from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
+from gpu_policy.planner.program import Growth, PlanProgram, affine
+from gpu_policy.planner.scope import Scope
+from gpu_policy.planner.shapes import NodeKind, Shape, node_kinds
+from gpu_policy.telemetry.model import GpuKey
+from gpu_policy.telemetry.signals import ClusterSignals
+
+
+@dataclass
+class Spot:
+    """A composable node as the plan sees it."""
+
+    node: Node
+    max_gpus: int
+    rooms: dict[str, int]                # model -> GPUs it can take now (`attachable`), only models with room
+    idle: list[tuple[int, float]] = field(default_factory=list)  # (GPU, seconds idle) it may give back, highest first
+
+    @property
+    def room(self) -> int:
+        return max(self.rooms.values(), default=0)
+
+
+@dataclass
+class After:
+    """A composable node after the plan."""
+
+    gpus: int
+    model: str | None
+    attached: int = 0
+    detached: int = 0
+
+
+def idle_attached(nl: NodeLayout, attached: int, signals: ClusterSignals | None, idle_detach_s: float
+                  ) -> list[tuple[int, float]]:
+    """The attached GPUs that may go back to the pool, highest index first: free, healthy,
+    and idle (DCGM) for at least `idle_detach_s`. A detach gives back the highest GPUs, so
+    the run stops at the first that may not go. Without telemetry nothing is idle."""
+    out: list[tuple[int, float]] = []
+    if signals is None:
+        return out
+    top = len(nl.slots)
+    for i in range(top - 1, top - 1 - attached, -1):
+        g = signals.gpus.get(GpuKey(nl.node.name, i))
+        if not (nl.slots[i].free and nl.healthy(i) and g is not None and g.status == "ok" and g.idle
+                and g.idle_for_s is not None and g.idle_for_s >= idle_detach_s):
+            break
+        out.append((i, g.idle_for_s))
+    return out
+
+
+class Composer:
+    """Composition for one plan: the composable nodes, their variables, and what the plan
+    decided for them. Without a `composable:` section every method leaves the plan alone."""
+
+    def __init__(self, s: Scenario, layout: Layout, signals: ClusterSignals | None):
+        self.settings: Composable = s.composable or Composable()
+        self.spots: dict[str, Spot] = {}
+        nodes = {n.name: n for n in s.nodes}
+        for c in self.settings.nodes:
+            node = nodes[c.name]
+            rooms = {p.model: attachable(s, c.name, p.model) for p in self.settings.pools}
+            spot = Spot(node, c.max_gpus, {m: r for m, r in rooms.items() if r > 0},
+                        idle_attached(layout.nodes[c.name], c.attached, signals, self.settings.idle_detach_s))
+            if spot.rooms or spot.idle:
+                self.spots[c.name] = spot
+        self.attach: dict[str, dict[str, object]] = {}  # node -> model -> attach variable
+        self.picks: dict[str, dict[str, object]] = {}   # node -> model -> pick binary (nodes without a model)
+        self.detach: dict[str, list] = {}               # node -> detach binaries, highest GPU first
+        self.after: dict[str, After] = {}
+        self.pool_after: dict[str, int] = {p.model: p.free for p in self.settings.pools}
+
+    # -- before the program ------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> set[str]:
+        """The nodes that need their own variables."""
+        return set(self.spots)
+
+    def kinds(self, s: Scenario) -> Counter[NodeKind]:
+        """The cluster's node kinds with every composable node as it could be: one kind per
+        model it may take, with the GPUs it could reach (for what could ever fit)."""
+        kinds = node_kinds(s)
+        for spot in self.spots.values():
+            n = spot.node
+            if not spot.rooms:
+                continue
+            kinds[NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib)] -= 1
+            for model, room in spot.rooms.items():
+                kinds[NodeKind(model, len(n.healthy_gpus) + room, n.cpu, n.memory_gib)] += 1
+        return +kinds
+
+    def extended(self, layout: Layout) -> Layout:
+        """`layout` with a free slot on each composable node for every GPU it could take."""
+        if not any(spot.room for spot in self.spots.values()):
+            return layout
+        nodes = dict(layout.nodes)
+        for n, spot in self.spots.items():
+            if spot.room:
+                nodes[n] = NodeLayout(layout.nodes[n].node, layout.nodes[n].slots + [GpuSlot() for _ in range(spot.room)])
+        return Layout(nodes, layout.indices, layout.hosts)
+
+    def widen(self, sc: Scope) -> None:
+        """Open the GPUs a composable node could take to new fractions, as many as there are
+        fractional replicas to place (its own free GPUs come first: the program opens free
+        GPUs in index order)."""
+        items = sum(j.replicas for j in sc.waiting + sc.movers if j.is_fractional)
+        for n, spot in self.spots.items():
+            if items and spot.room and n in sc.detailed:
+                first = spot.node.gpus
+                sc.fraction_gpus[n] = sorted(set(sc.fraction_gpus.get(n, ())) |
+                                             set(range(first, first + min(spot.room, items))))
+
+    def fits(self, shape: Shape, n: str) -> bool:
+        """Could one replica of `shape` run on composable node `n` once GPUs are attached?"""
+        spot = self.spots.get(n)
+        if spot is None:
+            return False
+        return any(shape.fits(dataclasses.replace(spot.node, gpus=spot.node.gpus + room, gpu_model=model))
+                   for model, room in spot.rooms.items())
+
+    # -- in the program ------------------------------------------------------------------------
+
+    def add_variables(self, m: PlanProgram) -> None:
+        """attach, pick and detach variables, the pool's rows; hands the program its `Growth`."""
+        if not self.spots:
+            return
+        growth = Growth(self.fits, attach_first=self.settings.before_preemption)
+        by_model: dict[str, dict] = defaultdict(dict)
+        for n, spot in self.spots.items():
+            if spot.rooms:
+                mine = self.attach[n] = {model: m.var("attach", 0, room, "Integer", 0)
+                                         for model, room in spot.rooms.items()}
+                growth.attach[n] = list(mine.values())
+                growth.room[n] = spot.room
+                for model, v in mine.items():
+                    by_model[model][v] = 1
+                if len(mine) > 1:  # a node without GPUs or model: the one model it takes
+                    picks = self.picks[n] = {model: m.binary("pick", 0) for model in mine}
+                    for model, v in mine.items():
+                        # attach[n,m] <= room[n,m] * pick[n,m]
+                        m.add(affine({v: 1, picks[model]: -spot.rooms[model]}) <= 0, "pick")
+                    m.add(affine({p: 1 for p in picks.values()}) <= 1, "pick")
+            if spot.idle:
+                gone = self.detach[n] = [m.binary("detach", 0) for _ in spot.idle]
+                growth.detach[n] = gone
+                for higher, lower in zip(gone, gone[1:]):
+                    # the highest attached GPU goes first: detach[n,k] >= detach[n,k+1]
+                    m.add(affine({higher: 1, lower: -1}) >= 0, "detach_order")
+                if spot.rooms:
+                    # a node does not attach and detach in one plan: attached <= room * (1 - detach[n,0])
+                    m.add(affine({**{v: 1 for v in growth.attach[n]}, gone[0]: spot.room}) <= spot.room,
+                          "attach_or_detach")
+        for model, terms in by_model.items():
+            # GPUs of model m attached, over all nodes <= what the pool has free
+            m.add(affine(terms) <= self.settings.pool(model).free, "pool")
+        m.growth = growth
+
+    def add_placement_rows(self, m: PlanProgram) -> None:
+        """After the capacity rows: fractions on GPUs yet to attach or about to go back, and
+        the model of a node that takes any."""
+        for (n, i), (terms, const) in m.shared.items():
+            spot = self.spots.get(n)
+            if spot is None or not terms:
+                continue
+            if i >= spot.node.gpus and n in self.attach:
+                # (i - gpus[n] + 1) * shared[n,i] <= GPUs attached to n: the slot must exist
+                m.add(affine({**{v: i - spot.node.gpus + 1 for v in terms},
+                              **{v: -1 for v in self.attach[n].values()}}) <= 0, "attach_reach")
+            for (gpu, _), gone in zip(spot.idle, self.detach.get(n, ())):
+                if gpu == i:
+                    # shared[n,i] + detach[n,i] <= 1: a GPU going back takes no fraction
+                    m.add(affine({**terms, gone: 1}) <= 1 - const, "detach_free")
+        for n, picks in self.picks.items():
+            placed = [(shape, v) for (node, shape), v in m.whole.items() if node == n]
+            placed += [(shape, v) for (node, _, shape), v in m.frac.items() if node == n]
+            for shape, v in placed:
+                allowed = [p for model, p in picks.items() if shape.models is None or model in shape.models]
+                if len(allowed) < len(picks):
+                    # replicas of a shape on n <= most * (picks of the models it accepts)
+                    m.add(affine({v: 1, **{p: -v.upBound for p in allowed}}) <= 0, "model")
+
+    def after_reclaim(self, m: PlanProgram, credit: dict, release: str) -> None:
+        """`before_preemption: false`: nothing is attached in the stages before `release`,
+        which therefore reclaim as if there were no pool; then GPUs attached are no more
+        than the GPUs of claims (starts within fair share, `accounting.Credit`), so work
+        beyond its share never gets GPUs attached (the victims of reclaim would get them
+        in the next plan)."""
+        attach = [v for mine in self.attach.values() for v in mine.values()]
+        if not attach:
+            return
+        m.held[release] = attach
+        claimed = {v: -g for c in credit.values() for v, g in c.claimed.items()}
+        # GPUs attached <= GPUs of claims
+        m.add(affine({**{v: 1 for v in attach}, **claimed}) <= 0, "attach_for_claims")
+
+    def attached(self):
+        """The `attach` stage: fewest GPUs attached."""
+        return affine({v: 1 for mine in self.attach.values() for v in mine.values()})
+
+    def detached(self):
+        """The `detach` stage: most idle attached GPUs given back."""
+        return affine({v: -1 for gone in self.detach.values() for v in gone})
+
+    # -- after the program -----------------------------------------------------------------
+
+    def decide(self, m: PlanProgram, layout: Layout, decided: bool) -> None:
+        """What the plan does to each composable node, from where the started and moved
+        replicas landed in `layout` (the cluster after the plan): a node gets exactly the
+        GPUs its highest new replica reaches, never more than the started work needs. Idle
+        GPUs go back when the program was solved to its end (`decided`), or when it had
+        nothing to start. Trims `layout` to the GPUs each composable node has after the plan."""
+        for n, spot in self.spots.items():
+            nl = layout.nodes[n]
+            first = spot.node.gpus
+            used = [i for i in range(first, len(nl.slots)) if not nl.slots[i].free]
+            attach = used[-1] + 1 - first if used else 0
+            detach = 0
+            if not attach and decided and spot.idle:
+                gone = self.detach[n] if m.growth is not None else None
+                detach = len(spot.idle) if gone is None else sum(round(v.varValue or 0) for v in gone)
+            model = spot.node.gpu_model or (self._model_taken(n) if attach else None)
+            after = self.after[n] = After(first + attach - detach, model, attach, detach)
+            layout.nodes[n] = NodeLayout(dataclasses.replace(spot.node, gpus=after.gpus, gpu_model=model),
+                                         nl.slots[:after.gpus])
+            if attach:
+                self.pool_after[model] -= attach
+
+    def _model_taken(self, n: str) -> str:
+        """The model a node without one takes: its attach variable that is on."""
+        return next(model for model, v in self.attach[n].items() if (v.varValue or 0) > 0.5)
+
+    def compositions(self, decisions: list[JobDecision], jobs: dict[str, Job]) -> list[Composition]:
+        """The plan's compositions, each with its reason; a start or move onto GPUs being
+        attached says so, and when they come."""
+        result = []
+        usable = {n: spot.node.gpus for n, spot in self.spots.items()}
+        on_new = {d.name: sorted(uses_new_gpus(d, usable)) for d in decisions if d.action in ("start", "move")}
+        for n, after in self.after.items():
+            if after.attached:
+                result.append(Composition(n, after.model, after.attached,
+                                          self._attach_reason([jobs[name] for name, mine in on_new.items()
+                                                               if n in mine], after.attached)))
+            if after.detached:
+                idle_s = min(s for _, s in self.spots[n].idle[:after.detached])
+                result.append(Composition(n, after.model, -after.detached, (
+                    f"idle for {idle_s / 60:.0f} min (idle_detach_s: {self.settings.idle_detach_s / 60:g} min); "
+                    f"no waiting job can use {'it' if after.detached == 1 else 'them'}")))
+        for d in decisions:
+            nodes = on_new.get(d.name)
+            if nodes:
+                parts = " and ".join(f"{self.after[n].attached} {self.after[n].model} "
+                                     f"{'is' if self.after[n].attached == 1 else 'are'} attached to {n}" for n in nodes)
+                when = f"when {parts}, about {self.settings.attach_seconds:g} s"
+                d.reason = f"starts {when}" if d.action == "start" else f"{d.reason}; {when}"
+        return result
+
+    def _attach_reason(self, jobs: list[Job], gpus: int) -> str:
+        names = ", ".join(f"{j.name} ({_size(j)})" for j in jobs)
+        verb, them = ("starts", "it") if len(jobs) == 1 else ("start", "them")
+        start = f"{names} {verb} on {'it' if gpus == 1 else 'them'}"
+        if self.settings.before_preemption:
+            return f"{start}: free GPUs and moves could not hold {them}, and attaching comes before preemption"
+        return f"{start}: free GPUs, moves and reclaim could not hold {them}"
+
+    def wait_clause(self, job: Job, spare: dict[str, dict[str, float]], layout: Layout) -> str | None:
+        """Why attaching GPUs did not make room for a job that waits for room (None: it
+        could have, and the rules kept it waiting). A job that needs more CPUs or memory
+        than any composable node has left needs a new node."""
+        takers = {c.name: self._rooms_after(c.name, layout, job) for c in self.settings.nodes}
+        takers = {n: rooms for n, rooms in takers.items() if rooms}
+        if not takers:
+            return None
+        for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
+            want = getattr(job, resource) or 0
+            left = {n: spare[n][resource] for n in takers if resource in spare[n]}
+            if want and len(left) == len(takers) and max(left.values()) + 1e-9 < want:
+                most = max(left, key=lambda n: (left[n], n))
+                return (f"needs a new node: attaching GPUs cannot help, no composable node has {want:g} {unit} "
+                        f"free (the most is {left[most]:g}, on {most})")
+        need = 1 if job.is_fractional else job.gpus
+        reach = {n: len(layout.nodes[n].free_indices()) + max(rooms.values()) for n, rooms in takers.items()}
+        best = max(reach, key=lambda n: (reach[n], n))
+        if reach[best] >= need:
+            return None
+        return (f"attaching cannot help: a composable node could offer at most {reach[best]} free GPUs "
+                f"({self._limit(best, layout, takers[best])})")
+
+    def _rooms_after(self, n: str, layout: Layout, job: Job) -> dict[str, int]:
+        """Per model the job accepts that node n takes, the GPUs it could still take after
+        the plan (0 for a node that gives GPUs back in this plan)."""
+        node = layout.nodes[n].node
+        limit = self.settings.node(n).max_gpus
+        models = [mdl for mdl in self.pool_after if node_takes(node, mdl)]
+        gone = n in self.after and self.after[n].detached
+        return {mdl: 0 if gone else max(0, min(limit - node.gpus, self.pool_after.get(mdl, 0)))
+                for mdl in models if not job.gpu_model or mdl in job.gpu_model}
+
+    def _limit(self, n: str, layout: Layout, rooms: dict[str, int]) -> str:
+        limit = self.settings.node(n).max_gpus
+        if layout.nodes[n].node.gpus >= limit:
+            return f"{n} is at its max_gpus of {limit}"
+        pools = ", ".join(f"{self.pool_after.get(model, 0)} {model}" for model in sorted(rooms))
+        return f"{n} may hold {limit} GPUs, and the pool has {pools} free"
+
+
+def _size(job: Job) -> str:
+    one = f"{job.gpus:g} GPU" + ("" if job.gpus == 1 else "s")
+    return one if job.replicas == 1 else f"{job.replicas} x {one}"
