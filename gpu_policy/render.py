@@ -48,6 +48,16 @@ def composition_table(plan: Plan) -> str:
                       [[c.node, c.model, f"{c.change:+d}", c.reason] for c in plan.compositions])
 
 
+def gpus_allocated(summary: dict) -> str:
+    """'GPUs allocated B -> A of T', T the cluster's GPUs once the plan's compositions are
+    carried out (with how they change it, where they do)."""
+    s = summary
+    total = s["gpus_total"] + s["attached"] - s["detached"]
+    composed = (f" ({s['gpus_total']} + {s['attached']} attached - {s['detached']} detached)"
+                if s["attached"] or s["detached"] else "")
+    return f"GPUs allocated {s['gpus_allocated_before']:g} -> {s['gpus_allocated_after']:g} of {total}{composed}"
+
+
 def plan_table(plan: Plan) -> str:
     """The whole plan: jobs, compositions, queues, summary and solver, as aligned text."""
     jobs = text_table(["JOB", "QUEUE", "ACTION", "WHERE", "REASON"],
@@ -55,9 +65,7 @@ def plan_table(plan: Plan) -> str:
     s, v = plan.summary, plan.solver
     counts = ", ".join(_count(s[key], noun) for key, noun in
                        (("starts", "start"), ("preemptions", "preemption"), ("moves", "move")))
-    composed = f"; {s['attached']} attached, {s['detached']} detached" if plan.compositions else ""
-    summary = (f"summary: {counts}, {s['waiting']} waiting; GPUs allocated {s['gpus_allocated_before']:g} -> "
-               f"{s['gpus_allocated_after']:g} of {s['gpus_total']}{composed}; empty nodes {s['empty_nodes_after']}, "
+    summary = (f"summary: {counts}, {s['waiting']} waiting; {gpus_allocated(s)}; empty nodes {s['empty_nodes_after']}, "
                f"largest free block {s['largest_free_block_after']}")
     solver = (f"solver: {v.backend} {v.status} in {v.seconds:.2f} s "
               f"({len(v.stages)} stages, {v.variables} variables, {v.constraints} constraints)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_policy.plan import Plan
-from gpu_policy.render import queue_table
+from gpu_policy.render import gpus_allocated, queue_table
 
 
 def write_report(plan: Plan, folder: str | Path, title: str = "GPU fair share") -> list[Path]:
@@ -17,7 +17,7 @@ def write_report(plan: Plan, folder: str | Path, title: str = "GPU fair share") 
     out.mkdir(parents=True, exist_ok=True)
     s = plan.summary
     lines = [f"# {title}", "", "```", queue_table(plan), "```", "",
-             f"GPUs allocated {s['gpus_allocated_before']:g} -> {s['gpus_allocated_after']:g} of {s['gpus_total']}; "
+             f"{gpus_allocated(s)}; "
              f"{s['starts']} starts, {s['preemptions']} preemptions, {s['waiting']} waiting.", ""]
     waits = [f"- {j.name} ({j.queue}) waits: {j.reason}" for j in plan.jobs if j.action == "wait"]
     if waits:

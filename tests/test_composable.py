@@ -141,7 +141,7 @@ def test_the_plan_carries_compositions():
     assert "compositions" not in plan(load_scenario(SCENARIOS / "seed1-greedy-team.yaml")).to_dict()  # omitted when empty
     assert differences(result, s.expect) == []
     table = plan_table(result)
-    assert "node-3  A100-80GB  +4    b-new waits for 4 GPUs" in table and "4 attached, 0 detached" in table
+    assert "node-3  A100-80GB  +4    b-new waits for 4 GPUs" in table and "of 22 (18 + 4 attached - 0 detached)" in table
     assert "node-3  bb       -> bbBBBB  (4 attached)" in layout_before_after(s, result)
 
 
@@ -256,3 +256,12 @@ def test_the_demo_shows_attach_and_detach():
     assert "node-2  b.   -> b  (1 detached)" in out
     assert "detach 1 A100-80GB from node-2: idle for 60 min (idle_detach_s: 30 min); no waiting job can use it" in out
     assert "after: node-2 has 1 GPU (0 attached); the pool has 2 A100-80GB" in out
+
+
+def test_the_summary_counts_the_gpus_the_compositions_leave():
+    from gpu_policy.render import plan_table
+
+    attach = plan_table(plan(load_scenario(SCENARIOS / "compose-attach-instead-of-preempt.yaml")))
+    assert "GPUs allocated 18 -> 22 of 22 (18 + 4 attached - 0 detached)" in attach
+    settled = plan_table(plan(load_scenario(SCENARIOS / "compose-detach-not-yet.yaml")))
+    assert "GPUs allocated 14 -> 14 of 16;" in settled

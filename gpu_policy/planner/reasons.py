@@ -199,8 +199,11 @@ def _preempt_why(job: Job, j: Judged, started: list[Job]) -> str:
         for r in takers:
             up_r, up_g = j.tree.judged(r, q)
             receiver, giver = up_r[-1], up_g[-1]
-            parts.append(f"{receiver} ends at {j.after[receiver]:g}, within its {_tier_share(tier)} of "
-                         f"{rules.cap(j.shares, receiver, tier):g}")
+            cap, share = rules.cap(j.shares, receiver, tier), _tier_share(tier)
+            parts.append(f"{receiver} ends at {j.after[receiver]:g}, within its {share} of {cap:g}"
+                         if j.after[receiver] <= cap + rules.EPS else
+                         f"{receiver} ends at {j.after[receiver]:g}: its claims within its {share} of {cap:g}, "
+                         "the rest borrowed on GPUs no claim could use")
         giver = q
         return (f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
                 f"{'; '.join(parts) + '; ' if parts else ''}{giver} held {j.before[giver]:g} GPUs, above its "

@@ -88,3 +88,23 @@ def test_best_fill_counts_whole_jobs_only():
     assert rules.best_fill([3, 0.5], 3) == 3
     assert rules.best_fill([2, 2, 0.5], 3) == 2.5
     assert rules.best_fill([4], 2) == 0
+
+
+def test_a_reclaim_reason_says_when_the_receiver_also_borrows():
+    """a's 8-GPU claim needs b's node; a's two 1-GPU jobs then borrow the two GPUs left free.
+    a ends above its fair share, and the victim's reason says which part is the claim."""
+    from gpu_policy import plan
+
+    s = parse_scenario({
+        "nodes": [{"name": "n1", "gpus": 8}, {"name": "n2", "gpus": 4}],
+        "queues": [{"name": "a", "deserved": 8}, {"name": "b", "deserved": 4}],
+        "jobs": [{"name": "b-big", "queue": "b", "gpus": 8, "running": ["n1"]},
+                 {"name": "b-small", "queue": "b", "gpus": 2, "running": ["n2"]},
+                 {"name": "a-big", "queue": "a", "gpus": 8, "submitted_at": 10},
+                 {"name": "a-1", "queue": "a", "gpus": 1, "submitted_at": 11},
+                 {"name": "a-2", "queue": "a", "gpus": 1, "submitted_at": 12}]})
+    result = plan(s)
+    assert [j.name for j in result.jobs if j.action == "start"] == ["a-big", "a-1", "a-2"]
+    assert result.job("b-big").reason.startswith(
+        "reclaimed for a (fair share tier): a ends at 10: its claims within its fair share of 8, "
+        "the rest borrowed on GPUs no claim could use; b held 10 GPUs")
