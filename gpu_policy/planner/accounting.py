@@ -211,3 +211,35 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
                     terms, const = m.preempted(v)
                     m.add(affine({var: 1, **{x: var.upBound * a for x, a in terms.items()}},
                                  var.upBound * const) <= var.upBound, "no_swap")
+
+
+def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> None:
+    """A job preempted for its own queue's higher-priority work leaves fewer idle GPUs than
+    it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the whole
+    cluster with fractions by size (moves could gather them), and on composable nodes
+    with the GPUs they attach, detach or, attaching first, could still take (as
+    `program.no_room_left_for_victims` counts them). A gang counts all its GPUs; victims
+    bound to GPU models that some node lacks are left out (docs/policy.md, "Known
+    approximations").
+
+    healthy + GPUs gained - GPUs held after <= most idle[v] + big * (1 - inside[v])
+    """
+    if not m.inside:
+        return
+    terms, const = acc.held(st.tree.leaves)
+    idle: dict = defaultdict(float, {x: -a for x, a in terms.items()})
+    idle_const = float(s.gpus_schedulable) - const
+    for n in (m.growth.room.keys() | m.growth.attach.keys() | m.growth.detach.keys() if m.growth else ()):
+        extra, extra_const = m.growth.for_victims(n)
+        for x, a in extra.items():
+            idle[x] += a
+        idle_const += extra_const
+    big = abs(idle_const) + most(idle) + 1
+    jobs = {j.name: j for j in s.jobs}
+    for name, inside in m.inside.items():
+        v = jobs[name]
+        if v.gpu_model and any(n.gpu_model not in v.gpu_model for n in s.nodes):
+            continue
+        # idle_after <= most idle[v] + big * (1 - inside[v])
+        m.add(affine({**idle, inside: big}, idle_const) <= rules.most_idle_for_inside_victim(v) + big,
+              "inside_needed")
