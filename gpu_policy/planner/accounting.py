@@ -215,14 +215,15 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
 
 def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> None:
     """A job preempted for its own queue's higher-priority work leaves fewer idle GPUs than
-    it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the whole
-    cluster with fractions by size (moves could gather them), and on composable nodes
+    it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the
+    whole cluster with fractions by size (moves could gather them), and on composable nodes
     with the GPUs they attach, detach or, attaching first, could still take (as
-    `program.no_room_left_for_victims` counts them). A gang counts all its GPUs; victims
-    bound to GPU models that some node lacks are left out (docs/policy.md, "Known
-    approximations").
+    `program.no_room_left_for_victims` counts them). Only for victims whose replicas hold
+    at most one GPU each (rules.gathered_by_moves; a gang counts all its GPUs) and that
+    any node's GPU model suits (docs/policy.md, "Known approximations").
 
-    healthy + GPUs gained - GPUs held after <= most idle[v] + big * (1 - inside[v])
+    idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
+    idle_after <= most idle[v] + (highest idle - most idle[v]) * (1 - inside[v])
     """
     if not m.inside:
         return
@@ -234,12 +235,19 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
         for x, a in extra.items():
             idle[x] += a
         idle_const += extra_const
-    big = abs(idle_const) + most(idle) + 1
+    high = idle_const + sum(a * (x.upBound if a > 0 else (x.lowBound or 0)) for x, a in idle.items())
+    low = idle_const + sum(a * ((x.lowBound or 0) if a > 0 else x.upBound) for x, a in idle.items())
     jobs = {j.name: j for j in s.jobs}
-    for name, inside in m.inside.items():
-        v = jobs[name]
-        if v.gpu_model and any(n.gpu_model not in v.gpu_model for n in s.nodes):
+    victims = [(inside, jobs[name]) for name, inside in m.inside.items() if rules.gathered_by_moves(jobs[name])
+               and not (jobs[name].gpu_model and any(n.gpu_model not in jobs[name].gpu_model for n in s.nodes))]
+    if not victims:
+        return
+    idle_after = m.var("idle", low, high)
+    # idle_after = healthy + GPUs gained - GPUs held after
+    m.add(affine({**{x: -a for x, a in idle.items()}, idle_after: 1}) == idle_const, "idle")
+    for inside, v in victims:
+        bound = rules.most_idle_for_inside_victim(v)
+        if high <= bound:
             continue
-        # idle_after <= most idle[v] + big * (1 - inside[v])
-        m.add(affine({**idle, inside: big}, idle_const) <= rules.most_idle_for_inside_victim(v) + big,
-              "inside_needed")
+        # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
+        m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed")

@@ -165,6 +165,14 @@ def most_idle_for_inside_victim(victim: Job) -> float:
     return victim.total_gpus - 1e-3
 
 
+def gathered_by_moves(victim: Job) -> bool:
+    """Whether idle GPUs in the cluster, counted by amount, say the victim could run once
+    moves gather them: for replicas of at most one GPU (fractions, single GPUs) moves of
+    fractions can gather a GPU anywhere; a replica of several GPUs needs them on one node,
+    which idle GPUs spread over nodes do not give."""
+    return victim.gpus <= 1
+
+
 def limit_bound(shares: Shares, entity: str, held_before: float) -> float | None:
     """Most GPUs the entity may hold after the plan: its limit, or what it already holds
     when that is more (a limit lowered below use preempts nothing). None: no limit."""
