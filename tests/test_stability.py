@@ -49,19 +49,7 @@ def test_random_clusters_settle(seed):
     assert_settles(parse_scenario(random_scenario(seed)), 4)
 
 
-#: Clusters whose second plan still acts, with why (docs/policy.md, "Known approximations"):
-#: a queue preempts its own lower-priority job so that its higher-priority start fits within
-#: its fair share and counts as a claim; the GPUs were not needed, and the next plan moves a
-#: fraction to gather a GPU for the victim, which restarts on free GPUs above the share.
-STILL_ACTING = {
-    95: "q0 preempts j0 (1 GPU) so j12 (3 GPUs) fits its share of 5; next plan moves j13 on n1 and restarts j0",
-    116: "q2 preempts j9 (1 GPU) for j7 and j12 to count within its share; next plan moves j0 to n3 and restarts j9",
-}
-
-
-@pytest.mark.parametrize("seed", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=STILL_ACTING[s]))
-    if s in STILL_ACTING else s for s in range(200)])
+@pytest.mark.parametrize("seed", range(200))
 def test_rich_random_clusters_settle(seed):
     """Departments, queue tiers and limits, gangs, fractions, priorities, non-preemptible
     jobs and GPU models together: rounds 2-5 of plan-and-apply act no more."""

@@ -211,3 +211,43 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
                     terms, const = m.preempted(v)
                     m.add(affine({var: 1, **{x: var.upBound * a for x, a in terms.items()}},
                                  var.upBound * const) <= var.upBound, "no_swap")
+
+
+def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> None:
+    """A job preempted for its own queue's higher-priority work leaves fewer idle GPUs than
+    it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the
+    whole cluster with fractions by size (moves could gather them), and on composable nodes
+    with the GPUs they attach, detach or, attaching first, could still take (as
+    `program.no_room_left_for_victims` counts them). Only for victims whose replicas hold
+    at most one GPU each (rules.gathered_by_moves; a gang counts all its GPUs) and that
+    any node's GPU model suits (docs/policy.md, "Known approximations").
+
+    idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
+    idle_after <= most idle[v] + (highest idle - most idle[v]) * (1 - inside[v])
+    """
+    if not m.inside:
+        return
+    terms, const = acc.held(st.tree.leaves)
+    idle: dict = defaultdict(float, {x: -a for x, a in terms.items()})
+    idle_const = float(s.gpus_schedulable) - const
+    for n in (m.growth.room.keys() | m.growth.attach.keys() | m.growth.detach.keys() if m.growth else ()):
+        extra, extra_const = m.growth.for_victims(n)
+        for x, a in extra.items():
+            idle[x] += a
+        idle_const += extra_const
+    high = idle_const + sum(a * (x.upBound if a > 0 else (x.lowBound or 0)) for x, a in idle.items())
+    low = idle_const + sum(a * ((x.lowBound or 0) if a > 0 else x.upBound) for x, a in idle.items())
+    jobs = {j.name: j for j in s.jobs}
+    victims = [(inside, jobs[name]) for name, inside in m.inside.items() if rules.gathered_by_moves(jobs[name])
+               and not (jobs[name].gpu_model and any(n.gpu_model not in jobs[name].gpu_model for n in s.nodes))]
+    if not victims:
+        return
+    idle_after = m.var("idle", low, high)
+    # idle_after = healthy + GPUs gained - GPUs held after
+    m.add(affine({**{x: -a for x, a in idle.items()}, idle_after: 1}) == idle_const, "idle")
+    for inside, v in victims:
+        bound = rules.most_idle_for_inside_victim(v)
+        if high <= bound:
+            continue
+        # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
+        m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed")

@@ -12,8 +12,8 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
-from gpu_policy.planner.accounting import (accounts, credits, limits_and_nonpreemptible, no_swap_inside,
-                                           priority_levels, shortfalls)
+from gpu_policy.planner.accounting import (accounts, credits, inside_only_when_needed, limits_and_nonpreemptible,
+                                           no_swap_inside, priority_levels, shortfalls)
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
 from gpu_policy.planner.objectives import moves_stage, packing_stage, preemption_stages, starts_stage
@@ -132,6 +132,7 @@ def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: P
     no_swap_inside(m, st, acc)
     credit = credits(m, st, acc)
     reclaim(m, st, acc, sc, credit)
+    inside_only_when_needed(m, s, st, acc)
     stages = [(name, affine(terms)) for name, terms in shortfalls(m, st, acc, credit)]
     stages += preemption_stages(m, s, st, cfg, limits, "cross")
     stages += [(name, affine(terms)) for name, terms in priority_levels(m, st, acc)]

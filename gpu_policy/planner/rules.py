@@ -155,6 +155,24 @@ def may_preempt_inside(victim: Job, job: Job) -> bool:
     return victim.is_preemptible and victim.queue == job.queue and victim.priority < job.priority
 
 
+def most_idle_for_inside_victim(victim: Job) -> float:
+    """Preempt inside a queue only for GPUs the queue's starts need: the GPUs the plan
+    leaves idle (fractions counted by size: moves could gather them) are fewer than the
+    victim's, so it could not run on them. Otherwise the preemption would only turn its
+    queue's higher-priority start from borrowing into a claim, and the next plan would
+    gather the idle GPUs and restart the victim. The most GPUs a plan that preempts
+    `victim` for its own queue may leave idle."""
+    return victim.total_gpus - 1e-3
+
+
+def gathered_by_moves(victim: Job) -> bool:
+    """Whether idle GPUs in the cluster, counted by amount, say the victim could run once
+    moves gather them: for replicas of at most one GPU (fractions, single GPUs) moves of
+    fractions can gather a GPU anywhere; a replica of several GPUs needs them on one node,
+    which idle GPUs spread over nodes do not give."""
+    return victim.gpus <= 1
+
+
 def limit_bound(shares: Shares, entity: str, held_before: float) -> float | None:
     """Most GPUs the entity may hold after the plan: its limit, or what it already holds
     when that is more (a limit lowered below use preempts nothing). None: no limit."""
