@@ -47,12 +47,12 @@ def loader_speed(runs: int = 5) -> None:
     import yaml
 
     sys.path.insert(0, str(ROOT))
-    from bench.plan_scale import build_instance
+    from bench.instances import scale_instance
     from gpu_policy.scenario import load_scenario, parse_scenario
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "scale.yaml"
-        path.write_text(yaml.safe_dump(build_instance(), default_flow_style=None))
+        path.write_text(yaml.safe_dump(scale_instance(), default_flow_style=None))
 
         def timed(load) -> float:
             times = []
