@@ -13,7 +13,9 @@ where the solver knows it.
 HiGHS runs in-process: the model is handed over once and each stage only changes the
 objective and adds one row. It is not given a starting solution: in highspy 1.16,
 after `setSolution` a stage that improved on it could report the better objective and
-hand back the starting values (seen on victim-floor-per-job.yaml). CBC runs as a process
+hand back the starting values (seen on victim-floor-per-job.yaml). A stage HiGHS calls
+infeasible is solved again without presolve: it cannot be infeasible, and HiGHS 1.16's
+presolve once said so (tests/planner/data/highs-presolve-infeasible.yaml). CBC runs as a process
 per stage, reading the model from a file PuLP writes, and starts from the last solution
 through a MIP start.
 """
@@ -140,8 +142,17 @@ class _Highs:
         idx, vals = self._row(objective)
         costs[idx] = vals
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
+        began = time.perf_counter()
         self.h.setOptionValue("time_limit", float(seconds))
         self.h.run()
+        if self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
+            # Keeping every running job is feasible, and each stage's bound keeps the last
+            # solution feasible: "infeasible" is presolve's mistake (HiGHS 1.16 made it on
+            # tests/planner/data/highs-presolve-infeasible.yaml). Solve again without it.
+            self.h.setOptionValue("time_limit", max(0.0, float(seconds) - (time.perf_counter() - began)))
+            self.h.setOptionValue("presolve", "off")
+            self.h.run()
+            self.h.setOptionValue("presolve", "choose")
         model_status = self.h.getModelStatus()
         info = self.h.getInfo()
         if info.primal_solution_status != 2:  # no feasible solution
@@ -150,9 +161,6 @@ class _Highs:
         value = float(costs @ self.values) + objective.constant
         if model_status == self.highspy.HighsModelStatus.kOptimal:
             return OPTIMAL, value, None
-        if model_status == self.highspy.HighsModelStatus.kInfeasible:
-            raise SolverError("the program is infeasible although the do-nothing plan is always feasible: "
-                              "this is a bug")
         gap = info.mip_gap if np.isfinite(info.mip_gap) else None
         return CUT_OFF, value, gap
 

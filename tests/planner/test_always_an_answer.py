@@ -110,3 +110,22 @@ def test_a_moved_job_whose_gpus_were_taken_restarts_elsewhere_on_its_node():
                          **({"running": [f"{x}-{copy}" for x in j["running"]]} if "running" in j else {})})
     s = parse_scenario({"nodes": nodes, "queues": data["queues"], "jobs": jobs})
     check_plan(s, plan(s))
+
+
+def test_a_stage_presolve_calls_infeasible_is_solved_without_presolve():
+    """HiGHS 1.16's presolve called this round's first stage infeasible (the do-nothing plan
+    is feasible, so it cannot be): the stage is solved again without presolve, and the plan
+    is optimal, with CBC's decisions."""
+    from pathlib import Path
+
+    from gpu_policy import load_scenario
+
+    if not solve.highs_available():
+        pytest.skip("highspy is not installed: the CBC fallback has no presolve to retry")
+    s = load_scenario(Path(__file__).parent / "data" / "highs-presolve-infeasible.yaml")
+    highs = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
+    check_plan(s, highs)
+    assert highs.solver.status == "Optimal" and all(st["status"] == "Optimal" for st in highs.solver.stages)
+    cbc = plan(s, PlannerConfig(solver="cbc", time_limit_s=600))
+    started = lambda p: sorted(d.name for d in p.jobs if d.action == "start")  # noqa: E731
+    assert started(highs) == started(cbc) and len(started(highs)) == 2
