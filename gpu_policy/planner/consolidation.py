@@ -9,6 +9,12 @@ mover gets a destination: the best fit among the other nodes with free GPUs. The
 details the node and the destinations, so the program decides the moves itself (or
 something better) with its own variables; this module only chooses where to look.
 
+When neither moves alone nor reclaim alone gathers the block, a *mixed* node may: its
+free GPUs, the GPUs of its legal victims and those of a few movers that are not victims
+(each with a destination) together hold the replica (`find_beside_victims`). The scope
+details it and the destinations; the program chooses which victims go and which jobs
+move, its stages preferring moves to preemptions.
+
 Movers here are running whole-GPU jobs of one replica that may move. The work is bounded:
 each node's cheapest sets of movers are computed once (a node holds a handful of jobs),
 nodes are visited by free GPUs, fewest missing first, and a search that finds nothing is
@@ -39,7 +45,7 @@ _CANDIDATES = 64
 @dataclass
 class Consolidation:
     node: str
-    gathered: int                    # GPUs the movers give up on `node`
+    gathered: int                    # GPUs the movers (and, on a mixed node, the victims) give up on `node`
     destinations: dict[str, str]     # mover -> the node it is expected to go to
 
 
@@ -73,13 +79,14 @@ class Consolidations:
             self.most[key] = sum(sizes[:budget])
         return self.most[key]
 
-    def _options(self, node: str, missing: int, budget: int, room: int) -> list[tuple]:
+    def _options(self, node: str, missing: int, budget: int, room: int,
+                 staying: frozenset[str] = frozenset()) -> list[tuple]:
         """Sets of at most `budget` movers of `node`, none larger than `room` (the most free
-        GPUs any node has: a larger one could go nowhere), that give up >= `missing` GPUs,
-        cheapest first: ((GPUs moved, moves, lost work), movers)."""
-        key = (node, missing, room)
+        GPUs any node has: a larger one could go nowhere) nor in `staying`, that give up >=
+        `missing` GPUs, cheapest first: ((GPUs moved, moves, lost work), movers)."""
+        key = (node, missing, room, staying)
         if key not in self.cheapest:
-            mine = [j for j in self.movers[node] if j.gpus <= room]
+            mine = [j for j in self.movers[node] if j.gpus <= room and j.name not in staying]
             options = []
             for k in range(1, min(len(mine), self.most_moves) + 1):
                 for group in combinations(mine, k):
@@ -125,6 +132,37 @@ class Consolidations:
             destinations = self._destinations(node, group, index, excluded, fits)
             if destinations is not None:
                 return Consolidation(node, cost[0], destinations)
+        self.fruitless.add(key)
+        return None
+
+    def find_beside_victims(self, shape: Shape, need: int, index, excluded: set[str], budget: int,
+                            fits: Callable[[Job], Callable[[str], bool]], victims: dict[str, list[tuple[Job, int]]],
+                            memo_key: tuple) -> Consolidation | None:
+        """The cheapest node not in `excluded` where free GPUs, the GPUs of its victims
+        (`victims`: node -> [(victim legal for the replica, GPUs it holds there)]) and those
+        of at most `budget` movers that are not victims, each with a destination, hold
+        `need` GPUs; ranked by GPUs moved, moves, then GPUs of victims. `memo_key` names the
+        victims' legality (a search that found nothing is not repeated for it)."""
+        key = ("mixed", shape.models, need, budget, memo_key)
+        if key in self.fruitless or budget <= 0:
+            return None
+        room = max((f for (_, f), nodes in index.buckets.items() if any(n not in excluded for n in nodes)), default=0)
+        models = None if shape.models is None else set(shape.models)
+        ranked = []
+        for node, mine in victims.items():
+            if node in excluded or (models is not None and index.model[node] not in models):
+                continue
+            freed = index.free[node] + sum(g for _, g in mine)
+            missing = need - freed
+            if missing <= 0 or room == 0 or self._most(node, budget, room) < missing:
+                continue  # a reclaim node (searched before), or moves cannot make up the rest
+            for cost, group in self._options(node, missing, budget, room, frozenset(v.name for v, _ in mine)):
+                ranked.append(((cost[0], cost[1], freed - index.free[node], cost[2]), node, group))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        for cost, node, group in ranked[:_TRIES]:
+            destinations = self._destinations(node, group, index, excluded, fits)
+            if destinations is not None:
+                return Consolidation(node, cost[0] + cost[2], destinations)
         self.fruitless.add(key)
         return None
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.consolidation import Consolidations
+from gpu_policy.planner.consolidation import Consolidation, Consolidations
 from gpu_policy.planner.layout import Layout, spare_resources
 from gpu_policy.planner.shapes import Shape, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
@@ -169,6 +169,21 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
             return all(room.get(r, float("inf")) + _EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
         return ok
 
+    def consolidate(found: Consolidation, job: Job, need: int) -> int:
+        """Reserve a consolidation node for a replica of `job`, its movers their
+        destinations, and detail them all; the number of moves."""
+        index.set(found.node, index.free[found.node] + found.gathered - need)
+        _take(spare[found.node], job)
+        for name, dest in found.destinations.items():
+            mover = consolidations.job(name)
+            index.set(dest, index.free[dest] - int(mover.gpus))
+            _take(spare[dest], mover)
+            _take(spare[found.node], mover, -1)
+        consolidated.add(found.node)
+        detailed.add(found.node)
+        detailed.update(found.destinations.values())
+        return len(found.destinations)
+
     for job in waiting:
         shape = shape_of(job)
         for _ in range(job.replicas):
@@ -206,20 +221,18 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
                 # moves before preemption: a node where moving a few jobs out gathers the block
                 found = consolidations.find(shape, need, index, used_for_reclaim | consolidated, moves_left, cpu_ok)
                 if found is not None and cpu_ok(job)(found.node):
-                    index.set(found.node, index.free[found.node] + found.gathered - need)
-                    _take(spare[found.node], job)
-                    for name, dest in found.destinations.items():
-                        mover = consolidations.job(name)
-                        index.set(dest, index.free[dest] - int(mover.gpus))
-                        _take(spare[dest], mover)
-                        _take(spare[found.node], mover, -1)
-                    consolidated.add(found.node)
-                    detailed.add(found.node)
-                    detailed.update(found.destinations.values())
-                    moves_left -= len(found.destinations)
+                    moves_left -= consolidate(found, job, need)
                     continue
-            chosen = rankings.nodes(job, need, givers.get(job.queue, set()), used_for_reclaim | consolidated,
-                                    cfg.candidate_nodes_per_job)
+            mine = givers.get(job.queue, set())
+            chosen = rankings.nodes(job, need, mine, used_for_reclaim | consolidated, cfg.candidate_nodes_per_job)
+            if not chosen and not shape.fractional:
+                # neither moves nor reclaim alone: a node where free GPUs, legal victims and movers do
+                found = consolidations.find_beside_victims(
+                    shape, need, index, used_for_reclaim | consolidated, moves_left, cpu_ok,
+                    rankings.victims(job, mine), rankings.key(job, mine))
+                if found is not None and cpu_ok(job)(found.node):
+                    moves_left -= consolidate(found, job, need)
+                    continue
             for k, node in enumerate(chosen):
                 used_for_reclaim.add(node)
                 if k == 0:  # the cheapest reclaim node is reserved for this replica
@@ -290,6 +303,7 @@ class _ReclaimRankings:
                                   key=lambda x: rules.victim_order_key(x[0], rules.lost_work(x[0], age)))
                         for n, mine in held.items()}
         self.memo: dict[tuple, dict[int, list[str]]] = {}
+        self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
         self.cursor: dict[tuple, int] = {}
 
     @staticmethod
@@ -303,11 +317,24 @@ class _ReclaimRankings:
     def freed(self, node: str, job: Job, givers: set[str]) -> int:
         return sum(g for v, g in self.on_node.get(node, ()) if self._legal(v, job, givers))
 
+    @staticmethod
+    def key(job: Job, givers: set[str]) -> tuple:
+        """What decides which victims are legal for `job`."""
+        return (frozenset(givers), job.queue, job.priority)
+
+    def victims(self, job: Job, givers: set[str]) -> dict[str, list[tuple[Job, int]]]:
+        """Per node, the victims legal for `job` and the GPUs each holds there."""
+        key = self.key(job, givers)
+        if key not in self.legal_on_node:
+            self.legal_on_node[key] = {n: legal for n, mine in self.on_node.items()
+                                       if (legal := [(v, g) for v, g in mine if self._legal(v, job, givers)])}
+        return self.legal_on_node[key]
+
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int) -> list[str]:
         """The `k` cheapest nodes not in `used` where the victims legal for `job` free `need`
         GPUs: ranked by the highest victim priority taken, then how many victims. One pass
         over the nodes per (legal victims, queue, priority) ranks every size at once."""
-        key = (frozenset(givers), job.queue, job.priority)
+        key = self.key(job, givers)
         if key not in self.memo:
             ranked: dict[int, list] = defaultdict(list)
             for node, mine in self.on_node.items():

@@ -193,3 +193,25 @@ def test_large_cluster_gang_replicas_each_get_a_node():
     for j in result.jobs:
         if j.action == "move":
             assert j.replicas[0].node not in {p.node for p in gang.replicas}
+
+
+def test_large_cluster_moves_beside_a_victim_then_settles():
+    # neither moves alone nor reclaim alone gathers a node: a move and a preemption on one node do
+    s = load_scenario(SCENARIOS / "owed-move-and-preempt-large.yaml")
+    result = plan(s)
+    b = result.job("b-1")
+    preempted = [j for j in result.jobs if j.action == "preempt"]
+    moved = [j for j in result.jobs if j.action == "move"]
+    assert b.action == "start" and [j.queue for j in preempted] == ["team-a"] and [j.queue for j in moved] == ["team-d"]
+    # the victim and the mover left the node the job starts on; the mover went to the other mixed node
+    node = b.replicas[0].node
+    assert preempted[0].replicas[0].node == node and {j.name: j for j in s.jobs}[moved[0].name].running == [node]
+    assert moved[0].replicas[0].node in {"n01", "n02"} - {node}
+    again = actions(plan(apply_plan(s, result)))  # the victim waits; nothing moves back
+    assert again.pop(preempted[0].name) == "wait" and set(again.values()) == {"keep"}
+
+
+def test_large_cluster_without_moves_the_owed_job_waits_beside_a_victim():
+    # the victim alone frees 6 of the 8 GPUs: reclaim never preempts what does not serve the claim
+    result = plan(load_scenario(SCENARIOS / "owed-move-and-preempt-large.yaml"), PlannerConfig(max_moves=0))
+    assert actions(result)["b-1"] == "wait" and result.summary["preemptions"] == 0
