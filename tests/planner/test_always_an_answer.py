@@ -129,3 +129,25 @@ def test_a_stage_presolve_calls_infeasible_is_solved_without_presolve():
     cbc = plan(s, PlannerConfig(solver="cbc", time_limit_s=600))
     started = lambda p: sorted(d.name for d in p.jobs if d.action == "start")  # noqa: E731
     assert started(highs) == started(cbc) and len(started(highs)) == 2
+
+
+def test_a_stage_made_infeasible_by_highs_tolerance_is_solved_again_with_cbc():
+    """At its default tolerances HiGHS accepts a fair-share optimum (1.0) that CBC proves
+    unattainable (3.0), then finds the next stage infeasible. The stages are solved again
+    with CBC, and the plan is CBC's, optimal, and says why."""
+    from pathlib import Path
+
+    from gpu_policy import load_scenario
+
+    if not solve.highs_available():
+        pytest.skip("highspy is not installed: plans are CBC's already")
+    s = load_scenario(Path(__file__).parent / "data" / "highs-tolerance.yaml")
+    result = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
+    check_plan(s, result)
+    assert result.solver.status == "Optimal"
+    assert result.solver.backend == "PULP_CBC_CMD (HiGHS called stage preemption_p50 infeasible)"
+    fair_share = next(st for st in result.solver.stages if st["name"] == "fair_share")
+    assert fair_share["objective"] == pytest.approx(3.0)
+    cbc = plan(s, PlannerConfig(solver="cbc", time_limit_s=600))
+    decided = lambda p: sorted((d.name, d.action) for d in p.jobs if d.action != "keep")  # noqa: E731
+    assert decided(result) == decided(cbc)
