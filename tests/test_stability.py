@@ -67,11 +67,6 @@ def test_composition_settles_with_telemetry(path):
     assert_settles(load_scenario(path), 5, plan_with_telemetry)
 
 
-#: Composable clusters whose second plan still acts, for the reasons docs/policy.md lists
-#: under "Known approximations" (the same clusters without their pool act too).
-COMPOSABLE_STILL_ACTING = {64}
-
-
 @pytest.mark.parametrize("seed", range(100))
 def test_composable_clusters_settle_without_ping_pong(seed):
     """Random composable clusters, planned with simulated telemetry for five rounds: a node
@@ -88,6 +83,4 @@ def test_composable_clusters_settle_without_ping_pong(seed):
             acted.append((round_ + 1, acts(result)))
         s = apply_plan(s, result)
     assert all(len(signs) == 1 for signs in changes.values()), f"ping-pong: {changes}"
-    if seed in COMPOSABLE_STILL_ACTING and acted:
-        pytest.xfail(f"docs/policy.md: known approximations ({acted[0]})")
     assert acted == []
