@@ -22,7 +22,7 @@ import numpy as np
 from gpu_policy.model import Job, Scenario
 from gpu_policy.packing import MILLI, ModelDemand, WorkloadMix, displaced, packing_fragmentation, placement_cost
 from gpu_policy.plan import Placement
-from gpu_policy.planner.layout import Layout, place, spare_resources
+from gpu_policy.planner.layout import Layout, NodeLayout, place, spare_resources
 from gpu_policy.planner.shapes import node_kinds
 
 #: Stands in for the CPU or memory of a node that does not declare it.
@@ -51,9 +51,13 @@ def model_scarcity(layout: Layout, mix: WorkloadMix, models: list[str]) -> np.nd
     index = {m: i for i, m in enumerate(models)}
     free = np.zeros(len(models))
     for nl in layout.nodes.values():
-        free[index[nl.node.gpu_model or ""]] += sum(round((1 - slot.used) * MILLI)
-                                                    for i, slot in enumerate(nl.slots) if nl.healthy(i))
+        free[index[nl.node.gpu_model or ""]] += sum(_free_milli(nl))
     return ModelDemand.of(mix).scarcity(free)
+
+
+def _free_milli(nl: NodeLayout) -> list[int]:
+    """Free thousandths of each GPU of the node (an unhealthy GPU has none to give)."""
+    return [round((1 - slot.used) * MILLI) if nl.healthy(i) else 0 for i, slot in enumerate(nl.slots)]
 
 
 def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list[tuple[Job, str, int | None]],
@@ -75,8 +79,7 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list
     for job, node, gpu in options:
         nl = layout.nodes[node]
         if node not in free_of:
-            free_of[node] = np.array([round((1 - slot.used) * MILLI) if nl.healthy(i) else 0
-                                      for i, slot in enumerate(nl.slots)] + [0] * (width - len(nl.slots)))
+            free_of[node] = np.array(_free_milli(nl) + [0] * (width - len(nl.slots)))
         free = free_of[node].copy()
         if gpu is not None:
             free[gpu] -= _milli(job)
