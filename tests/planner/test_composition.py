@@ -194,6 +194,7 @@ def test_a_second_plan_cut_off_leaves_the_first(monkeypatch):
     assert result.solver.status == "Optimal" and result.summary["attached"] == 1
     assert {q.name: q.fair_share for q in result.queues} == fair_shares(s) == {"q0": 3, "q1": 3}
 
+
 @pytest.mark.parametrize("name,reason", [
     ("compose-needs-new-node", "needs a new node: attaching GPUs cannot help, no composable node has 48 CPUs free "
                                "(the most is 16, on node-3)"),
