@@ -315,7 +315,7 @@ class _ReclaimRankings:
         return [v for v, _ in self.on_node.get(node, ()) if len(v.running) == 1]
 
     def freed(self, node: str, job: Job, givers: set[str]) -> int:
-        return sum(g for v, g in self.on_node.get(node, ()) if self._legal(v, job, givers))
+        return sum(g for _, g in self.victims(job, givers).get(node, ()))
 
     @staticmethod
     def key(job: Job, givers: set[str]) -> tuple:
@@ -337,11 +337,9 @@ class _ReclaimRankings:
         key = self.key(job, givers)
         if key not in self.memo:
             ranked: dict[int, list] = defaultdict(list)
-            for node, mine in self.on_node.items():
+            for node, mine in self.victims(job, givers).items():
                 have, cost = self.free[node], (0, 0)
                 for v, g in mine:
-                    if not self._legal(v, job, givers):
-                        continue
                     before, have = have, have + g
                     cost = (max(cost[0], v.priority), cost[1] + 1)
                     for size in range(before + 1, have + 1):
