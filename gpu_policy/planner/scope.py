@@ -236,7 +236,7 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
             for k, node in enumerate(chosen):
                 used_for_reclaim.add(node)
                 if k == 0:  # the cheapest reclaim node is reserved for this replica
-                    index.set(node, max(0, index.free[node] + rankings.freed(node, job, givers) - need))
+                    index.set(node, max(0, index.free[node] + rankings.freed(node, job, mine) - need))
     detailed |= {n for n in used_for_reclaim if not safe[n]}
     detailed |= detail  # composable nodes: their own variables, whatever the greedy pass chose
     _close_over_gangs(s, legal, movable, detailed)

@@ -215,3 +215,13 @@ def test_large_cluster_without_moves_the_owed_job_waits_beside_a_victim():
     # the victim alone frees 6 of the 8 GPUs: reclaim never preempts what does not serve the claim
     result = plan(load_scenario(SCENARIOS / "owed-move-and-preempt-large.yaml"), PlannerConfig(max_moves=0))
     assert actions(result)["b-1"] == "wait" and result.summary["preemptions"] == 0
+
+
+def test_large_cluster_reclaim_node_counts_only_victims_the_job_may_take():
+    # n01 also holds team-c's victim, legal only inside team-c: counting it made the second
+    # replica look as if it fit on n01, and n03 never entered the program
+    result = plan(load_scenario(SCENARIOS / "owed-gang-three-reclaim-nodes-large.yaml"),
+                  PlannerConfig(candidate_nodes_per_job=1))
+    gang = result.job("a-gang")
+    assert gang.action == "start" and sorted(r.node for r in gang.replicas) == ["n01", "n02", "n03"]
+    assert sorted(j.name for j in result.jobs if j.action == "preempt") == ["b-1", "b-2", "b-3"]
