@@ -24,7 +24,7 @@ from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
-from gpu_policy.planner.solve import NOTHING, OPTIMAL, highs_available, solve_stages
+from gpu_policy.planner.solve import CUT_OFF, NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -104,7 +104,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     built = time.perf_counter() - began
     report = solve_stages(m, cfg, solver_deadline)
     if not order and waiting:
-        report.status = "feasible (time limit)"
+        report.status = CUT_OFF
     report.build_seconds = built
     outcome = realize(m, s, grown, sc, order, mix)
     composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))

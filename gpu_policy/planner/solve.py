@@ -8,7 +8,9 @@ holds back (`PlanProgram.held`, stage -> variables) are 0 in every stage before 
 which is how a remedy is kept for after others (docs/policy.md). A stage cut off by the
 deadline keeps the best solution it found (or, with none, the one it fell back on), the
 remaining stages are skipped, and the report says "feasible (time limit)" with the gap
-where the solver knows it.
+where the solver knows it. A stage that ends with no solution while time is left (which
+no correct solver does: every stage has a feasible solution) is handled the same way, and
+the report says "feasible (a stage found no solution)".
 
 HiGHS runs in-process: the model is handed over once and each stage only changes the
 objective and adds one row. It is not given a starting solution: in highspy 1.16,
@@ -28,6 +30,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pulp
@@ -38,7 +41,18 @@ from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.program import Program
 
 OPTIMAL, CUT_OFF, NOTHING = "Optimal", "feasible (time limit)", "Nothing to decide"
+NO_SOLUTION = "feasible (a stage found no solution)"
 _banner_shown = False
+
+
+class StageOutcome(NamedTuple):
+    """What a driver's solve of one stage found: its status text, the objective's value and
+    the gap (None where unknown), and whether the solver called the stage infeasible."""
+
+    status: str
+    value: float | None
+    gap: float | None = None
+    infeasible: bool = False
 
 
 def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) -> SolverReport:
@@ -67,38 +81,41 @@ def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) 
 
 def _solve_in_order(m: Program, cfg: PlannerConfig, driver, deadline: float) -> tuple[SolverReport, bool, str | None]:
     """Each stage in order with `driver`, each keeping the optimum of the ones before. Returns
-    the report, whether any stage found a solution, and the stage with none although there was
-    time (None if every stage solved or ran out of time)."""
+    the report, whether any stage found a solution, and the stage the solver called infeasible
+    although there was time (None if there was none)."""
     report = SolverReport(backend=driver.name, status=OPTIMAL, seconds=0.0, variables=0, constraints=0,
                           gap=cfg.gap_rel)
-    solved_any, refused = False, None
+    solved_any, refused, skip = False, None, None  # skip: why the stages left are not solved
     held = [v for name, _ in m.stages for v in m.held.get(name, ())]
     driver.hold(held, True)
     for name, objective in m.stages:
         driver.hold(m.held.get(name, ()), False)
         left = deadline - time.perf_counter()
-        if left <= 0.0:
-            report.status, report.gap = CUT_OFF, None
-            report.stages.append({"name": name, "status": "skipped (time limit)"})
+        if skip is None and left <= 0.0:
+            report.status, report.gap, skip = CUT_OFF, None, "skipped (time limit)"
+        if skip is not None:
+            report.stages.append({"name": name, "status": skip})
             continue
         t0 = time.perf_counter()
-        status, value, gap = driver.solve(objective, left)
-        stage = {"name": name, "status": status, "seconds": round(time.perf_counter() - t0, 4)}
-        if value is not None:
-            stage["objective"] = round(value, 9)
+        found = driver.solve(objective, left)
+        stage = {"name": name, "status": found.status, "seconds": round(time.perf_counter() - t0, 4)}
+        if found.value is not None:
+            stage["objective"] = round(found.value, 9)
         report.stages.append(stage)
-        if value is None:  # no solution at all: keep the previous stage's (or the do-nothing plan)
-            report.status, report.gap = CUT_OFF, None
-            if time.perf_counter() < deadline and "nfeasible" in status:
-                refused = name
-            deadline = time.perf_counter()  # nothing else runs
+        if found.value is None:  # no solution at all: keep the previous stage's (or the do-nothing plan)
+            if time.perf_counter() >= deadline:
+                report.status, skip = CUT_OFF, "skipped (time limit)"
+            else:
+                report.status, skip = NO_SOLUTION, f"skipped ({name} found no solution)"
+                if found.infeasible:
+                    refused = name
+            report.gap = None
             continue
         solved_any = True
-        if status != OPTIMAL:
-            report.status, report.gap = CUT_OFF, gap
-            deadline = time.perf_counter()
+        if found.status != OPTIMAL:
+            report.status, report.gap, skip = CUT_OFF, found.gap, "skipped (time limit)"
             continue
-        driver.keep_at_most(objective, value + 1e-6 * max(1.0, abs(value)))
+        driver.keep_at_most(objective, found.value + 1e-6 * max(1.0, abs(found.value)))
     driver.hold(held, False)  # stages skipped by the deadline leave the model as it was built
     return report, solved_any, refused
 
@@ -158,7 +175,7 @@ class _Highs:
         items = [(self.index[v.name], a) for v, a in expr.items() if a and v.name in self.index]
         return np.array([i for i, _ in items], np.int32), np.array([a for _, a in items], dtype=float)
 
-    def solve(self, objective, seconds: float) -> tuple[str, float | None, float | None]:
+    def solve(self, objective, seconds: float) -> StageOutcome:
         n = len(self.columns)
         costs = np.zeros(n)
         idx, vals = self._row(objective)
@@ -178,13 +195,13 @@ class _Highs:
         model_status = self.h.getModelStatus()
         info = self.h.getInfo()
         if info.primal_solution_status != 2:  # no feasible solution
-            return f"no solution ({self.h.modelStatusToString(model_status)})", None, None
+            return StageOutcome(f"no solution ({self.h.modelStatusToString(model_status)})", None,
+                                infeasible=model_status == self.highspy.HighsModelStatus.kInfeasible)
         self.values = np.array(self.h.getSolution().col_value)
         value = float(costs @ self.values) + objective.constant
         if model_status == self.highspy.HighsModelStatus.kOptimal:
-            return OPTIMAL, value, None
-        gap = info.mip_gap if np.isfinite(info.mip_gap) else None
-        return CUT_OFF, value, gap
+            return StageOutcome(OPTIMAL, value)
+        return StageOutcome(CUT_OFF, value, info.mip_gap if np.isfinite(info.mip_gap) else None)
 
     def keep_at_most(self, objective, bound: float) -> None:
         idx, vals = self._row(objective)
@@ -237,7 +254,7 @@ class _Cbc:
         for v in m.prob.variables():
             v.varValue = m.initial.get(v)
 
-    def solve(self, objective, seconds: float) -> tuple[str, float | None, float | None]:
+    def solve(self, objective, seconds: float) -> StageOutcome:
         self.m.prob.setObjective(objective)
         # CBC's `-threads 1` switches on its threaded code, which here hung for the whole time
         # limit in about 1 solve in 100 under load; without the option CBC runs serially.
@@ -252,10 +269,9 @@ class _Cbc:
         if status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) or any(
                 v.varValue is None for v in self.m.prob.variables()):
             self._restore()
-            return "no solution", None, None
+            return StageOutcome("no solution", None, infeasible=status == pulp.LpSolutionInfeasible)
         self.saved = {v: v.varValue for v in self.m.prob.variables()}
-        value = pulp.value(objective)
-        return (OPTIMAL if status == pulp.LpSolutionOptimal else CUT_OFF), value, None
+        return StageOutcome(OPTIMAL if status == pulp.LpSolutionOptimal else CUT_OFF, pulp.value(objective))
 
     def _restore(self) -> None:
         for v in self.m.prob.variables():

@@ -76,16 +76,25 @@ def test_a_tiny_budget_still_answers(budget):
     assert result.solver.status in CUT_OFF_OR_DONE
 
 
-def test_a_stage_without_a_solution_keeps_the_last_one(monkeypatch):
-    """When a stage ends with nothing (cut off before a first solution), the plan falls back
-    on the solution before it: for the first stage, keep every running job, start nothing."""
+@pytest.mark.parametrize("runs_out", [False, True])
+def test_a_stage_without_a_solution_keeps_the_last_one(monkeypatch, runs_out):
+    """When a stage ends with nothing, the plan falls back on the solution before it: for the
+    first stage, keep every running job, start nothing. The status says whether the budget
+    ran out (the fake solver sleeps through the time it is given) or a stage found nothing."""
+    import time
+
     from tests.planner.random_clusters import random_scenario
 
-    monkeypatch.setattr(solve._Highs, "solve", lambda self, objective, seconds: ("no solution", None, None))
+    def nothing(self, objective, seconds):
+        if runs_out:
+            time.sleep(seconds)
+        return solve.StageOutcome("no solution", None)
+
+    monkeypatch.setattr(solve._Highs, "solve", nothing)
     s = parse_scenario(random_scenario(5))
-    result = plan(s)
+    result = plan(s, PlannerConfig(time_limit_s=0.5 if runs_out else 600))
     check_plan(s, result)
-    assert result.solver.status == "feasible (time limit)"
+    assert result.solver.status == ("feasible (time limit)" if runs_out else "feasible (a stage found no solution)")
     assert {d.action for d in result.jobs} <= {"keep", "wait"}
     assert all(d.reason for d in result.jobs if d.action == "wait")
 
