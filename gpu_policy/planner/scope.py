@@ -237,7 +237,9 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
                 used_for_reclaim.add(node)
                 if k == 0:  # the cheapest reclaim node is reserved for this replica
                     index.set(node, max(0, index.free[node] + rankings.freed(node, job, mine) - need))
-    detailed |= {n for n in used_for_reclaim if not safe[n]}
+    # a pooled node's cut takes victims of one replica only: a reclaim node with a gang victim is
+    # detailed (with the gang's other nodes, below), so the program may take the gang
+    detailed |= {n for n in used_for_reclaim if not safe[n] or rankings.holds_gang(n)}
     detailed |= detail  # composable nodes: their own variables, whatever the greedy pass chose
     _close_over_gangs(s, legal, movable, detailed)
     order = [n.name for n in s.nodes if n.name in detailed]
@@ -313,6 +315,10 @@ class _ReclaimRankings:
     def cut(self, node: str) -> list[Job]:
         """The node's victims of one replica, in the order they go (rules.victim_order_key)."""
         return [v for v, _ in self.on_node.get(node, ()) if len(v.running) == 1]
+
+    def holds_gang(self, node: str) -> bool:
+        """Whether a victim on the node has several replicas (which `cut` leaves out)."""
+        return any(len(v.running) > 1 for v, _ in self.on_node.get(node, ()))
 
     def freed(self, node: str, job: Job, givers: set[str]) -> int:
         return sum(g for _, g in self.victims(job, givers).get(node, ()))
