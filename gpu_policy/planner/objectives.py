@@ -1,10 +1,10 @@
 """The objectives after fair share, each a stage solved after the ones before it:
 
-  preemption_<tier>  preemptions for other queues losing as little work as possible,
-                     then as few as possible: one stage per victim tier, highest priority first (so lower
-                     priorities go first), idle jobs of queues above their share last of all
+  preemption_<tier>  preemptions for other queues losing the least work, then the fewest
+                     (victim_costs): one stage per victim tier, highest priority first (so
+                     lower priorities go first), idle jobs of queues above their share last
   priority_p<P>      (accounting.priority_levels) inside a queue, higher priority first
-  preemption_inside_<tier>  as few preemptions inside a queue as that needs
+  preemption_inside_<tier>  the preemptions inside a queue that needs, costed the same way
   starts             the most GPUs of waiting work started; ties to the smallest relative
                      share, then higher priority, then older (rules.start_order)
   moves              the moves losing the least work, then the fewest
@@ -37,8 +37,8 @@ def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
         return {}
     n = len(victims)
     recent = {j.name: r for r, j in enumerate(sorted(victims, key=lambda j: (-j.submitted_at, j.name)))}
-    return {j.name: round(rules.lost_work(j, cfg.default_checkpoint_age_s) / 60) + (1 + recent[j.name] / n) / (2 * n + 2)
-            for j in victims}
+    minutes = {j.name: round(rules.lost_work(j, cfg.default_checkpoint_age_s) / 60) for j in victims}
+    return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
 
 
 def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
