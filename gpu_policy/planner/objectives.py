@@ -1,13 +1,13 @@
 """The objectives after fair share, each a stage solved after the ones before it:
 
-  preemption_<tier>  as few preemptions for other queues, losing as little work, as
-                     possible: one stage per victim tier, highest priority first (so lower
-                     priorities go first), idle jobs of queues above their share last of all
+  preemption_<tier>  preemptions for other queues losing the least work, then the fewest
+                     (victim_costs): one stage per victim tier, highest priority first (so
+                     lower priorities go first), idle jobs of queues above their share last
   priority_p<P>      (accounting.priority_levels) inside a queue, higher priority first
-  preemption_inside_<tier>  as few preemptions inside a queue as that needs
+  preemption_inside_<tier>  the preemptions inside a queue that needs, costed the same way
   starts             the most GPUs of waiting work started; ties to the smallest relative
                      share, then higher priority, then older (rules.start_order)
-  moves              the fewest moves, losing the least work
+  moves              the moves losing the least work, then the fewest
   packing            the fewest empty nodes opened, then the least expected fragmentation
 """
 
@@ -29,16 +29,16 @@ from gpu_policy.planner.telemetry import GpuLimits
 
 
 def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
-    """Cost of preempting each victim: 1 per job (preempt fewer jobs), plus less than 1 that
-    orders victims by least lost work, then most recently submitted. The order is by rank,
-    not by amount, so that neighbours differ by a margin every solver resolves."""
+    """Cost of preempting (or moving) each victim: the work it loses (rules.lost_work) in
+    whole GPU-minutes, so that a plan's victims lose the least work in all, and plans losing
+    the same work tie; plus less than one GPU-minute over all victims that prefers fewer
+    victims, then the most recently submitted."""
     if not victims:
         return {}
-    lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in victims}
-    levels = {value: r for r, value in enumerate(sorted(set(lost.values())))}
+    n = len(victims)
     recent = {j.name: r for r, j in enumerate(sorted(victims, key=lambda j: (-j.submitted_at, j.name)))}
-    step = 1 / len(levels)
-    return {j.name: 1 + step * (levels[lost[j.name]] + recent[j.name] / len(victims)) for j in victims}
+    minutes = {j.name: round(rules.lost_work(j, cfg.default_checkpoint_age_s) / 60) for j in victims}
+    return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
 
 
 def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
@@ -90,7 +90,7 @@ def starts_stage(m: PlanProgram, ordered: list[Job]) -> pulp.LpAffineExpression:
 
 
 def moves_stage(m: PlanProgram, s: Scenario, cfg: PlannerConfig) -> pulp.LpAffineExpression:
-    """The fewest moves; among equals, those that lose the least work (costs as for victims)."""
+    """The moves that lose the least work, then the fewest (costs as for victims)."""
     cost = victim_costs([j for j in s.jobs if j.name in m.move], cfg)
     return affine({m.move[name]: c for name, c in cost.items()})
 

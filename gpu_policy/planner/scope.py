@@ -300,9 +300,9 @@ class _ReclaimRankings:
             for i, slot in enumerate(nl.slots):
                 if slot.whole in jobs and nl.healthy(i):
                     held[n][slot.whole] += 1
-        age = cfg.default_checkpoint_age_s
+        self.lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in legal}
         self.on_node = {n: sorted(((jobs[v], g) for v, g in mine.items()),
-                                  key=lambda x: rules.victim_order_key(x[0], rules.lost_work(x[0], age)))
+                                  key=lambda x: rules.victim_order_key(x[0], self.lost[x[0].name]))
                         for n, mine in held.items()}
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
@@ -338,16 +338,17 @@ class _ReclaimRankings:
 
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int) -> list[str]:
         """The `k` cheapest nodes not in `used` where the victims legal for `job` free `need`
-        GPUs: ranked by the highest victim priority taken, then how many victims. One pass
+        GPUs: ranked by the highest victim priority taken, then the work the victims lose
+        (rules.lost_work), then how many (as the program ranks victims). One pass
         over the nodes per (legal victims, queue, priority) ranks every size at once."""
         key = self.key(job, givers)
         if key not in self.memo:
             ranked: dict[int, list] = defaultdict(list)
             for node, mine in self.victims(job, givers).items():
-                have, cost = self.free[node], (0, 0)
+                have, cost = self.free[node], (0, 0.0, 0)
                 for v, g in mine:
                     before, have = have, have + g
-                    cost = (max(cost[0], v.priority), cost[1] + 1)
+                    cost = (max(cost[0], v.priority), cost[1] + self.lost[v.name], cost[2] + 1)
                     for size in range(before + 1, have + 1):
                         ranked[size].append((cost, node))
             self.memo[key] = {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}

@@ -38,8 +38,9 @@ def test_the_mix_is_the_scenarios_jobs_unless_configured():
     s = parse_scenario(s)
     assert sorted(scenario_mix(s).weight) == [0.25, 0.75]
     assert plan(s).job("new").replicas[0].node == "n2"   # n1 would be left 1 GPU, 0 CPUs
-    # for work that needs no CPUs n1's last GPU stays usable: the fuller node wins
-    gpu_only = WorkloadMix.build([(0.0, 0.0, 1, 1000, None)], [1], [""])
+    # for 3-GPU work that needs no CPUs, n1's CPUs do not matter and n2's 3 free GPUs do:
+    # the fuller node wins (1-GPU work would be stranded by neither placement: a tie)
+    gpu_only = WorkloadMix.build([(0.0, 0.0, 3, 1000, None)], [1], [""])
     assert plan(s, PlannerConfig(workload_mix=gpu_only)).job("new").replicas[0].node == "n1"
 
 
