@@ -49,6 +49,11 @@ class Consolidation:
     destinations: dict[str, str]     # mover -> the node it is expected to go to
 
 
+def _room(index, excluded: set[str]) -> int:
+    """The most free GPUs of any node not in `excluded`: a mover larger than that could go nowhere."""
+    return max((f for (_, f), nodes in index.buckets.items() if any(n not in excluded for n in nodes)), default=0)
+
+
 class Consolidations:
     """Cheapest consolidation nodes, looked up against the greedy pass's free GPUs (an
     index with `free`, `model` and `buckets[(model, free)]`, and `best_fit`)."""
@@ -105,7 +110,7 @@ class Consolidations:
         key = (shape.models, need, budget)
         if key in self.fruitless or budget <= 0:
             return None
-        room = max((f for (_, f), nodes in index.buckets.items() if any(n not in excluded for n in nodes)), default=0)
+        room = _room(index, excluded)
         if room == 0:  # no GPU free anywhere a mover could go
             self.fruitless.add(key)
             return None
@@ -124,16 +129,10 @@ class Consolidations:
                     if node in excluded or self._most(node, budget, room) < missing:
                         continue
                     for cost, group in self._options(node, missing, budget, room):
-                        ranked.append((cost, node, group))
+                        ranked.append((cost, node, group, cost[0]))
                         best_gpus = cost[0] if best_gpus is None else min(best_gpus, cost[0])
                         exact += cost[0] == missing
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        for cost, node, group in ranked[:_TRIES]:
-            destinations = self._destinations(node, group, index, excluded, fits)
-            if destinations is not None:
-                return Consolidation(node, cost[0], destinations)
-        self.fruitless.add(key)
-        return None
+        return self._first_with_destinations(ranked, key, index, excluded, fits)
 
     def find_beside_victims(self, shape: Shape, need: int, index, excluded: set[str], budget: int,
                             fits: Callable[[Job], Callable[[str], bool]], victims: dict[str, list[tuple[Job, int]]],
@@ -146,23 +145,30 @@ class Consolidations:
         key = ("mixed", shape.models, need, budget, memo_key)
         if key in self.fruitless or budget <= 0:
             return None
-        room = max((f for (_, f), nodes in index.buckets.items() if any(n not in excluded for n in nodes)), default=0)
+        room = _room(index, excluded)
         models = None if shape.models is None else set(shape.models)
         ranked = []
         for node, mine in victims.items():
             if node in excluded or (models is not None and index.model[node] not in models):
                 continue
-            freed = index.free[node] + sum(g for _, g in mine)
-            missing = need - freed
+            victims_gpus = sum(g for _, g in mine)
+            missing = need - index.free[node] - victims_gpus
             if missing <= 0 or room == 0 or self._most(node, budget, room) < missing:
                 continue  # a reclaim node (searched before), or moves cannot make up the rest
             for cost, group in self._options(node, missing, budget, room, frozenset(v.name for v, _ in mine)):
-                ranked.append(((cost[0], cost[1], freed - index.free[node], cost[2]), node, group))
+                ranked.append(((cost[0], cost[1], victims_gpus, cost[2]), node, group, cost[0] + victims_gpus))
+        return self._first_with_destinations(ranked, key, index, excluded, fits)
+
+    def _first_with_destinations(self, ranked: list[tuple], key: tuple, index, excluded: set[str],
+                                 fits: Callable[[Job], Callable[[str], bool]]) -> Consolidation | None:
+        """Of `ranked` ((cost, node, movers, GPUs given up on the node)), the cheapest
+        `_TRIES` in order, the first whose movers all find a destination; None (and `key`
+        remembered as fruitless) if none does."""
         ranked.sort(key=lambda r: (r[0], r[1]))
-        for cost, node, group in ranked[:_TRIES]:
+        for _, node, group, gathered in ranked[:_TRIES]:
             destinations = self._destinations(node, group, index, excluded, fits)
             if destinations is not None:
-                return Consolidation(node, cost[0] + cost[2], destinations)
+                return Consolidation(node, gathered, destinations)
         self.fruitless.add(key)
         return None
 
