@@ -55,7 +55,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
             break
         capacity, passes = _capacity_after(s, result), passes + 1
         result = _decide(s, cfg, signals, layout, capacity, deadline)
-        if result.solver.status not in (OPTIMAL, NOTHING):  # cut off by the deadline: the first is better
+        if result.solver.status not in (OPTIMAL, NOTHING):  # cut off, or a stage found nothing: the first is better
             result = first
             break
     if cfg.solver == "highs" and not highs_available():
