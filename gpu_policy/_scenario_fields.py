@@ -104,7 +104,8 @@ def _priority(value: Any) -> int:
     return number
 
 
-def _job_gpus(value: Any) -> float:
+def job_gpus(value: Any) -> float:
+    """GPUs per replica: > 0, at most a node's, a fraction only below 1 (a scenario's and `step --gpus`)."""
     positive(MAX_GPUS_PER_NODE)(value)
     if value > 1 and not float(value).is_integer():
         raise Invalid(f"a fraction of a GPU must be below 1, got {show(value)}")
@@ -170,7 +171,7 @@ QUEUE_FIELDS = {
     "priority": _priority,
 }
 JOB_FIELDS = {
-    "name": _text, "queue": _text, "gpus": _job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
+    "name": _text, "queue": _text, "gpus": job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
     "priority": _priority, "preemptible": optional(_boolean), "gpu_model": optional(_models),
     "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "running": optional(_node_names), "gpu_indices": optional(_indices_per_replica),

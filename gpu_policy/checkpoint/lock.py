@@ -36,6 +36,10 @@ class LockHeld(GpuPolicyError):
     """Another writer holds the checkpoint location."""
 
 
+class Unwritable(GpuPolicyError):
+    """The checkpoint location cannot be written: a file, no permission, a read-only filesystem."""
+
+
 class WriterLock:
     """The lock of one checkpoint location; `acquire` it before writing."""
 
@@ -94,6 +98,8 @@ class WriterLock:
         except FileExistsError:
             holder = self._read()
             return _GONE if holder is None else holder
+        except OSError as e:  # the first write to the location: say once that it cannot be written
+            raise Unwritable(f"{self.url}: checkpoints cannot be written there ({e.strerror or e})") from None
 
     def _stale(self, holder: dict) -> bool:
         renewed = holder.get("renewed_at")
@@ -123,7 +129,10 @@ class WriterLock:
         elif replace:
             write_local_atomic(self.path, data)
         else:
-            self.fs.makedirs(os.path.dirname(self.path), exist_ok=True)
+            folder = os.path.dirname(self.path)
+            if os.path.lexists(folder) and not os.path.isdir(folder):  # makedirs would call it FileExistsError
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
+            self.fs.makedirs(folder, exist_ok=True)
             create_exclusive(self.path, data)
 
 

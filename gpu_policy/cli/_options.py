@@ -28,24 +28,27 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def number(low: float | None = None, high: float | None = None, *, whole: bool = False, above: bool = False):
-    """An argparse type: a finite number (whole if asked) within [low, high]
-    (``above``: strictly above `low`)."""
+def number(low: float, high: float, *, whole: bool = False, above: bool = False, then=None):
+    """An argparse type for every numeric option: a finite number (whole if asked) within
+    [low, high] (``above``: strictly above `low`), passed through ``then`` (a rule of the
+    option's own that raises ``ArgumentTypeError``) if given. The bound is required, so no
+    option lets a value overflow later (``1e30`` GPUs, ``--every 1e20``); argparse names the
+    option in the one-line message (``--gpus: must be a finite number > 0 and <= 1,024, got '1e30'``)."""
     kind = "a whole number" if whole else "a finite number"
-    rule = "" if low is None else f" {'>' if above else '>='} {_shown(low)}"
-    rule += "" if high is None else f"{' and' if rule else ''} <= {_shown(high)}"
+    rule = f" {'>' if above else '>='} {_shown(low)} and <= {_shown(high)}"
 
     def parse(text: str):
         try:
             value = int(text) if whole else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {kind}{rule}, got {text!r}") from None
-        if not math.isfinite(value) or (low is not None and (value <= low if above else value < low)) or (
-                high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be {kind}{rule}, got {text!r}")
-        return value
+            value = None
+        if value is None or not math.isfinite(value) or (value <= low if above else value < low) or value > high:
+            shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text):,} characters)"
+            raise argparse.ArgumentTypeError(f"must be {kind}{rule}, got {shown}")
+        return value if then is None else then(value)
 
     parse.__name__ = "number"  # argparse names the type in its own messages
+    parse.bounds = (low, high, whole, above)  # what the tests read to try every numeric option
     return parse
 
 
@@ -53,8 +56,8 @@ def _shown(bound: float) -> str:
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
-def positive(kind: type, high: float | None = None):
-    """An argparse type: a number of `kind` that must be > 0 (and finite)."""
+def positive(kind: type, high: float):
+    """An argparse type: a number of `kind` that must be > 0 and <= `high` (`number`)."""
     return number(0, high, whole=kind is int, above=True)
 
 

@@ -15,8 +15,8 @@ from gpu_policy.cli._options import add_solver_options, add_telemetry_options, p
 def register(sub) -> None:
     r = sub.add_parser("reconcile", help="enforce fair share: observe, plan and act every --every seconds")
     add_cluster_options(r)
-    r.add_argument("--every", type=positive(float), default=60.0, metavar="S", help="seconds between rounds (default 60)")
-    r.add_argument("--rounds", type=positive(int), default=None, metavar="N", help="stop after N rounds (default: "
+    r.add_argument("--every", type=positive(float, 86400), default=60.0, metavar="S", help="seconds between rounds (default 60)")
+    r.add_argument("--rounds", type=positive(int, 10 ** 9), default=None, metavar="N", help="stop after N rounds (default: "
                                                                                      "until SIGTERM or Ctrl-C)")
     add_execute_options(r, "yes on k8s://, no on a scenario file")
     add_solver_options(r)

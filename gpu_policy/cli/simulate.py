@@ -15,6 +15,7 @@ import sys
 from gpu_policy.cli._options import (add_input_options, input_limits, number, output_file, positive, progress_bar,
                                      write_output)
 from gpu_policy.errors import UsageError
+from gpu_policy.sim.teams.compare import DAY_S, MAX_NODES
 
 def register(sub) -> None:
     sim = sub.add_parser("simulate", help="trace simulators: placement policies on a GPU trace")
@@ -84,17 +85,17 @@ def _check_arrivals(nodes, pods, inflate: float) -> None:
 def register_teams(kinds) -> None:
     p = kinds.add_parser("teams", help="teams over weeks on the philly-vc workload: static, fifo, kai-like, gpu-policy")
     p.add_argument("--trace-dir", required=True, metavar="DIR", help="folder with jobs.csv and vcs.csv")
-    p.add_argument("--nodes", type=int, default=96, metavar="N", help="nodes of 8 GPUs (default 96)")
+    p.add_argument("--nodes", type=number(1, MAX_NODES, whole=True), default=96, metavar="N", help="nodes of 8 GPUs (default 96)")
     p.add_argument("--days", default="21-35", metavar="FIRST-LAST", help="the measured days (default 21-35)")
-    p.add_argument("--warmup-days", type=float, default=7.0, metavar="D",
+    p.add_argument("--warmup-days", type=number(0, 366), default=7.0, metavar="D",
                    help="days simulated before the measured ones (default 7)")
     p.add_argument("--policies", metavar="LIST", default="static,fifo,kai-like,gpu-policy",
                    help="comma-separated: static, fifo, kai-like, gpu-policy (default all)")
     p.add_argument("--checkpoint-every", default="1800", metavar="S",
                    help="seconds of progress between a job's checkpoints, or 'never' (default 1800)")
-    p.add_argument("--restart-cost", type=float, default=60.0, metavar="S",
+    p.add_argument("--restart-cost", type=number(0, DAY_S), default=60.0, metavar="S",
                    help="seconds a restarted job holds its GPUs before it makes progress (default 60)")
-    p.add_argument("--round-every", type=float, default=300.0, metavar="S",
+    p.add_argument("--round-every", type=number(1, DAY_S), default=300.0, metavar="S",
                    help="seconds between decision rounds (default 300)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--plot", metavar="OUT.png", type=output_file,

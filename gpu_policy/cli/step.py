@@ -6,16 +6,21 @@ import argparse
 import json
 import sys
 
+from gpu_policy._scenario_fields import INT64, MAX_GPUS_PER_NODE, MAX_REPLICAS, job_gpus, Invalid
 from gpu_policy.cli._cluster import add_cluster_options, add_execute_options, open_from_args
-from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, planner_config, positive,
+from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, number, planner_config, positive,
                                      telemetry_settings)
 
+#: Longest --max-wait: a week of observing and planning
+MAX_WAIT_S = 7 * 86400
 
-def gpus(text: str) -> float:
-    value = positive(float)(text)
-    if value > 1 and not value.is_integer():
-        raise argparse.ArgumentTypeError(f"must be a fraction below 1 or whole GPUs, got {text}")
-    return int(value) if value.is_integer() else value
+
+def _job_gpus(value: float) -> float:
+    """GPUs per replica as a scenario's job has them: a fraction below 1, or whole GPUs."""
+    try:
+        return job_gpus(value)
+    except Invalid as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def register(sub) -> None:
@@ -23,14 +28,14 @@ def register(sub) -> None:
     add_cluster_options(p)
     p.add_argument("--job", required=True, metavar="NAME", help="the step's job: NAME or NAMESPACE/NAME")
     p.add_argument("--queue", required=True, metavar="Q", help="the team (queue) it runs for")
-    p.add_argument("--gpus", required=True, type=gpus, metavar="N", help="GPUs per replica (below 1: a fraction)")
-    p.add_argument("--replicas", type=positive(int), default=1, metavar="R", help="replicas, a gang (default 1)")
-    p.add_argument("--priority", type=int, default=50, help="the job's priority (default 50; 100 and above: "
+    p.add_argument("--gpus", required=True, type=number(0, MAX_GPUS_PER_NODE, above=True, then=_job_gpus), metavar="N", help="GPUs per replica (below 1: a fraction)")
+    p.add_argument("--replicas", type=positive(int, MAX_REPLICAS), default=1, metavar="R", help="replicas, a gang (default 1)")
+    p.add_argument("--priority", type=number(*INT64, whole=True), default=50, metavar="P", help="the job's priority (default 50; 100 and above: "
                                                              "not preemptible)")
-    p.add_argument("--max-wait", type=float, default=0.0, metavar="S",
+    p.add_argument("--max-wait", type=number(0, MAX_WAIT_S), default=0.0, metavar="S",
                    help="seconds to keep observing and planning while it may not start, and waiting for GPUs "
                         "being attached for it (default 0: decide once)")
-    p.add_argument("--poll", type=positive(float), default=30.0, metavar="S",
+    p.add_argument("--poll", type=positive(float, 86400), default=30.0, metavar="S",
                    help="seconds between looks while waiting (default 30)")
     add_execute_options(p, "yes on k8s://, no on a scenario file")
     add_solver_options(p)
@@ -42,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
     from gpu_policy.cluster.compose import wait_for_step
     from gpu_policy.model import Job
 
-    if args.max_wait < 0:
-        raise argparse.ArgumentTypeError(f"--max-wait: must be >= 0 seconds, got {args.max_wait:g}")
     cluster = open_from_args(args)
     job = cluster.step_job(Job(name=args.job, queue=args.queue, gpus=args.gpus, replicas=args.replicas,
                                priority=args.priority))

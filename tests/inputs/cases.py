@@ -43,7 +43,9 @@ def _scenario_files() -> dict[str, tuple[str | bytes, str | None]]:
     chain = "queues:\n" + "".join(f"  - {{name: q{i}{', parent: q' + str(i - 1) if i else ''}}}\n" for i in range(500))
     rng = random.Random(17)
     return {
-        "deep nesting (YAML)": ("nodes: " + "[" * 100_000 + "]" * 100_000 + "\n", r"line 1: nests deeper than 64 levels"),
+        # PyYAML from 6.0.4 refuses deep flow nesting itself, before gpu-policy's limit: the
+        # behaviour (one line naming the file and line, exit 2) is checked, not either wording
+        "deep nesting (YAML)": ("nodes: " + "[" * 100_000 + "]" * 100_000 + "\n", r".*\bline 1\b"),
         "deep nesting (JSON)": ('{"nodes": ' + "[" * 100_000 + "]" * 100_000 + "}", r"nests deeper than 64 levels"),
         "500-queue parent chain": (NODES + chain + "jobs: []\n", r"queues\[\d+\]\.parent: departments must nest at most 32"),
         "401-digit number": (NODES + QUEUES + "jobs: [{name: j, queue: q1, gpus: " + "1" * 401 + "}]\n",

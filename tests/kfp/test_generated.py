@@ -30,6 +30,16 @@ def test_generated_files_are_fresh():
     assert stale == [], f"regenerate with: make components ({stale})"
 
 
+def test_freshness_ignores_the_kfp_release_that_compiled_a_file(tmp_path):
+    """A kfp patch release (sdkVersion) does not make a committed file stale; any other change does."""
+    compiled = "# PIPELINE DEFINITION\npipelineInfo:\n  name: p\nsdkVersion: kfp-2.17.3\n"
+    committed = tmp_path / "p.yaml"
+    committed.write_text(compiled.replace("kfp-2.17.3", "kfp-2.17.0"))
+    assert generate_kfp.stale({committed: compiled}) == []
+    committed.write_text(compiled.replace("name: p", "name: q"))
+    assert generate_kfp.stale({committed: compiled}) == [committed]
+
+
 def test_shipped_components_run_in_the_image_and_install_nothing():
     assert len(SHIPPED) == len(generate_kfp.kfp_components.NAMES) + 1
     for path in SHIPPED:
