@@ -52,13 +52,26 @@ class StepDecision:
 
 
 def with_step_job(s: Scenario, job: Job) -> Scenario:
-    """The scenario with the step's job in it (waiting), unless a job of that name is there."""
-    if any(j.name == job.name for j in s.jobs):
-        return s
+    """The scenario with the step's job in it (waiting), unless it is there already (the step
+    observed again after its reservation). A job of the step's name that is another job
+    (another queue, GPU count or gang size) is refused: planning one and reporting the
+    other's settings would mix them."""
+    for index, found in enumerate(s.jobs):
+        if found.name == job.name:
+            if (found.queue, found.gpus, found.replicas) != (job.queue, job.gpus, job.replicas):
+                raise ScenarioError(s.source, f"jobs[{index}] (name: {found.name})",
+                                    f"the step's job has this name but is another job: the cluster's runs for "
+                                    f"{found.queue} with {_shape(found)}, the step asks for {job.queue} with "
+                                    f"{_shape(job)}; give the step a name of its own")
+            return s
     if job.queue not in {q.name for q in s.queues}:
         raise ScenarioError(s.source, "queue", f"{job.queue!r} is not a queue of the cluster "
                                                f"({', '.join(q.name for q in s.queues)})")
     return dataclasses.replace(s, jobs=[*s.jobs, job])
+
+
+def _shape(job: Job) -> str:
+    return f"{job.gpus:g} GPUs" + (f" x {job.replicas} replicas" if job.replicas != 1 else "")
 
 
 def decide_step(s: Scenario, job: Job, signals: ClusterSignals | None = None,

@@ -7,6 +7,7 @@ import pytest
 from gpu_policy import Job, load_scenario
 from gpu_policy.checkpoint import CheckpointStore
 from gpu_policy.checkpoint.budget import resolve, run_step_budget
+from gpu_policy.cli import main
 from gpu_policy.cluster import ScenarioCluster
 from gpu_policy.cluster.compose import wait_for_step
 from gpu_policy.errors import ScenarioError
@@ -34,6 +35,27 @@ def test_a_step_that_waits_says_why():
 def test_unknown_queue():
     with pytest.raises(ScenarioError, match="seed3-idle-borrow.yaml: queue: 'nope' is not a queue of the cluster"):
         decide_step(load_scenario(SEED3), Job(name="train", queue="nope", gpus=1))
+
+
+SEED1 = SCENARIOS / "seed1-greedy-team.yaml"
+
+
+def test_a_step_named_as_another_job_is_refused(capsys):
+    """b-3 is a 5-GPU team-b job: a team-a step of 2 GPUs of that name is refused, not planned as b-3."""
+    with pytest.raises(ScenarioError, match=r"seed1-greedy-team.yaml: jobs\[\d+\] \(name: b-3\): the step's job has "
+                                            r"this name but is another job: the cluster's runs for team-b with 5 GPUs, "
+                                            r"the step asks for team-a with 2 GPUs"):
+        decide_step(load_scenario(SEED1), Job(name="b-3", queue="team-a", gpus=2))
+    assert main(["step", "--cluster", str(SEED1), "--job", "b-3", "--queue", "team-a", "--gpus", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "(name: b-3)" in err
+
+
+def test_a_step_named_as_itself_is_planned_as_itself():
+    """The same job observed again (after its reservation) is the step, planned once."""
+    d = decide_step(load_scenario(SEED1), Job(name="b-3", queue="team-b", gpus=5))
+    assert d.gpu_count == 5 and d.pod_labels["gpu-policy.io/queue"] == "team-b"
+    assert sum(j.name == "b-3" for j in d.plan.jobs) == 1
 
 
 def test_wait_is_bounded():
