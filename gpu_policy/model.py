@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 #: Jobs at or above this priority are non-preemptible unless they say otherwise.
 NON_PREEMPTIBLE_PRIORITY = 100
 
+#: The queue of GPUs held by pods shutting down (evicted, deleted): a snapshot of a live
+#: cluster puts them there; they come back when the pods exit (docs/kubernetes.md)
+TERMINATING_QUEUE = "gpu-policy.io/terminating"
+
 
 @dataclass
 class Node:

@@ -4,6 +4,8 @@ One home for every label, annotation and object name, so the reader, the writer,
 test helpers and the docs agree.
 """
 
+from gpu_policy import model
+
 PREFIX = "gpu-policy.io/"
 
 # labels and annotations a team (or gpu-policy) puts on pods and namespaces
@@ -52,4 +54,4 @@ KAI_GROUP, KAI_VERSION, KAI_PLURAL = "scheduling.run.ai", "v2", "queues"
 
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"
-TERMINATING_QUEUE = "gpu-policy.io/terminating"
+TERMINATING_QUEUE = model.TERMINATING_QUEUE

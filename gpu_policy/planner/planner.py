@@ -58,6 +58,9 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
         if result.solver.status not in (OPTIMAL, NOTHING):  # cut off, or a stage found nothing: the first is better
             result = first
             break
+    if result.solver.status == CUT_OFF:
+        result.warnings.append(f"the plan's time limit of {cfg.time_limit_s:g} s ran out before the plan was "
+                               "optimal: jobs it could not decide wait, and start in a later plan")
     if cfg.solver == "highs" and not highs_available():
         result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
     return result

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gpu_policy.model import Job, Scenario
+from gpu_policy.model import TERMINATING_QUEUE, Job, Scenario
 from gpu_policy.plan import Placement
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
@@ -104,7 +104,11 @@ def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
     clause = j.composition.wait_clause(job, j.spare, j.layout) if j.composition else None
     room = f"{room}; {clause}" if clause else room
     beyond = _beyond_share(job, j)
-    return f"{room}; {beyond}" if beyond else f"{room}; {_no_reclaim(job, j)}"
+    if beyond:
+        return f"{room}; {beyond}"
+    if j.cut_off:  # reclaim may be possible: the solver stopped before deciding it
+        return f"{room}; the plan's time limit ran out before reclaiming GPUs for it was decided"
+    return f"{room}; {_shutting_down(j) or _no_reclaim(job, j)}"
 
 
 def _tier_share(tier: str) -> str:
@@ -119,6 +123,16 @@ def _beyond_share(job: Job, j: Judged) -> str | None:
         return None
     return (f"{q} holds {j.after[q]:g} GPUs after this plan; with it {after:g}, above its fair share of "
             f"{j.shares.fair[q]}, so it may use only free GPUs that no queue within its share could use")
+
+
+def _shutting_down(j: Judged) -> str | None:
+    """The pods whose GPUs come back when they exit (evicted or deleted, still shutting down), named."""
+    leaving = [job for job in j.s.jobs if job.queue == TERMINATING_QUEUE and job.is_running]
+    if not leaving:
+        return None
+    names = ", ".join(job.name for job in leaving[:3]) + (f" and {len(leaving) - 3} more" if len(leaving) > 3 else "")
+    return (f"{_gpus(sum(job.total_gpus for job in leaving))} are still held by pods shutting down ({names}); "
+            f"they are free when those pods exit")
 
 
 def _no_reclaim(job: Job, j: Judged) -> str:
