@@ -73,6 +73,7 @@ class KubernetesCluster:
         return cls(url, **options)
 
     def observe(self) -> Observation:
+        self.client.begin_round()  # a round: this observation and the acting on its plan
         began, before = time.perf_counter(), dataclasses.replace(self.client.stats)
         gpu = self.settings.gpu_resource
         nodes = [read_node(n, gpu) for n in self.client.list_nodes()]

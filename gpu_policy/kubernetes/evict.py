@@ -58,7 +58,7 @@ def _evict(client: KubeClient, ref: PodRef, sleep: Callable[[float], None], mono
         answer = client.evict_pod(ref.namespace, ref.name)
         if answer.status != 429:  # 201 accepted, 404 already gone
             return True
-        wait = answer.retry_after if answer.retry_after is not None else backoff
+        wait = client.retry_wait(answer.retry_after, backoff)
         backoff *= 2
         if monotonic() + wait > deadline:
             return False
