@@ -26,6 +26,7 @@ from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.evict import evict_job
+from gpu_policy.kubernetes.isolate import placeable, read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
                                          RESERVATIONS_CONFIGMAP)
@@ -35,6 +36,7 @@ from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.shape import NODE, POD
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
 from gpu_policy.model import Job, Queue
 from gpu_policy.plan import JobDecision, Plan
@@ -76,8 +78,10 @@ class KubernetesCluster:
         self.client.begin_round()  # a round: this observation and the acting on its plan
         began, before = time.perf_counter(), dataclasses.replace(self.client.stats)
         gpu = self.settings.gpu_resource
-        nodes = [read_node(n, gpu) for n in self.client.list_nodes()]
-        pods = [read_pod(p, gpu) for p in self.client.list_pods()]
+        nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
+        pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
+        pods, unplaceable = placeable(pods, nodes, gpu)
+        bad = bad_nodes + bad_pods + unplaceable
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
         reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
         namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
@@ -86,7 +90,8 @@ class KubernetesCluster:
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
-        return Observation(snap.scenario, observed, warnings + snap.warnings, backend=snap)
+        return Observation(snap.scenario, observed, [b.line() for b in bad] + warnings + snap.warnings, backend=snap,
+                           object_warnings=bad)
 
     def planning(self):
         """Hold the planning lease (observe -> decide -> act, one planner at a time)."""

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (
     FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, JOB_LABEL, KAI_FRACTION_ANNOTATION,
@@ -150,9 +151,9 @@ def _fraction(notes: dict, where: str) -> tuple[float | None, str]:
                 value = float(text)
             except (TypeError, ValueError):
                 value = None
-            if value is None or not 0 < value < 1:
+            if value is None or not MIN_GPU_FRACTION <= value < 1:
                 raise ClusterObjectError(where, f"metadata.annotations.{key}",
-                                         f"must be a number in (0, 1), got {json.dumps(text)}")
+                                         f"must be a number in [{MIN_GPU_FRACTION:g}, 1), got {_shown(text)}")
             return value, key
     return None, ""
 
@@ -200,11 +201,16 @@ def _indices(notes: dict, where: str) -> list[int] | None:
     text = notes.get(GPU_INDEX_ANNOTATION)
     if text is None:
         return None
-    parts = str(text).split(",")
-    if not all(p.strip().isdigit() for p in parts):
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isascii() and p.isdigit() and int(p[:5]) < MAX_GPUS_PER_NODE for p in parts):
         raise ClusterObjectError(where, f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
-                                 f"must be GPU indices separated by commas, got {json.dumps(text)}")
+                                 f"must be GPU indices separated by commas, got {_shown(text)}")
     return [int(p) for p in parts]
+
+
+def _shown(text) -> str:
+    """A value as messages show it: bounded (a 5,000-digit annotation is cut)."""
+    return json.dumps(str(text) if len(str(text)) <= 80 else str(text)[:80] + "...", ensure_ascii=False)
 
 
 def _time(text, where: str, field: str) -> float | None:
