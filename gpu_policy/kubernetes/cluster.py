@@ -83,10 +83,12 @@ class KubernetesCluster:
         pods, unplaceable = placeable(pods, nodes, gpu)
         bad = bad_nodes + bad_pods + unplaceable
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
-        reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
+        reservations, unreadable = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
+        warnings += unreadable.values()
         namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
         composed = self._composition(nodes, warnings)
         snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
+        snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
@@ -100,6 +102,13 @@ class KubernetesCluster:
     def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
         snap: Snapshot = observation.backend
         check = self.lease.check if execute else (lambda: None)
+        # every reservation this plan may write, checked before the first action (nothing half done)
+        moved = {d.name: self._reservation(observation.scenario.jobs, d) for d in plan.jobs
+                 if d.action == "move" and d.name not in snap.reservations}
+        started = self._reservation([step], plan.job(step.name)) \
+            if step is not None and plan.job(step.name).action == "start" else None
+        for r in [*moved.values(), *([started] if started else [])]:
+            r.check()
         outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
@@ -117,9 +126,9 @@ class KubernetesCluster:
                                   f"{'s' if len(pods) != 1 else ''}: {d.reason}", [str(p) for p in pods])
             outcomes.append(outcome)
             if d.action == "move" and outcome.result != "blocked":
-                reserve.append(self._reservation(observation.scenario.jobs, d))
-        if step is not None and plan.job(step.name).action == "start":
-            reserve.append(self._reservation([step], plan.job(step.name)))
+                reserve.append(moved[d.name])
+        if started is not None:
+            reserve.append(started)
         if execute and (reserve or stale):
             write_reservations(self.client, reserve, stale, check)
         until = time.strftime("%H:%M:%S", time.gmtime(self._clock() + self.settings.reservation_lifetime_s))

@@ -57,6 +57,11 @@ class KubernetesSettings:
     """Seconds to wait for another planner to release the lease before giving up."""
     lease_poll_s: float = 1.0
     """Seconds between looks at a lease another planner holds."""
+    max_foreign_lease_s: float = 120.0
+    """Seconds a Lease another holder wrote is honoured without changing, whatever its
+    renewTime or leaseDurationSeconds say (a renewTime in the future or a duration of years
+    would stop every planner); longer durations are clamped to it. A live holder renews
+    every third of its duration, so 120 s is four times the default lease."""
     eviction_deadline_s: float = 60.0
     """Seconds within which an eviction that a PodDisruptionBudget refuses (429) is retried;
     after that it is reported as blocked, never forced."""

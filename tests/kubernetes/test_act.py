@@ -24,7 +24,7 @@ def run(capsys, *argv) -> dict:
 
 
 def reservations(api) -> dict:
-    return {r.key: r for r in read_reservations(api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy"))}
+    return {r.key: r for r in read_reservations(api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy"))[0]}
 
 
 @pytest.mark.parametrize("name", ["seed1-greedy-team", "seed2b-fragmentation-running", "seed3b-owner-returns"])
