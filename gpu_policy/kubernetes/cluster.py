@@ -25,13 +25,13 @@ from gpu_policy.errors import ClusterObjectError, ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
-from gpu_policy.kubernetes.evict import evict_job
+from gpu_policy.kubernetes.evict import evict_job, unmark
 from gpu_policy.kubernetes.isolate import placeable, read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
                                          RESERVATIONS_CONFIGMAP)
 from gpu_policy.kubernetes.nodes import NodeView, read_node
-from gpu_policy.kubernetes.pods import read_pod
+from gpu_policy.kubernetes.pods import PodRef, PodView, read_pod
 from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
@@ -89,6 +89,7 @@ class KubernetesCluster:
         composed = self._composition(nodes, warnings)
         snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
         snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
+        snap.marked = _marked(pods, snap.pods)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
@@ -110,6 +111,9 @@ class KubernetesCluster:
         for r in [*moved.values(), *([started] if started else [])]:
             r.check()
         outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
+        victims = {d.name for d in plan.jobs if d.action in ("preempt", "move")}
+        outcomes += [unmark(self.client, job, refs, check, execute) for job, refs in sorted(snap.marked.items())
+                     if job not in victims]
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
                 continue
@@ -235,3 +239,14 @@ class KubernetesCluster:
             if queue:
                 out[meta.get("name", "")] = queue
         return out
+
+
+def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:
+    """The pods still marked preempted and not on their way out, by job (the pod's own name
+    when it belongs to no planned job)."""
+    job_of = {ref.uid: job for job, refs in jobs.items() for ref in refs}
+    out: dict[str, list[PodRef]] = {}
+    for p in pods:
+        if p.marked and not p.deleting:
+            out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
+    return out

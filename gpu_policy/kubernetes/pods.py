@@ -17,7 +17,7 @@ from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (
     FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, JOB_LABEL, KAI_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
+    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
 from gpu_policy.kubernetes.quantity import parse_quantity
 
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
@@ -54,6 +54,7 @@ class PodView:
     gpu_indices: list[int] | None
     checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
+    marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
 
     @property
     def full_name(self) -> str:
@@ -97,7 +98,7 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable,
+        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes,
     )
 
 
