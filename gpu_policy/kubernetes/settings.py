@@ -42,9 +42,10 @@ class KubernetesSettings:
     max_response_bytes: int = 64 * 1024 * 1024
     """Bytes one answer may hold once decompressed (a gzip bomb stops here). A LIST page of
     500 pods is a few MB; 64 MiB leaves room for very large objects yet bounds memory."""
-    max_pages: int = 1000
-    """Pages one LIST may take (500,000 objects at 500 a page): a server that hands out a new
-    continue token forever is cut off. A token must also differ from every earlier one."""
+    max_pages: int = 400
+    """Pages one LIST may take: 200,000 objects at 500 a page, above Kubernetes' own limit of
+    150,000 pods per cluster. A server that hands out a new continue token forever is cut off;
+    a token must also differ from every earlier one."""
     max_requests_per_round: int = 2000
     """Requests one round (an observation and the acting on its plan) may send, retries
     included: an observation takes about ten, acting one per pod evicted and per write."""

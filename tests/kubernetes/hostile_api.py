@@ -59,6 +59,7 @@ class HostileApi:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        self._server.handle_error = lambda *args: None  # a client that goes away is what these tests do
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> HostileApi:
@@ -137,3 +138,15 @@ contexts: [{{name: hostile, context: {{cluster: hostile, user: u}}}}]
 
     def _json(self, h, status: int, doc: dict, headers: dict | None = None) -> None:
         self._send(h, status, json.dumps(doc).encode(), headers)
+
+
+if __name__ == "__main__":  # bench/bad_inputs.py: serve MODE until standard input closes
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    if sys.argv[1] == "gzip-bomb":
+        gzip_bomb()  # built before the client starts timing
+    with HostileApi(sys.argv[1]) as served, tempfile.TemporaryDirectory() as folder:
+        print(served.kubeconfig(Path(folder) / "kubeconfig"), flush=True)
+        sys.stdin.read()
