@@ -1,8 +1,12 @@
-"""Issue 17's reproducers, each in its own process: exit status, wall time, peak memory.
+"""Issue 17's and issue 29's reproducers, each in its own process: exit status, wall time, peak memory.
 
-Each reproducer (tests/inputs/cases.py: malformed scenarios, openb traces, CLI options) must
-end in exit 0 with a plan or exit 2 with one line, within 5 s and 500 MB. This prints one
-row per case and a summary; the figures go to docs/benchmarks.md with this command:
+Each reproducer (tests/inputs/cases.py: malformed scenarios, openb traces, CLI options; and a
+hostile API server per class of issue 29: drip, endless body, gzip bomb, huge body, deep JSON,
+HTML with 200, endless pages, a token that does not advance, resets, items null) must end in
+exit 0 with a plan or exit 2 with one line, within 5 s and 500 MB. Then one pod asking 2,000
+GPUs on a 1,000-node cluster: every other pod is planned and the odd pod waits, named in a
+warning. This prints one row per case and a summary; the figures go to docs/benchmarks.md
+with this command:
 
     .venv/bin/python bench/bad_inputs.py
 """
@@ -29,15 +33,64 @@ print(json.dumps({name: [case.argv, case.error] for name, case in build_cases(Pa
 """
 
 
-def run(argv: list[str]) -> tuple[int, float, float, str]:
-    """Exit status, wall seconds, peak resident MiB and standard error of one command."""
+def run(argv: list[str], out=subprocess.DEVNULL) -> tuple[int, float, float, str]:
+    """Exit status, wall seconds, peak resident MiB and standard error of one command
+    (its standard output goes to `out`)."""
     began = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "gpu_policy.cli", *argv], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_policy.cli", *argv], stdout=out,
                             stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     err = proc.stderr.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, time.perf_counter() - began, usage.ru_maxrss / 1024, err
+
+
+#: issue 29: a hostile API server per class; `snapshot` of it must end in one line
+HOSTILE = {"api-drip": ("drip", ["--api-deadline", "3"]), "api-endless-body": ("endless", []),
+           "api-gzip-bomb": ("gzip-bomb", []), "api-huge-body": ("huge", ["--api-deadline", "3"]),
+           "api-deep-json": ("deep", []), "api-html-200": ("html", []), "api-endless-pages": ("endless-pages", []),
+           "api-same-token": ("same-token", []), "api-resets": ("reset", ["--api-deadline", "3"]),
+           "api-items-null": ('json:{"items": null}', [])}
+
+
+def hostile_rows() -> list[tuple[str, int, float, float, str]]:
+    """Each hostile mode served by a child process, `snapshot` against it in another."""
+    rows = []
+    for name, (mode, options) in HOSTILE.items():
+        server = subprocess.Popen([sys.executable, "-m", "tests.kubernetes.hostile_api", mode], cwd=ROOT,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            kubeconfig = server.stdout.readline().strip()
+            status, wall, rss, err = run(["snapshot", "--cluster", "k8s://", "--kubeconfig", kubeconfig, *options])
+        finally:
+            server.stdin.close()
+            server.wait(timeout=30)
+        ok = status == 2 and err.count("\n") == 1 and "Traceback" not in err
+        rows.append((name, status, wall, rss, "yes" if ok and wall <= WALL_S and rss <= MEMORY_MIB else "NO"))
+    return rows
+
+
+def odd_pod_on_a_large_cluster() -> None:
+    """One pod asking 2,000 GPUs among 4,200 on 1,000 nodes: every other pod is planned."""
+    sys.path.insert(0, str(ROOT))
+    from gpu_policy.kubernetes import names
+    from tests.kubernetes.fake_api import FakeKubernetes
+    from tests.kubernetes.objects import gpu_pod, large_scenario, load_into
+
+    with FakeKubernetes() as api, tempfile.TemporaryDirectory() as folder:
+        scenario = large_scenario(nodes=1000, pods=4200)
+        load_into(api, scenario, time.time())
+        api.put(gpu_pod("jobs", "typo", gpus=2000, labels={names.QUEUE_LABEL: "team-0"}))
+        kubeconfig = api.kubeconfig(Path(folder) / "kubeconfig")
+        out = Path(folder) / "plan.json"
+        with open(out, "w") as f:
+            status, wall, rss, err = run(["plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig, "--format",
+                                          "json"], f)
+        planned = json.loads(out.read_text())["jobs"] if status == 0 else []
+    named = [line for line in err.splitlines() if "pod jobs/typo" in line]
+    print(f"\none pod asking 2,000 GPUs on a 1,000-node cluster ({len(scenario.jobs)} jobs): exit {status}, "
+          f"{len(planned)} jobs planned, typo planned: {any(j['name'] == 'jobs/typo' for j in planned)}, "
+          f"{wall:.1f} s, {rss:.0f} MiB; warning: {named[0] if named else 'NONE'}")
 
 
 def loader_speed(runs: int = 5) -> None:
@@ -80,6 +133,8 @@ def main() -> int:
             inside = ok and wall <= WALL_S and rss <= MEMORY_MIB
             within += inside
             rows.append((name, status, wall, rss, "yes" if inside else "NO"))
+    rows += hostile_rows()
+    within += sum(r[4] == "yes" for r in rows[-len(HOSTILE):])
     width = max(len(r[0]) for r in rows)
     print(f"{'case':{width}}  exit  wall s  peak MiB  within {WALL_S:g} s and {MEMORY_MIB} MB")
     for name, status, wall, rss, inside in rows:
@@ -89,6 +144,7 @@ def main() -> int:
           f"median {walls[len(walls) // 2]:.2f} s, max {walls[-1]:.2f} s; peak memory max "
           f"{max(r[3] for r in rows):.0f} MiB")
     loader_speed()
+    odd_pod_on_a_large_cluster()
     return 0 if within == len(rows) else 1
 
 

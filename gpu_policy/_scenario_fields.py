@@ -23,8 +23,10 @@ MAX_CLUSTER_GPUS = 100_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 MAX_MEMORY = 1e9             # GiB or MiB
+#: the smallest fraction of a GPU: the planner counts GPUs in thousandths
+MIN_GPU_FRACTION = 0.001
 _MAX_GPUS_OF_QUEUE = 1e9     # deserved, limit
-_MAX_CPU = 1e6               # cores
+MAX_CPU = 1e6               # cores
 _MAX_SECONDS = 1e11          # about 3,000 years
 _MAX_WEIGHT = 1e6
 
@@ -109,6 +111,9 @@ def job_gpus(value: Any) -> float:
     positive(MAX_GPUS_PER_NODE)(value)
     if value > 1 and not float(value).is_integer():
         raise Invalid(f"a fraction of a GPU must be below 1, got {show(value)}")
+    if value < MIN_GPU_FRACTION:
+        raise Invalid(f"a fraction of a GPU must be at least {MIN_GPU_FRACTION:g} (the planner counts thousandths), "
+                      f"got {show(value)}")
     return int(value) if float(value).is_integer() else float(value)
 
 
@@ -162,7 +167,7 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 # field name -> check; a field missing from the mapping keeps the dataclass default
 NODE_FIELDS = {
     "name": _text, "gpus": _whole_in(0, MAX_GPUS_PER_NODE), "gpu_model": optional(_text),
-    "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
+    "cpu": optional(_non_negative(MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "labels": _labels, "unhealthy_gpus": _index_list,
 }
 QUEUE_FIELDS = {
@@ -173,7 +178,7 @@ QUEUE_FIELDS = {
 JOB_FIELDS = {
     "name": _text, "queue": _text, "gpus": job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
     "priority": _priority, "preemptible": optional(_boolean), "gpu_model": optional(_models),
-    "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
+    "cpu": optional(_non_negative(MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "running": optional(_node_names), "gpu_indices": optional(_indices_per_replica),
     "submitted_at": _non_negative(_MAX_SECONDS), "checkpoint_age_s": optional(_non_negative(_MAX_SECONDS)),
 }

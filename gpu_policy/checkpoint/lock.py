@@ -29,6 +29,7 @@ from gpu_policy.errors import GpuPolicyError
 
 LOCK_FILE = "writer.lock"
 DEFAULT_LEASE_S = 300.0
+_MAX_LOCK_BYTES = 64 * 1024  # a lock file holds a few hundred bytes
 _GONE: dict = {}  # the lock file vanished between our attempt to create it and our read
 
 
@@ -113,10 +114,12 @@ class WriterLock:
 
     def _read(self) -> dict | None:
         try:
-            data = json.loads(self.fs.cat_file(self.path))
+            with self.fs.open(self.path, "rb") as f:
+                raw = f.read(_MAX_LOCK_BYTES + 1)  # bounded: a huge or endless file is not ours
+            data = json.loads(raw) if len(raw) <= _MAX_LOCK_BYTES else None
         except FileNotFoundError:
             return None
-        except (ValueError, UnicodeDecodeError):  # not our format: treated as never renewed
+        except (ValueError, UnicodeDecodeError, RecursionError):  # not our format: treated as never renewed
             return {"renewed_at": None}
         return data if isinstance(data, dict) else {"renewed_at": None}
 

@@ -87,6 +87,11 @@ class StateSerializer:
         return _decode(header["tree"], blobs)
 
 
+#: a crafted header's bounds: numpy allows 64 dimensions, and no extent of real data nears 2^48
+_MAX_DIMS, _MAX_EXTENT = 32, 2 ** 48
+_INT = re.compile(r"-?[0-9]+")
+
+
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -138,12 +143,14 @@ def _decode(node: Any, blobs: list[memoryview]) -> Any:
             if not (isinstance(pair, list) and len(pair) == 2):
                 raise StateFormatError("a dict entry of the state tree is malformed")
             key = _decode(pair[0], blobs)
-            if isinstance(key, (list, dict, np.ndarray)):
-                raise StateFormatError("a dict key of the state is not hashable")
+            try:
+                hash(key)  # a tuple holding a list is not hashable either
+            except TypeError:
+                raise StateFormatError("a dict key of the state is not hashable") from None
             out[key] = _decode(pair[1], blobs)
         return out
     if kind == "int" and isinstance(node.get("v"), str) and len(node["v"]) <= 4000:
-        return int(node["v"]) if node["v"].lstrip("-").isdigit() else _bad(kind)
+        return int(node["v"]) if _INT.fullmatch(node["v"]) else _bad(kind)
     if kind == "float" and node.get("v") in ("nan", "inf", "-inf"):
         return float(node["v"])
     blob = node.get("blob")
@@ -160,7 +167,8 @@ def _array(node: dict, blob: memoryview, kind: str) -> Any:
     spelling = node.get("dtype")
     dtype = np.dtype(spelling) if isinstance(spelling, str) and _DTYPE.match(spelling) else None
     shape = node.get("shape")
-    if dtype is None or not isinstance(shape, list) or not all(map(_is_count, shape)):
+    if dtype is None or not isinstance(shape, list) or not all(map(_is_count, shape)) or len(shape) > _MAX_DIMS or \
+            any(d >= _MAX_EXTENT for d in shape):
         raise StateFormatError(f"an array of the state has a bad dtype or shape: {str(node)[:80]}")
     if math.prod(shape) * dtype.itemsize != len(blob):
         raise StateFormatError(f"an array of shape {shape} needs {math.prod(shape) * dtype.itemsize} bytes, "

@@ -43,6 +43,10 @@ _UNRECORDED_SERIALIZER = PickleSerializer.name
 _STORAGE_EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
 
 
+#: the most a manifest may hold (it is a few hundred bytes; more is not ours)
+MAX_MANIFEST_BYTES = 1 << 20
+
+
 class CheckpointError(GpuPolicyError):
     """A checkpoint could not be written or read."""
 
@@ -128,21 +132,34 @@ class CheckpointStore:
                 self._write_checkpoint(folder, data, manifest)
             except OSError as again:
                 raise self._not_saved(step, again) from again
-        self._mark_committed(step)
-        self._prune(saved=step)
+        try:
+            self._mark_committed(step)
+            self._prune(saved=step)
+        except OSError as e:
+            raise CheckpointError(f"checkpoint of step {step} was saved to {self.url}, but the store could not be "
+                                  f"updated: {_worded(e)}") from None
         return CheckpointInfo(step, folder, manifest)
 
     def _write_checkpoint(self, folder: str, data: bytes, manifest: dict) -> None:
         self.fs.makedirs(folder, exist_ok=True)
         if isinstance(self.fs, LocalFileSystem):
+            outside = self._outside(folder)
+            if outside:
+                raise CheckpointError(f"{folder}: {outside}: refused; nothing was written")
             fsync_dir(self.root)  # the new folder's entry is durable too
         self._write_file(f"{folder}/{DATA}", data)
         self._write_file(f"{folder}/{MANIFEST}", json.dumps(manifest, sort_keys=True).encode())
 
     def _not_saved(self, step: int, e: OSError) -> CheckpointError:
-        why = os.strerror(e.errno) if e.errno else str(e)
-        return CheckpointError(f"checkpoint of step {step} was not saved to {self.url}: {why}; "
+        return CheckpointError(f"checkpoint of step {step} was not saved to {self.url}: {_worded(e)}; "
                                "earlier checkpoints are untouched")
+
+    def _outside(self, path: str) -> str | None:
+        """Why a local path leads out of the store's location (a planted symlink), else None."""
+        real, root = os.path.realpath(path), os.path.realpath(self.root)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+        return f"a symlink to {real}, outside {self.url}"
 
     def _free_room(self, saving: int) -> bool:
         """The disk is full: remove the oldest finished checkpoint, never the last good one.
@@ -178,6 +195,8 @@ class CheckpointStore:
             entries = self.fs.ls(self.root, detail=False)
         except FileNotFoundError:
             return []
+        except OSError as e:
+            raise CheckpointError(f"{self.url}: the checkpoint location cannot be read: {_worded(e)}") from None
         found = []
         for entry in entries:
             match = _DIR.match(entry.rstrip("/").rsplit("/", 1)[-1])
@@ -233,28 +252,45 @@ class CheckpointStore:
 
     def _verified(self, info: CheckpointInfo) -> bytes:
         """The checkpoint's data after checking it against its manifest."""
+        outside = self._outside(info.path) if isinstance(self.fs, LocalFileSystem) else None
+        if outside:
+            raise _Unusable(f"it is {outside}")
         try:
-            manifest = json.loads(self._read(f"{info.path}/{MANIFEST}"))
+            text = self._read(f"{info.path}/{MANIFEST}", MAX_MANIFEST_BYTES)
+            if len(text) > MAX_MANIFEST_BYTES:
+                raise _Unusable(f"the manifest is larger than {MAX_MANIFEST_BYTES} bytes")
+            manifest = json.loads(text)
         except FileNotFoundError:
             raise _Unusable("no manifest: the save did not finish") from None
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise _Unusable("the manifest is not valid JSON") from None
+        except OSError as e:
+            raise _Unusable(f"the manifest cannot be read: {_worded(e)}") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("step") != info.step:
             raise _Unusable("the manifest does not describe this checkpoint")
+        size = manifest.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise _Unusable(f"the manifest's size is not a number of bytes: {str(size)[:40]}")
         try:
-            data = self._read(f"{info.path}/{DATA}")
+            data = self._read(f"{info.path}/{DATA}", size)
         except FileNotFoundError:
             raise _Unusable("the data file is missing") from None
-        if len(data) != manifest.get("size"):
-            raise _Unusable(f"the data has {len(data)} bytes, the manifest says {manifest.get('size')}")
+        except OSError as e:
+            raise _Unusable(f"the data cannot be read: {_worded(e)}") from None
+        if len(data) != size:
+            raise _Unusable(f"the data has {'more than ' if len(data) > size else ''}{min(len(data), size)} bytes, "
+                            f"the manifest says {size}")
         if hashlib.sha256(data).hexdigest() != manifest.get("sha256"):
             raise _Unusable("sha256 mismatch: the data is corrupt")
         info.manifest = manifest
         return data
 
 
-    def _read(self, path: str) -> bytes:
-        return self.fs.cat_file(path)
+    def _read(self, path: str, limit: int) -> bytes:
+        """At most `limit` + 1 bytes of the file (one more tells a file larger than expected:
+        a huge or endless file, e.g. a planted link to /dev/zero, is never read whole)."""
+        with self.fs.open(path, "rb") as f:
+            return f.read(limit + 1)
 
     def _folder(self, step: int) -> str:
         return f"{self.root}/ckpt-{step:012d}"
@@ -297,3 +333,9 @@ def _filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
         if extra is None:
             raise CheckpointError(f"{url}: the fsspec backend for {protocol}:// is not installed") from None
         raise MissingExtra(f"checkpoints at {protocol}://", module, extra) from None
+
+
+def _worded(e: OSError) -> str:
+    """An OS error in words, with the path it concerns (ENOSPC, EROFS, ENOTDIR...)."""
+    why = os.strerror(e.errno) if e.errno else str(e)
+    return f"{why}: {e.filename}" if e.filename else why

@@ -22,6 +22,9 @@ class Observation:
     signals: Any = None  # gpu_policy.telemetry.ClusterSignals, set by gpu_policy.cluster.compose.observe
     telemetry_unavailable: str | None = None  # why there are no signals, when telemetry was asked for
     backend: Any = None  # what the backend's actuator needs from this look (e.g. the pods of each job)
+    #: objects left out of this look, structured (gpu_policy.kubernetes.isolate.ObjectWarning), their
+    #: lines also in `warnings`: a controller writes them as Events on the objects
+    object_warnings: list = field(default_factory=list)
 
 
 class ClusterSource(Protocol):

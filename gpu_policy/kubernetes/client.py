@@ -3,8 +3,11 @@
 Kind to the API server (docs/kubernetes.md): LISTs are paginated (`limit`, following
 `continue`; a `410 Gone` on a continue token restarts that list once), answers are read
 as raw JSON (no per-object model building), `429` and `5xx` are retried after
-`Retry-After` or with doubling backoff within a deadline, and nothing but gpu-policy's
-own errors leaves this module. Each method declares the RBAC permission it needs
+`Retry-After` or with jittered doubling backoff within a deadline, and nothing but
+gpu-policy's own errors leaves this module. Safe from the API server too (docs/security.md):
+every answer is read bounded (bounded.py: a total deadline, a size cap after decompression,
+bounded JSON nesting), a LIST takes at most `max_pages` pages whose tokens must advance, and
+a round sends at most `max_requests_per_round` requests. Each method declares the RBAC permission it needs
 (`PERMISSIONS`); deploy/ grants exactly those, and a test checks both ways.
 
 Only API that kubernetes client 30.x and 36.x (and 37.x) all have is used: the typed
@@ -13,14 +16,15 @@ API classes with keyword arguments, ``_preload_content=False`` and ``_request_ti
 
 from __future__ import annotations
 
-import json
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
+from gpu_policy.kubernetes.bounded import BodyRefused, bounded_pool, parse_json, retry_after
 from gpu_policy.kubernetes.names import CRO_GROUP, CRO_PLURAL, CRO_VERSION, KAI_GROUP, KAI_PLURAL, KAI_VERSION
 from gpu_policy.kubernetes.settings import KubernetesSettings
 
@@ -127,7 +131,8 @@ class KubeClient:
     """The requests gpu-policy sends, each bounded, retried and worded the same way."""
 
     def __init__(self, api_client, where: str, settings: KubernetesSettings,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic):
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
+                 jitter: Callable[[], float] = random.random):
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
@@ -139,6 +144,20 @@ class KubeClient:
         self.stats = ApiStats()
         self._sleep = sleep
         self._monotonic = monotonic
+        self._jitter = jitter
+        self._pool = bounded_pool(api_client)
+        self._round_began = 0
+
+    def begin_round(self) -> None:
+        """Start counting a new round's requests against `max_requests_per_round`."""
+        self._round_began = self.stats.calls
+
+    def retry_wait(self, asked: float | None, backoff: float) -> float:
+        """Seconds to wait before the next attempt: what the server asked (already clamped),
+        else `backoff` jittered; never below the floor."""
+        s = self.settings
+        wait = asked if asked is not None else backoff * (1 + s.backoff_jitter * (2 * self._jitter() - 1))
+        return max(wait, s.retry_floor_s)
 
     # -- reads of one observation --------------------------------------------------------------
     @_needs("list", "nodes")
@@ -295,8 +314,11 @@ class KubeClient:
     def _list(self, what: str, call: Callable[..., Any], missing_ok: bool = False) -> list[dict] | None:
         """Every item of a paginated LIST; a 410 on a continue token restarts it once."""
         items: list[dict] = []
-        token, restarted = None, False
+        token, restarted, seen = None, False, set()
         while True:
+            if len(seen) >= self.settings.max_pages:
+                raise ClusterUnavailable(f"{self.where}: {what}: the list has more than {self.settings.max_pages} pages "
+                                         "(max_pages); is the API server handing out continue tokens forever?")
             page = {"limit": self.settings.page_size, **({"_continue": token} if token else {})}
             accept = {410} if token else ({404} if missing_ok else set())
             answer = self._request(what, lambda **kw: call(**page, **kw), accept=accept)
@@ -306,16 +328,21 @@ class KubeClient:
                 if restarted:
                     raise ClusterUnavailable(f"{self.where}: {what}: the continue token expired twice (410 Gone); "
                                              "the list changes faster than it can be read")
-                items, token, restarted = [], None, True
+                items, token, restarted, seen = [], None, True, set()
                 continue
             got = answer.body.get("items")
             if not isinstance(got, list):
                 raise ClusterUnavailable(f"{self.where}: {what}: the answer has no list of items")
             items.extend(got)
             self.stats.objects += len(got)
-            token = (answer.body.get("metadata") or {}).get("continue")
+            metadata = answer.body.get("metadata")
+            token = metadata.get("continue") if isinstance(metadata, dict) else None
             if not token:
                 return items
+            if not isinstance(token, str) or token in seen:
+                raise ClusterUnavailable(f"{self.where}: {what}: the API server's continue token does not advance "
+                                         f"(page {len(seen) + 1} gave one it gave before or no string)")
+            seen.add(token)
 
     def _request(self, what: str, call: Callable[..., Any], accept: set[int] = frozenset(),
                  deadline_s: float | None = None) -> Answer:
@@ -329,14 +356,21 @@ class KubeClient:
         deadline = self._monotonic() + deadline_s
         backoff, attempts = s.backoff_s, 0
         while True:
+            if self.stats.calls - self._round_began >= s.max_requests_per_round:
+                raise ClusterUnavailable(f"{self.where}: {what}: this round already sent {s.max_requests_per_round} "
+                                         "requests (max_requests_per_round); the rest waits for the next round")
             attempts += 1
             self.stats.calls += 1
             wait = None
+            window = max(min(s.timeout_s, deadline - self._monotonic()), 0.001)
+            self._pool.within(time.monotonic() + window, s.max_response_bytes)
             try:
-                response = call(_preload_content=False, _request_timeout=s.timeout_s)
+                response = call(_preload_content=False, _request_timeout=(window, window))
                 data = response.data
+            except BodyRefused as e:
+                raise ClusterUnavailable(f"{self.where}: {what}: {e.reason}") from None
             except ApiException as e:
-                answer = _answer_of(e)
+                answer = _answer_of(e, s)
                 if answer.status in accept:
                     return answer
                 if answer.status in (401, 403):
@@ -351,11 +385,11 @@ class KubeClient:
             else:
                 self.stats.bytes += len(data)
                 try:
-                    body = json.loads(data) if data else {}
-                except ValueError:
-                    raise ClusterUnavailable(f"{self.where}: {what}: the answer is not JSON") from None
+                    body = parse_json(data)
+                except BodyRefused as e:
+                    raise ClusterUnavailable(f"{self.where}: {what}: {e.reason}") from None
                 return Answer(response.status, body if isinstance(body, dict) else {})
-            wait = backoff if wait is None else wait
+            wait = self.retry_wait(wait, backoff)
             backoff *= 2
             if self._monotonic() + wait > deadline:
                 raise ClusterUnavailable(f"{self.where}: {what}: the API server {problem}; gave up after "
@@ -367,19 +401,16 @@ class KubeClient:
                                    "grant the permissions in deploy/ (docs/kubernetes.md)")
 
 
-def _answer_of(e) -> Answer:
-    raw = e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else (e.body or "")
+def _answer_of(e, settings: KubernetesSettings) -> Answer:
+    """A refusal's status, body (its bounded bytes) and clamped Retry-After."""
+    raw = e.body if isinstance(e.body, bytes) else (e.body or "").encode()
     try:
-        body = json.loads(raw) if raw else {}
-    except ValueError:
-        body = {"message": raw[:300]}
+        body = parse_json(raw)
+    except BodyRefused:
+        body = {"message": raw[:300].decode("utf-8", "replace")}
     headers = e.headers or {}
-    retry_after = None
-    try:
-        retry_after = float(headers.get("Retry-After")) if headers.get("Retry-After") else None
-    except ValueError:  # an HTTP date: fall back to our own backoff
-        retry_after = None
-    return Answer(e.status or 0, body if isinstance(body, dict) else {}, retry_after)
+    asked = retry_after(headers.get("Retry-After"), settings.retry_floor_s, settings.retry_ceiling_s)
+    return Answer(e.status or 0, body if isinstance(body, dict) else {}, asked)
 
 
 def _cause(e: BaseException) -> str:

@@ -25,16 +25,18 @@ from gpu_policy.errors import ClusterObjectError, ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
-from gpu_policy.kubernetes.evict import evict_job
+from gpu_policy.kubernetes.evict import evict_job, unmark
+from gpu_policy.kubernetes.isolate import placeable, read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
                                          RESERVATIONS_CONFIGMAP)
 from gpu_policy.kubernetes.nodes import NodeView, read_node
-from gpu_policy.kubernetes.pods import read_pod
+from gpu_policy.kubernetes.pods import PodRef, PodView, read_pod
 from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.shape import NODE, POD
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
 from gpu_policy.model import Job, Queue
 from gpu_policy.plan import JobDecision, Plan
@@ -73,19 +75,26 @@ class KubernetesCluster:
         return cls(url, **options)
 
     def observe(self) -> Observation:
+        self.client.begin_round()  # a round: this observation and the acting on its plan
         began, before = time.perf_counter(), dataclasses.replace(self.client.stats)
         gpu = self.settings.gpu_resource
-        nodes = [read_node(n, gpu) for n in self.client.list_nodes()]
-        pods = [read_pod(p, gpu) for p in self.client.list_pods()]
+        nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
+        pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
+        pods, unplaceable = placeable(pods, nodes, gpu)
+        bad = bad_nodes + bad_pods + unplaceable
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
-        reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
+        reservations, unreadable = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
+        warnings += unreadable.values()
         namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
         composed = self._composition(nodes, warnings)
         snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
+        snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
+        snap.marked = _marked(pods, snap.pods)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
-        return Observation(snap.scenario, observed, warnings + snap.warnings, backend=snap)
+        return Observation(snap.scenario, observed, [b.line() for b in bad] + warnings + snap.warnings, backend=snap,
+                           object_warnings=bad)
 
     def planning(self):
         """Hold the planning lease (observe -> decide -> act, one planner at a time)."""
@@ -94,7 +103,17 @@ class KubernetesCluster:
     def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
         snap: Snapshot = observation.backend
         check = self.lease.check if execute else (lambda: None)
+        # every reservation this plan may write, checked before the first action (nothing half done)
+        moved = {d.name: self._reservation(observation.scenario.jobs, d) for d in plan.jobs
+                 if d.action == "move" and d.name not in snap.reservations}
+        started = self._reservation([step], plan.job(step.name)) \
+            if step is not None and plan.job(step.name).action == "start" else None
+        for r in [*moved.values(), *([started] if started else [])]:
+            r.check()
         outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
+        victims = {d.name for d in plan.jobs if d.action in ("preempt", "move")}
+        outcomes += [unmark(self.client, job, refs, check, execute) for job, refs in sorted(snap.marked.items())
+                     if job not in victims]
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
                 continue
@@ -111,9 +130,9 @@ class KubernetesCluster:
                                   f"{'s' if len(pods) != 1 else ''}: {d.reason}", [str(p) for p in pods])
             outcomes.append(outcome)
             if d.action == "move" and outcome.result != "blocked":
-                reserve.append(self._reservation(observation.scenario.jobs, d))
-        if step is not None and plan.job(step.name).action == "start":
-            reserve.append(self._reservation([step], plan.job(step.name)))
+                reserve.append(moved[d.name])
+        if started is not None:
+            reserve.append(started)
         if execute and (reserve or stale):
             write_reservations(self.client, reserve, stale, check)
         until = time.strftime("%H:%M:%S", time.gmtime(self._clock() + self.settings.reservation_lifetime_s))
@@ -220,3 +239,14 @@ class KubernetesCluster:
             if queue:
                 out[meta.get("name", "")] = queue
         return out
+
+
+def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:
+    """The pods still marked preempted and not on their way out, by job (the pod's own name
+    when it belongs to no planned job)."""
+    job_of = {ref.uid: job for job, refs in jobs.items() for ref in refs}
+    out: dict[str, list[PodRef]] = {}
+    for p in pods:
+        if p.marked and not p.deleting:
+            out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
+    return out

@@ -1,5 +1,9 @@
 """Preempt and move: annotate each victim pod with the plan's reason, then evict it.
 
+A mark is removed when the plan that wrote it is not carried out: from a pod whose
+eviction stays refused, and (`unmark`) from a pod a later plan keeps, e.g. after a planner
+was killed between the annotation and the eviction.
+
 Evictions go through the Eviction API (policy/v1) with the pod's own grace period, so
 PodDisruptionBudgets are honoured and the training step's SIGTERM handler can save a
 checkpoint before the pod stops. A 429 (a PodDisruptionBudget, or rate limiting) is
@@ -40,6 +44,8 @@ def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list
     for ref in live:
         check()
         if not _evict(client, ref, sleep, monotonic):
+            check()
+            client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
             blocked.append(str(ref))
     if blocked:
         return Outcome(job, action, "blocked", f"a PodDisruptionBudget refused the eviction for "
@@ -50,6 +56,19 @@ def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list
     return Outcome(job, action, "done", f"evicted {len(live)} pod{'s' if len(live) > 1 else ''}: {reason}", names)
 
 
+def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[], None], execute: bool) -> Outcome:
+    """Remove the preempted mark from pods that the plan keeps (the plan that marked them
+    was not carried out)."""
+    names = [str(p) for p in pods]
+    if not execute:
+        return Outcome(job, "unmark", "dry run", f"would remove {PREEMPTED_ANNOTATION}: the plan keeps it", names)
+    for ref in pods:
+        check()
+        client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
+    return Outcome(job, "unmark", "done", f"removed {PREEMPTED_ANNOTATION}: the plan that wrote it was not carried "
+                                          "out", names)
+
+
 def _evict(client: KubeClient, ref: PodRef, sleep: Callable[[float], None], monotonic: Callable[[], float]) -> bool:
     """Evict one pod; False when a disruption budget still refuses at the deadline."""
     deadline = monotonic() + client.settings.eviction_deadline_s
@@ -58,7 +77,7 @@ def _evict(client: KubeClient, ref: PodRef, sleep: Callable[[float], None], mono
         answer = client.evict_pod(ref.namespace, ref.name)
         if answer.status != 429:  # 201 accepted, 404 already gone
             return True
-        wait = answer.retry_after if answer.retry_after is not None else backoff
+        wait = client.retry_wait(answer.retry_after, backoff)
         backoff *= 2
         if monotonic() + wait > deadline:
             return False

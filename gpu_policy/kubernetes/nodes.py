@@ -6,6 +6,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from gpu_policy._scenario_fields import MAX_CPU, MAX_GPUS_PER_NODE, MAX_MEMORY, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, GPU_TAINT_KEY, MAX_GPUS_ANNOTATION,
                                          UNHEALTHY_GPUS_ANNOTATION)
@@ -39,9 +40,13 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
             raise ClusterObjectError(where, f"status.allocatable.{key}", str(e)) from None
 
     gpus = amount(gpu_resource) or 0
-    if gpus != int(gpus) or gpus < 0:
-        raise ClusterObjectError(where, f"status.allocatable.{gpu_resource}", f"must be a whole number >= 0, got {gpus}")
+    if gpus != int(gpus) or not 0 <= gpus <= MAX_GPUS_PER_NODE:
+        raise ClusterObjectError(where, f"status.allocatable.{gpu_resource}",
+                                 f"must be a whole number from 0 to {MAX_GPUS_PER_NODE:,}, got {gpus}")
     cpu, memory = amount("cpu"), amount("memory")
+    for key, value, most in (("cpu", cpu, MAX_CPU), ("memory", memory, MAX_MEMORY * 2 ** 30)):
+        if value is not None and not 0 <= value <= most:
+            raise ClusterObjectError(where, f"status.allocatable.{key}", f"must be from 0 to {most:,.0f}, got {value}")
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     return NodeView(
         name=name, gpus=int(gpus), cpu=None if cpu is None else float(cpu),
@@ -68,9 +73,9 @@ def _unhealthy(text, gpus: int, where: str) -> list[int]:
     if text is None or str(text).strip() == "":
         return []
     parts = [p.strip() for p in str(text).split(",")]
-    if not all(p.isascii() and p.isdigit() and int(p) < gpus for p in parts):
+    if not all(p.isascii() and p.isdigit() and len(p) <= 4 and int(p) < gpus for p in parts):
         raise ClusterObjectError(where, f"metadata.annotations.{UNHEALTHY_GPUS_ANNOTATION}",
-                                 f"must be GPU indices below {gpus} separated by commas, got {json.dumps(text)}")
+                                 f"must be GPU indices below {gpus} separated by commas, got {show(text)}")
     return sorted({int(p) for p in parts})
 
 

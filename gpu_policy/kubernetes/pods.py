@@ -13,10 +13,11 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (
     FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, JOB_LABEL, KAI_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
+    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
 from gpu_policy.kubernetes.quantity import parse_quantity
 
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
@@ -53,6 +54,7 @@ class PodView:
     gpu_indices: list[int] | None
     checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
+    marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
 
     @property
     def full_name(self) -> str:
@@ -96,7 +98,7 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable,
+        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes,
     )
 
 
@@ -150,9 +152,9 @@ def _fraction(notes: dict, where: str) -> tuple[float | None, str]:
                 value = float(text)
             except (TypeError, ValueError):
                 value = None
-            if value is None or not 0 < value < 1:
+            if value is None or not MIN_GPU_FRACTION <= value < 1:
                 raise ClusterObjectError(where, f"metadata.annotations.{key}",
-                                         f"must be a number in (0, 1), got {json.dumps(text)}")
+                                         f"must be a number in [{MIN_GPU_FRACTION:g}, 1), got {_shown(text)}")
             return value, key
     return None, ""
 
@@ -200,11 +202,16 @@ def _indices(notes: dict, where: str) -> list[int] | None:
     text = notes.get(GPU_INDEX_ANNOTATION)
     if text is None:
         return None
-    parts = str(text).split(",")
-    if not all(p.strip().isdigit() for p in parts):
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isascii() and p.isdigit() and int(p[:5]) < MAX_GPUS_PER_NODE for p in parts):
         raise ClusterObjectError(where, f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
-                                 f"must be GPU indices separated by commas, got {json.dumps(text)}")
+                                 f"must be GPU indices separated by commas, got {_shown(text)}")
     return [int(p) for p in parts]
+
+
+def _shown(text) -> str:
+    """A value as messages show it: bounded (a 5,000-digit annotation is cut)."""
+    return json.dumps(str(text) if len(str(text)) <= 80 else str(text)[:80] + "...", ensure_ascii=False)
 
 
 def _time(text, where: str, field: str) -> float | None:

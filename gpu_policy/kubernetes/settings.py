@@ -3,6 +3,7 @@ push the API server, and how long reservations and the lease last."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from gpu_policy.kubernetes.names import DEFAULT_NAMESPACE
@@ -21,11 +22,33 @@ class KubernetesSettings:
     """Objects per LIST page. 500 is what kubectl uses: small pages keep each answer cheap
     for the API server, and 4,200 pods still take only 9 pages."""
     timeout_s: float = 30.0
-    """Seconds one request may take (connect and read)."""
+    """Seconds one attempt of a request may take in all, from connecting to the last byte of
+    its answer (a total, not per read: a server that drips one byte a second is cut off).
+    Also never longer than what is left of `deadline_s`."""
     deadline_s: float = 60.0
-    """Seconds within which 429, 5xx and unreachable answers are retried before giving up."""
+    """Seconds within which 429, 5xx and unreachable answers are retried before giving up;
+    no request, retries included, runs past it."""
     backoff_s: float = 0.5
     """First wait before a retry when the answer has no Retry-After; doubles each time."""
+    backoff_jitter: float = 0.2
+    """Each own backoff wait is multiplied by a random factor in [1 - jitter, 1 + jitter], so
+    many planners refused at once do not all come back at the same instant (0: no jitter)."""
+    retry_floor_s: float = 0.5
+    """The shortest wait between two attempts, whatever the answer says: `Retry-After: 0`
+    must not turn into hundreds of requests a second."""
+    retry_ceiling_s: float = 30.0
+    """The longest wait a `Retry-After` may ask for; longer (or absurd) values are clamped,
+    and a value that is not a number of seconds (nan, -1, a date) falls back to backoff."""
+    max_response_bytes: int = 64 * 1024 * 1024
+    """Bytes one answer may hold once decompressed (a gzip bomb stops here). A LIST page of
+    500 pods is a few MB; 64 MiB leaves room for very large objects yet bounds memory."""
+    max_pages: int = 400
+    """Pages one LIST may take: 200,000 objects at 500 a page, above Kubernetes' own limit of
+    150,000 pods per cluster. A server that hands out a new continue token forever is cut off;
+    a token must also differ from every earlier one."""
+    max_requests_per_round: int = 2000
+    """Requests one round (an observation and the acting on its plan) may send, retries
+    included: an observation takes about ten, acting one per pod evicted and per write."""
     reservation_lifetime_s: float = 600.0
     """Seconds a step's reservation holds its GPUs when its pods never show up bound."""
     lease_duration_s: float = 30.0
@@ -35,6 +58,11 @@ class KubernetesSettings:
     """Seconds to wait for another planner to release the lease before giving up."""
     lease_poll_s: float = 1.0
     """Seconds between looks at a lease another planner holds."""
+    max_foreign_lease_s: float = 120.0
+    """Seconds a Lease another holder wrote is honoured without changing, whatever its
+    renewTime or leaseDurationSeconds say (a renewTime in the future or a duration of years
+    would stop every planner); longer durations are clamped to it. A live holder renews
+    every third of its duration, so 120 s is four times the default lease."""
     eviction_deadline_s: float = 60.0
     """Seconds within which an eviction that a PodDisruptionBudget refuses (429) is retried;
     after that it is reported as blocked, never forced."""
@@ -51,10 +79,14 @@ class KubernetesSettings:
             raise ValueError(f"queues: must be auto, configmap or kai, got {self.queues!r}")
         if not self.namespace or not self.gpu_resource:
             raise ValueError("namespace and gpu_resource: must be non-empty")
-        if not isinstance(self.page_size, int) or self.page_size < 1:
-            raise ValueError(f"page_size: must be a whole number >= 1, got {self.page_size!r}")
+        for name in ("page_size", "max_response_bytes", "max_pages", "max_requests_per_round"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+        if not isinstance(self.backoff_jitter, (int, float)) or not 0 <= self.backoff_jitter < 1:
+            raise ValueError(f"backoff_jitter: must be in [0, 1), got {self.backoff_jitter!r}")
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name.endswith("_s") and (not isinstance(value, (int, float)) or value <= 0):
+            if f.name.endswith("_s") and (not isinstance(value, (int, float)) or not 0 < value < math.inf):
                 raise ValueError(f"{f.name}: must be > 0 seconds, got {value!r}")
         return self

@@ -48,6 +48,7 @@ class Snapshot:
     reservations: dict[str, Reservation] = field(default_factory=dict)  # job name -> the reservation standing for it
     stale: set[str] = field(default_factory=set)  # reservation keys that no longer stand (expired, bound, invalid)
     composed: ComposedNodes | None = None  # composition as this look found it (None: no composable node)
+    marked: dict[str, list[PodRef]] = field(default_factory=dict)  # job -> its pods still marked preempted
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],

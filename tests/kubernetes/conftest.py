@@ -55,6 +55,7 @@ def fake_time():
 def cluster(api, kubeconfig, fake_time):
     """k8s:// through the real client; retries, leases and reservations run on the fake clocks."""
     def make(clock=None, **settings):
+        settings = {"backoff_jitter": 0, **settings}  # exact waits; tests of the jitter ask for it
         return KubernetesCluster("k8s://", kubeconfig=kubeconfig, settings=KubernetesSettings(**settings),
                                  sleep=fake_time.sleep, monotonic=fake_time.monotonic, clock=clock or fake_time.time)
 

@@ -24,7 +24,7 @@ def run(capsys, *argv) -> dict:
 
 
 def reservations(api) -> dict:
-    return {r.key: r for r in read_reservations(api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy"))}
+    return {r.key: r for r in read_reservations(api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy"))[0]}
 
 
 @pytest.mark.parametrize("name", ["seed1-greedy-team", "seed2b-fragmentation-running", "seed3b-owner-returns"])
@@ -100,7 +100,8 @@ def test_a_budget_that_clears_after_retry_after(api, cluster, fake_time):
 def test_a_budget_that_never_clears_is_reported_not_forced(api, cluster, fake_time):
     eviction_cluster(api, pods=2)
     api.block_eviction("a", "borrow-1")  # always, and without Retry-After
-    _, outcomes = apply_plan_once(cluster(eviction_deadline_s=60), execute=True)
+    # a lease longer than the fake minute of retries: the renewer thread runs on real time only
+    _, outcomes = apply_plan_once(cluster(eviction_deadline_s=60, lease_duration_s=120), execute=True)
     (outcome,) = outcomes
     assert (outcome.result, outcome.detail) == (
         "blocked", "a PodDisruptionBudget refused the eviction for 60 s; still running: a/borrow-1")

@@ -43,32 +43,6 @@ def test_malformed_queue_config_map(base, kubeconfig, capsys, text, message):
     assert fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == f"gpu-policy: {message}"
 
 
-@pytest.mark.parametrize("labels,annotations,field,problem", [
-    ({}, {names.FRACTION_ANNOTATION: "1.5"}, "metadata.annotations.gpu-policy.io/gpu-fraction",
-     'must be a number in (0, 1), got "1.5"'),
-    ({}, {names.KAI_FRACTION_ANNOTATION: "half"}, "metadata.annotations.gpu-fraction", 'must be a number in (0, 1), got "half"'),
-    ({names.PREEMPTIBLE_LABEL: "yes"}, {}, "metadata.labels.gpu-policy.io/preemptible", 'must be "true" or "false", got "yes"'),
-    ({}, {names.LAST_CHECKPOINT_ANNOTATION: "yesterday"}, "metadata.annotations.gpu-policy.io/last-checkpoint",
-     'must be an RFC 3339 time in UTC such as 2026-01-31T12:00:00Z, got "yesterday"'),
-    ({}, {names.GPU_INDEX_ANNOTATION: "0;1"}, "metadata.annotations.gpu-policy.io/gpu-index",
-     'must be GPU indices separated by commas, got "0;1"'),
-])
-def test_a_pod_with_a_bad_value(base, kubeconfig, capsys, labels, annotations, field, problem):
-    base.put(gpu_pod("ml", "odd", gpus=None if "fraction" in field else 1,
-                     labels={names.QUEUE_LABEL: "team-a", **labels}, annotations=annotations))
-    assert fails(capsys, "snapshot", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == \
-        f"gpu-policy: pod ml/odd: {field}: {problem}"
-
-
-def test_a_bad_quantity(base, kubeconfig, capsys):
-    pod = gpu_pod("ml", "odd", labels={names.QUEUE_LABEL: "team-a"})
-    pod["spec"]["containers"][0]["resources"]["requests"] = {"memory": "lots"}
-    base.put(pod)
-    assert fails(capsys, "plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig) == (
-        "gpu-policy: pod ml/odd: spec.containers[0].resources.requests.memory: must be a Kubernetes quantity "
-        "such as 8, 500m or 64Gi, got 'lots'")
-
-
 @pytest.mark.parametrize("gpu,field,problem", [
     ({"quota": -5}, "spec.resources.gpu.quota", "must be >= 0, or -1 for unlimited, got -5"),
     ({"quota": 2, "limit": -3}, "spec.resources.gpu.limit", "must be >= 0, or -1 for unlimited, got -3"),

@@ -46,7 +46,7 @@ def writes(api, path: str) -> list[str]:
 
 
 def reservations(api) -> list[str]:
-    return sorted(r.key for r in read_reservations(api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy")))
+    return sorted(r.key for r in read_reservations(api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy"))[0])
 
 
 def step(cluster, fake_time, progress=None, max_wait_s=600, **settings):

@@ -1,0 +1,94 @@
+"""One object that cannot be read never stops planning for the others (docs/kubernetes.md).
+
+Pods and nodes are read one at a time: an object whose fields have the wrong JSON type
+(`shape.py`) or break the contract (a `ClusterObjectError` from its reader) is left out
+with an `ObjectWarning`, and so is a pod whose demand no node could ever meet (2,000 GPUs,
+10^7 CPUs, 2 EiB of memory: beyond what a scenario may describe): it waits, and every other
+pod is still planned. The warnings
+are structured (object, field, value, message) so that a controller can write them as
+Events on the object; their `line()` is what the commands print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from gpu_policy._scenario_fields import MAX_CPU, MAX_GPUS_PER_NODE, MAX_MEMORY, show
+from gpu_policy.errors import ClusterObjectError, one_line
+from gpu_policy.kubernetes.nodes import NodeView
+from gpu_policy.kubernetes.pods import PodView
+from gpu_policy.kubernetes.shape import shape_problem
+
+View = TypeVar("View")
+LEFT_OUT = "left out of planning, which goes on for everything else"
+WAITS = "it waits, and planning goes on for everything else"
+
+
+@dataclass(frozen=True)
+class ObjectWarning:
+    """Why one object is not planned: `object` is e.g. ``pod ml/train-0`` or ``node n7``."""
+
+    object: str
+    field: str
+    value: str  # as messages show it (bounded)
+    message: str  # what the field must be, or why it cannot be met
+    outcome: str  # what gpu-policy does about it
+
+    def line(self) -> str:
+        got = f", got {self.value}" if self.value else ""
+        return one_line(f"{self.object}: {self.field}: {self.message}{got}: {self.outcome}", 500)
+
+
+def read_each(raw: list[Any], kind: str, schema: dict, read: Callable[[dict], View]) -> tuple[list[View],
+                                                                                          list[ObjectWarning]]:
+    """`read` applied to every object that has the schema's types; the others are warnings."""
+    views, warnings = [], []
+    for i, obj in enumerate(raw):
+        name = _name_of(obj, kind, i)
+        found = shape_problem(obj, schema) if isinstance(obj, dict) else ("", obj, "an object")
+        if found:
+            field, value, must = found
+            warnings.append(ObjectWarning(name, field or "(the object)", show(value), f"must be {must}", LEFT_OUT))
+            continue
+        try:
+            views.append(read(obj))
+        except ClusterObjectError as e:
+            message, got, value = e.problem.rpartition(", got ")
+            warnings.append(ObjectWarning(name, e.field, value if got else "", message if got else e.problem, LEFT_OUT))
+    return views, warnings
+
+
+def placeable(pods: list[PodView], nodes: list[NodeView], gpu_resource: str) -> tuple[list[PodView],
+                                                                                   list[ObjectWarning]]:
+    """The pods a scenario can describe; a pod asking more than any node may ever hold (the
+    scenario's bounds: 1,024 GPUs, 10^6 CPUs, 10^9 GiB per node) waits with a warning naming
+    the request and the largest node's offer. A pod within the bounds that no node of this
+    cluster fits is planned: the plan says why it waits, as for a scenario file."""
+    bounds = {"gpus": MAX_GPUS_PER_NODE, "cpu": MAX_CPU, "memory_gib": MAX_MEMORY}
+    most = {"gpus": max((max(n.gpus, n.max_gpus or 0) for n in nodes), default=0),
+            "cpu": max((n.cpu or 0 for n in nodes), default=0),
+            "memory_gib": max((n.memory_gib or 0 for n in nodes), default=0)}
+    fields = {"gpus": f"spec.containers[*].resources.requests.{gpu_resource}",
+              "cpu": "spec.containers[*].resources.requests.cpu",
+              "memory_gib": "spec.containers[*].resources.requests.memory"}
+    units = {"gpus": "GPUs", "cpu": "CPUs", "memory_gib": "GiB"}
+    kept, warnings = [], []
+    for pod in pods:
+        too_much = next((k for k in bounds if getattr(pod, k) is not None and getattr(pod, k) > bounds[k]), None)
+        if too_much is None or not pod.asks_for_gpus:
+            kept.append(pod)
+            continue
+        warnings.append(ObjectWarning(f"pod {pod.full_name}", fields[too_much], f"{getattr(pod, too_much):,.6g}",
+                                      f"no node could ever hold it: the largest offers {most[too_much]:,.6g} "
+                                      f"{units[too_much]}", WAITS))
+    return kept, warnings
+
+
+def _name_of(obj: Any, kind: str, index: int) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        return f"{kind} items[{index}]"
+    return f"{kind} {namespace}/{name}" if isinstance(namespace, str) and namespace else f"{kind} {name}"

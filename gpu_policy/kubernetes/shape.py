@@ -1,0 +1,68 @@
+"""The JSON types of the fields gpu-policy reads from pods and nodes, checked before reading.
+
+An API server (or a proxy in front of it) may send `labels` as a list, `containers` as a
+string or `allocatable` as NaN. `shape_problem` finds the first field whose type is not
+what the contract reads, so that the object can be left out with a warning naming the
+field instead of raising a TypeError deep in a reader. A schema is a dict (an object with
+those keys; ``"*"``: every key), a one-item list (a list of that), or a type or tuple of
+types. JSON null is accepted everywhere: readers treat it as absent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: a resource quantity: "500m", "64Gi", or a bare JSON number
+QUANTITY = (str, int, float)
+
+_WORDS = {dict: "an object", list: "a list", str: "a string", int: "a whole number", bool: "true or false",
+          QUANTITY: "a quantity"}
+
+_CONTAINER = {"resources": {"requests": {"*": QUANTITY}, "limits": {"*": QUANTITY}}}
+_REQUIREMENTS = [{"key": str, "operator": str, "values": [str]}]
+
+POD = {
+    "metadata": {"name": str, "namespace": str, "uid": str, "labels": {"*": str}, "annotations": {"*": str},
+                 "ownerReferences": [{"controller": bool, "name": str}], "creationTimestamp": str,
+                 "deletionTimestamp": str},
+    "spec": {"nodeName": str, "priority": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
+             "nodeSelector": {"*": str}, "tolerations": [{"key": str, "operator": str, "value": str, "effect": str}],
+             "schedulingGates": [{"name": str}],
+             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                 "nodeSelectorTerms": [{"matchExpressions": _REQUIREMENTS, "matchFields": _REQUIREMENTS}]}}}},
+    "status": {"phase": str},
+}
+
+NODE = {
+    "metadata": {"name": str, "labels": {"*": str}, "annotations": {"*": str}},
+    "spec": {"unschedulable": bool, "taints": [{"key": str, "value": str, "effect": str}]},
+    "status": {"allocatable": {"*": QUANTITY}, "conditions": [{"type": str, "status": str}]},
+}
+
+
+def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, str] | None:
+    """(field path, value, what it must be) of the first field of the wrong type, else None."""
+    if value is None:
+        return None
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            return path, value, _WORDS[dict]
+        for key, sub in schema.items():
+            items = value.items() if key == "*" else [(key, value.get(key))]
+            for name, item in items:
+                found = shape_problem(item, sub, f"{path}.{name}" if path else str(name))
+                if found:
+                    return found
+        return None
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return path, value, _WORDS[list]
+        for i, item in enumerate(value):
+            found = shape_problem(item, schema[0], f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    wrong_bool = isinstance(value, bool) and schema is not bool
+    if wrong_bool or not isinstance(value, schema):
+        return path, value, _WORDS[schema]
+    return None

@@ -1,0 +1,128 @@
+"""A broken or malicious API server: every answer is one line, in bounded time and memory."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from gpu_policy.errors import ClusterUnavailable
+from gpu_policy.kubernetes import KubernetesCluster, KubernetesSettings
+from tests.kubernetes.conftest import FakeTime
+from tests.kubernetes.hostile_api import HostileApi
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    """Start a hostile server in `mode`; returns (server, kubeconfig path)."""
+    servers = []
+
+    def start(mode: str):
+        server = HostileApi(mode).__enter__()
+        servers.append(server)
+        return server, server.kubeconfig(tmp_path / "kubeconfig")
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def list_nodes(kubeconfig: str, fake_time: FakeTime | None = None, **settings) -> list:
+    fake_time = fake_time or FakeTime()
+    cluster = KubernetesCluster("k8s://", kubeconfig=kubeconfig, settings=KubernetesSettings(**settings),
+                                sleep=fake_time.sleep, monotonic=fake_time.monotonic, clock=fake_time.time)
+    return cluster.client.list_nodes()
+
+
+@pytest.mark.parametrize("mode,settings,line", [
+    ("drip", {"timeout_s": 1, "deadline_s": 1},
+     r"^k8s://: list nodes: the answer took longer than its deadline \([\d,]+ bytes read\)$"),
+    ("endless", {"max_response_bytes": 4 << 20}, r"^k8s://: list nodes: the answer is larger than 4,194,304 bytes$"),
+    ("gzip-bomb", {"max_response_bytes": 4 << 20}, r"^k8s://: list nodes: the answer is larger than 4,194,304 bytes$"),
+    ("huge", {"max_response_bytes": 4 << 20}, r"^k8s://: list nodes: the answer is larger than 4,194,304 bytes$"),
+    ("deep", {}, r"^k8s://: list nodes: the answer is JSON nested too deeply$"),
+    ("html", {}, r"^k8s://: list nodes: the answer is not JSON$"),
+    ("endless-pages", {"max_pages": 50}, r"^k8s://: list nodes: the list has more than 50 pages \(max_pages\); "),
+    ("same-token", {}, r"^k8s://: list nodes: the API server's continue token does not advance \(page 2 "),
+    ("reset", {"deadline_s": 5}, r"^k8s://: list nodes: the API server is unreachable \(\w+\); gave up after "),
+    ('json:{"items": null}', {}, r"^k8s://: list nodes: the answer has no list of items$"),
+    ('json:{"items": [], "metadata": {"continue": 7}}', {},
+     r"^k8s://: list nodes: the API server's continue token does not advance"),
+])
+def test_a_hostile_answer_is_one_line(hostile, mode, settings, line):
+    _, kubeconfig = hostile(mode)
+    with pytest.raises(ClusterUnavailable, match=line) as e:
+        list_nodes(kubeconfig, **settings)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("header,waited", [
+    ("nan", [0.5]), ("-1", [0.5]), ("0", [0.5]), ("1e308", [30.0]), ("inf", [0.5]), ("Wed, 21 Oct 2015 07:28:00 GMT", [0.5]),
+    ("3", [3.0]),
+])
+def test_retry_after_is_parsed_and_clamped(hostile, header, waited):
+    _, kubeconfig = hostile(f"retry-after:{header}")
+    fake_time = FakeTime()
+    assert list_nodes(kubeconfig, fake_time, backoff_jitter=0, deadline_s=120) == []
+    assert fake_time.sleeps == waited
+
+
+def test_own_backoff_is_jittered_and_floored(api, kubeconfig):
+    """Jittered around the doubling backoff, never under the floor."""
+    api.inject(503, path="/api/v1/nodes", times=4)
+    fake_time, draws = FakeTime(), iter([0.0, 1.0, 0.5, 0.0])
+    cluster = KubernetesCluster("k8s://", kubeconfig=kubeconfig,
+                                settings=KubernetesSettings(backoff_s=0.5, backoff_jitter=0.5, retry_floor_s=0.4),
+                                sleep=fake_time.sleep, monotonic=fake_time.monotonic)
+    cluster.client._jitter = lambda: next(draws)
+    cluster.client.list_nodes()
+    assert fake_time.sleeps == [0.4, 1.5, 2.0, 2.0]  # 0.25 floored to 0.4, 1.0 x 1.5, 2.0 x 1, 4.0 x 0.5
+
+
+def test_a_round_has_a_request_budget(api, kubeconfig):
+    api.inject(503, path="/api/v1/nodes", times=None)
+    fake_time = FakeTime()
+    cluster = KubernetesCluster("k8s://", kubeconfig=kubeconfig,
+                                settings=KubernetesSettings(max_requests_per_round=5, deadline_s=1e6),
+                                sleep=fake_time.sleep, monotonic=fake_time.monotonic)
+    with pytest.raises(ClusterUnavailable, match=r"^k8s://: list nodes: this round already sent 5 requests "
+                                                 r"\(max_requests_per_round\)"):
+        cluster.client.list_nodes()
+    assert len(api.requests) == 5
+    cluster.client.begin_round()
+    api.faults.clear()
+    assert cluster.client.list_nodes() == []
+
+
+def measured_snapshot(kubeconfig: str, tmp_path, *options: str) -> tuple[int, str, float]:
+    """`gpu-policy snapshot` against the server in a child process: its exit status, its
+    stderr and its peak RSS in MB (from wait4, so only this child counts)."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    with open(tmp_path / "err", "w+") as err:
+        child = subprocess.Popen([sys.executable, "-m", "gpu_policy.cli", "snapshot", "--cluster", "k8s://",
+                                  "--kubeconfig", kubeconfig, *options], env=env, stdout=subprocess.DEVNULL, stderr=err)
+        guard = threading.Timer(120, child.kill)  # generous: before the fix these never ended
+        guard.start()
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        finally:
+            guard.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return child.returncode, err.read(), usage.ru_maxrss / 1024
+
+
+@pytest.mark.parametrize("mode,options,line", [
+    ("drip", ["--api-deadline", "3"], "the answer took longer than its deadline"),
+    ("endless", [], "the answer is larger than 67,108,864 bytes"),
+    ("gzip-bomb", [], "the answer is larger than 67,108,864 bytes"),
+])
+def test_the_command_ends_in_bounded_time_and_memory(hostile, tmp_path, mode, options, line):
+    _, kubeconfig = hostile(mode)
+    status, err, peak_mb = measured_snapshot(kubeconfig, tmp_path, *options)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert line in err
+    assert peak_mb < 400, f"peak RSS {peak_mb:.0f} MB"

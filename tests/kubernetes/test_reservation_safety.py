@@ -1,0 +1,77 @@
+"""Reservations: keys that fit any legal names, values checked before writing and read back
+as untrusted (issue 29)."""
+
+import json
+import re
+
+import pytest
+
+from gpu_policy import Job
+from gpu_policy.cluster.compose import apply_plan_once, wait_for_step
+from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes import names
+from gpu_policy.kubernetes.reservations import MAX_KEY, Reservation, key_of, read_reservations
+from tests.kubernetes.test_act import reservations, steps_cluster
+
+LONG_NAMESPACE = "n" * 63
+POD_NAMED_JOB = "trainer-" + "x" * 245  # a pod name may have 253 characters
+
+
+def config_map(data: dict) -> dict:
+    return {"metadata": {"namespace": "gpu-policy", "name": names.RESERVATIONS_CONFIGMAP}, "data": data}
+
+
+def reservation(job: str = POD_NAMED_JOB, **change) -> Reservation:
+    return Reservation(**{"namespace": LONG_NAMESPACE, "job": job, "queue": "team-a", "gpus": 8, "replicas": 1,
+                          "nodes": ["n1"], "gpu_indices": None, "expires_at": 1.8e9, **change})
+
+
+def test_a_long_key_is_hashed_and_read_back_through_its_value():
+    r = reservation()
+    assert len(r.key) == MAX_KEY and r.key.startswith(f"{LONG_NAMESPACE}.trainer-xxx")
+    assert key_of(f"{LONG_NAMESPACE}/{POD_NAMED_JOB}y") != r.key  # another job, another key
+    r.check()
+    (back,), bad = read_reservations(config_map({r.key: r.value()}))
+    assert bad == {} and back.job_name == r.job_name and back.key == r.key
+    assert key_of("ml/train") == "ml.train"  # short keys stay readable
+
+
+@pytest.mark.parametrize("change,field,problem", [
+    ({"priority": 10 ** 31}, "priority", "must be a whole number within int64, got a number of 32 digits"),
+    ({"gpus": 1e308}, "gpus", "must be at most 1,024, got 1e+308"),
+    ({"gpus": 5e-324}, "gpus", "a fraction of a GPU must be at least 0.001"),
+    ({"expires_at": float("nan")}, "expires_at", "must be a time before the year 5000, got nan"),
+    ({"expires_at": 1e308}, "expires_at", "must be a time before the year 5000"),
+])
+def test_what_would_not_read_back_is_refused_before_writing(change, field, problem):
+    line = rf"^reservation for ml/train: (data\.ml\.train\.)?{field}: {re.escape(problem)}"
+    with pytest.raises(ClusterObjectError, match=line):
+        reservation(**{"namespace": "ml", "job": "train", **change}).check()
+
+
+def test_a_bad_reservation_on_the_cluster_is_a_warning_and_dropped(api, cluster):
+    steps_cluster(api)
+    api.put({"kind": "ConfigMap", **config_map({
+        "steps.huge": json.dumps({"queue": "team-a", "gpus": 1e308, "replicas": 1, "nodes": ["n1"],
+                                  "expires_at": "2030-01-01T00:00:00Z"}),
+        "steps.loud": json.dumps({"queue": "team-a", "gpus": 8, "replicas": 1, "nodes": ["n1"], "priority": 10 ** 31,
+                                  "expires_at": "2030-01-01T00:00:00Z"})})})
+    c = cluster()
+    observation = c.observe()
+    assert [w for w in observation.warnings if "reservations" in w] == [
+        "ConfigMap gpu-policy/gpu-policy-reservations: data.steps.huge.gpus: must be at most 1,024, got 1e+308: "
+        "ignored, and dropped at the next write",
+        "ConfigMap gpu-policy/gpu-policy-reservations: data.steps.loud.priority: must be a whole number within int64, "
+        "got a number of 32 digits: ignored, and dropped at the next write"]
+    first = wait_for_step(c, Job("steps/first", "team-a", 8), execute=True)
+    assert first.can_start and sorted(reservations(api)) == ["steps.first"]  # the bad ones went with that write
+    plan, _ = apply_plan_once(cluster(), execute=True)
+    assert plan.job("steps/first").action == "keep"
+
+
+def test_a_step_whose_reservation_would_not_read_back_writes_nothing(api, cluster):
+    steps_cluster(api)
+    with pytest.raises(ClusterObjectError, match=r"^reservation for steps/first: data\.steps\.first\.priority: "):
+        wait_for_step(cluster(), Job("steps/first", "team-a", 8, priority=2 ** 63), execute=True)
+    assert api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy") is None
+    assert api.evictions == []
