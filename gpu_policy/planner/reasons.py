@@ -8,12 +8,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gpu_policy.model import Job, Scenario
+from gpu_policy import placement
+from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.plan import Placement
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.layout import Layout
-from gpu_policy.planner.shapes import NodeKind
+from gpu_policy.planner.shapes import NodeKind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
 
@@ -40,6 +41,7 @@ class Judged:
     swapped: dict[str, list[Job]] = field(default_factory=dict)  # queue -> its jobs the plan preempts
     cut_off: bool = False                                     # the solver ran out of time
     composition: Composer | None = None                       # composable nodes (None: there are none)
+    refused: dict[str, str] = field(default_factory=dict)     # job -> why its queue does not admit it
 
     @cached_property
     def room(self) -> FreeRoom:
@@ -50,11 +52,17 @@ def _entity(tree: rules.QueueTree, name: str, queue: str) -> str:
     return name if name == queue else f"{name} (department of {queue})"
 
 
-def never_fits(job: Job, kinds: Counter[NodeKind]) -> str | None:
-    """Why no node of the cluster (`shapes.node_kinds`) could ever run one replica, or None."""
-    nodes = {k: c for k, c in kinds.items() if job.fits_model(k)}
+def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> str | None:
+    """Why no node of the cluster (`shapes.node_kinds` of its nodes, `cluster`) could ever
+    run one replica, or None."""
+    shape = shape_of(job)
+    admitted = {k: c for k, c in kinds.items() if shape.admitted(k)}
+    if not admitted:
+        return placement.unmet(job, cluster)
+    nodes = {k: c for k, c in admitted.items() if job.fits_model(k)}
     if not nodes:
-        return f"no node has GPU model {' or '.join(job.gpu_model or [])}"
+        where = "no node" if len(admitted) == len(kinds) else "no node its placement constraints allow"
+        return f"{where} has GPU model {' or '.join(job.gpu_model or [])}"
     need = 1 if job.is_fractional else job.gpus
     biggest = max(k.healthy for k in nodes)
     if biggest < need:
@@ -72,7 +80,9 @@ def never_fits(job: Job, kinds: Counter[NodeKind]) -> str | None:
 def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
     """Why `job` waits, judged on the cluster and the queues as the plan leaves them."""
     q = job.queue
-    permanent = never_fits(job, j.kinds)
+    if job.name in j.refused:
+        return j.refused[job.name]
+    permanent = never_fits(job, j.kinds, j.s.nodes)
     if permanent:
         return f"can never fit: {permanent}"
     if unplaced:
