@@ -3,7 +3,7 @@
 Observing: one paginated LIST of nodes and of unfinished pods, a GET of the queues
 ConfigMap (or a LIST of KAI-Scheduler queues when it does not exist), a GET of the
 reservations ConfigMap, and a LIST of namespaces only when some GPU pod names no queue
-itself; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
+itself or a queue chooses its users by namespace label; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
 of ComposabilityRequests. Never Secrets, never one request per pod.
 
 Acting (spec "Writing"): under the Lease `gpu-policy-planner`, GPUs are attached and
@@ -27,7 +27,7 @@ from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.evict import evict_job
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUES_CONFIGMAP, QUEUES_KEY,
                                          RESERVATIONS_CONFIGMAP)
 from gpu_policy.kubernetes.nodes import NodeView, read_node
 from gpu_policy.kubernetes.pods import read_pod
@@ -35,7 +35,7 @@ from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
+from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
 from gpu_policy.model import Job, Queue
 from gpu_policy.plan import JobDecision, Plan
 
@@ -79,9 +79,10 @@ class KubernetesCluster:
         pods = [read_pod(p, gpu) for p in self.client.list_pods()]
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
         reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
-        namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
+        namespace_labels = self._namespace_labels() if needs_namespace_list(pods, queues) else {}
         composed = self._composition(nodes, warnings)
-        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
+        snap = build_scenario(nodes, pods, queues, namespace_queues(namespace_labels), reservations, self._clock(),
+                              self.url, composed, namespace_labels)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
@@ -212,11 +213,6 @@ class KubernetesCluster:
                         "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
         return queues_from_kai(kai, cluster_gpus), []
 
-    def _namespace_queues(self) -> dict[str, str]:
-        out = {}
-        for ns in self.client.list_namespaces():
-            meta = ns.get("metadata") or {}
-            queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-            if queue:
-                out[meta.get("name", "")] = queue
-        return out
+    def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        return {(ns.get("metadata") or {}).get("name", ""): dict((ns.get("metadata") or {}).get("labels") or {})
+                for ns in self.client.list_namespaces()}

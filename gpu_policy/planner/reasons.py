@@ -14,7 +14,7 @@ from gpu_policy.plan import Placement
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.layout import Layout
-from gpu_policy.planner.shapes import NodeKind, shape_of
+from gpu_policy.planner.shapes import Eligible, NodeKind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
 
@@ -42,10 +42,24 @@ class Judged:
     cut_off: bool = False                                     # the solver ran out of time
     composition: Composer | None = None                       # composable nodes (None: there are none)
     refused: dict[str, str] = field(default_factory=dict)     # job -> why its queue does not admit it
+    _rooms: dict = field(default_factory=dict)                # eligible node names -> their FreeRoom
 
     @cached_property
     def room(self) -> FreeRoom:
         return FreeRoom(self.layout, self.spare)
+
+    @cached_property
+    def _eligible(self) -> Eligible:
+        return Eligible(self.s.nodes)
+
+    def room_for(self, job: Job) -> FreeRoom:
+        """The free room on the nodes the job's placement constraints allow (one per constraints)."""
+        names = self._eligible.names(placement.constraints_of(job))
+        if names is None:
+            return self.room
+        if names not in self._rooms:
+            self._rooms[names] = FreeRoom(self.layout, self.spare, names)
+        return self._rooms[names]
 
 
 def _entity(tree: rules.QueueTree, name: str, queue: str) -> str:
@@ -142,10 +156,16 @@ class FreeRoom:
     """The free GPUs the plan leaves, summed up once per GPU model for every reason: how many
     nodes have each number of free GPUs, and each GPU's room for fractions."""
 
-    def __init__(self, layout: Layout, spare: dict[str, dict[str, float]]):
+    def __init__(self, layout: Layout, spare: dict[str, dict[str, float]], only: frozenset[str] | None = None):
+        """`only`: the nodes to look at (None: all)."""
         self.blocks: dict[str | None, Counter] = defaultdict(Counter)   # model -> free GPUs -> nodes
         self.shares: dict[str | None, list[tuple]] = defaultdict(list)  # model -> (room, node, GPU, free)
+        self.where = "" if only is None else " of the nodes it may use"
+        if only is not None:
+            spare = {n: free for n, free in spare.items() if n in only}
         for nl in layout.nodes.values():
+            if only is not None and nl.node.name not in only:
+                continue
             self.blocks[nl.node.gpu_model][len(nl.free_indices())] += 1
             for i, sl in enumerate(nl.slots):
                 if nl.healthy(i) and not sl.whole and sl.used < 1 - 1e-9:
@@ -166,7 +186,7 @@ class FreeRoom:
 
 def _room(job: Job, j: Judged) -> str | None:
     """Why the GPUs the plan leaves free cannot hold the job, or None if they could."""
-    room = j.room
+    room = j.room_for(job)
     if job.is_fractional:
         models = room.models(job)
         shareable = [x for m in models for x in room.shares[m] if x[0] >= job.gpus - 1e-9]
@@ -181,7 +201,7 @@ def _room(job: Job, j: Judged) -> str | None:
         block = room.largest_block(job)
         if block < job.gpus:
             gang = f" for each of {job.replicas} replicas" if job.replicas > 1 else ""
-            return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block is {block}"
+            return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block{room.where} is {block}"
         fits = room.replicas_that_fit(job)
         if fits < job.replicas:
             return (f"a gang of {job.replicas} replicas x {_gpus(job.gpus)}; "
