@@ -3,7 +3,7 @@
 Observing: one paginated LIST of nodes and of unfinished pods, a GET of the queues
 ConfigMap (or a LIST of KAI-Scheduler queues when it does not exist), a GET of the
 reservations ConfigMap, and a LIST of namespaces only when some GPU pod names no queue
-itself; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
+itself or a queue chooses its users by namespace label; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
 of ComposabilityRequests. Never Secrets, never one request per pod.
 
 Acting (spec "Writing"): under the Lease `gpu-policy-planner`, GPUs are attached and
@@ -28,7 +28,7 @@ from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, setti
 from gpu_policy.kubernetes.evict import evict_job, unmark
 from gpu_policy.kubernetes.isolate import placeable, read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUES_CONFIGMAP, QUEUES_KEY,
                                          RESERVATIONS_CONFIGMAP)
 from gpu_policy.kubernetes.nodes import NodeView, read_node
 from gpu_policy.kubernetes.pods import PodRef, PodView, read_pod
@@ -37,7 +37,7 @@ from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.shape import NODE, POD
-from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
+from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
 from gpu_policy.model import Job, Queue
 from gpu_policy.plan import JobDecision, Plan
 
@@ -85,9 +85,10 @@ class KubernetesCluster:
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
         reservations, unreadable = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
         warnings += unreadable.values()
-        namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
+        namespace_labels = self._namespace_labels() if needs_namespace_list(pods, queues) else {}
         composed = self._composition(nodes, warnings)
-        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
+        snap = build_scenario(nodes, pods, queues, namespace_queues(namespace_labels), reservations, self._clock(),
+                              self.url, composed, namespace_labels)
         snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
         snap.marked = _marked(pods, snap.pods)
         cost = self.client.stats.since(before)
@@ -231,14 +232,9 @@ class KubernetesCluster:
                         "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
         return queues_from_kai(kai, cluster_gpus), []
 
-    def _namespace_queues(self) -> dict[str, str]:
-        out = {}
-        for ns in self.client.list_namespaces():
-            meta = ns.get("metadata") or {}
-            queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-            if queue:
-                out[meta.get("name", "")] = queue
-        return out
+    def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        return {(ns.get("metadata") or {}).get("name", ""): dict((ns.get("metadata") or {}).get("labels") or {})
+                for ns in self.client.list_namespaces()}
 
 
 def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:

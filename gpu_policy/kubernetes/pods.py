@@ -10,11 +10,12 @@ resource) is kept with `unreadable` set: the snapshot counts it as unmanaged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
 from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.constraints import pod_constraints
 from gpu_policy.kubernetes.names import (
     FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, JOB_LABEL, KAI_FRACTION_ANNOTATION,
     KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
@@ -55,6 +56,7 @@ class PodView:
     checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
     marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
+    constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
 
     @property
     def full_name(self) -> str:
@@ -98,7 +100,7 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes,
+        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
     )
 
 
