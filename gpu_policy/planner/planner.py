@@ -22,7 +22,8 @@ from gpu_policy.planner.program import (PlanProgram, affine, build_capacity, bui
                                         no_room_left_for_victims)
 from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
-from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, wait_reason
+from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
 from gpu_policy.planner.solve import CUT_OFF, NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
@@ -188,19 +189,17 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
     decisions = []
     for job in s.jobs:
         if job.name in out.moved:
-            decisions.append(JobDecision(job.name, job.queue, "move", out.moved[job.name],
-                                         move_reason(job, out.moved[job.name], out.started)))
+            decisions.append(_decision(job, "move", out.moved[job.name],
+                                       move_reason(job, out.moved[job.name], out.started)))
+        elif job.is_running and job.name in out.preempted:
+            decisions.append(_decision(job, "preempt", _where(job, layout),
+                                       preempt_reason(job, judged, started, limits.idle_jobs.get(job.name))))
         elif job.is_running:
-            preempted = job.name in out.preempted
-            decisions.append(JobDecision(job.name, job.queue, "preempt" if preempted else "keep",
-                                         _where(job, layout),
-                                         preempt_reason(job, judged, started, limits.idle_jobs.get(job.name))
-                                         if preempted else ""))
+            decisions.append(JobDecision(job.name, job.queue, "keep", _where(job, layout)))
         elif job.name in out.started:
-            decisions.append(JobDecision(job.name, job.queue, "start", out.started[job.name]))
+            decisions.append(_decision(job, "start", out.started[job.name], start_reason()))
         else:
-            decisions.append(JobDecision(job.name, job.queue, "wait", [],
-                                         wait_reason(job, judged, job.name in out.unplaced)))
+            decisions.append(_decision(job, "wait", [], wait_reason(job, judged, job.name in out.unplaced)))
     compositions = composer.compositions(decisions, jobs)
     return Plan(
         jobs=decisions,
@@ -212,6 +211,10 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
         telemetry=signals.describe() if signals else None,
         compositions=compositions,
     )
+
+
+def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
+    return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
 
 
 def _swapped(s: Scenario, preempted: set[str]) -> dict[str, list[Job]]:
