@@ -85,13 +85,8 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     began = time.perf_counter()
     limits = gpu_limits(signals)
     composer = Composer(s, layout, signals)
-    tree = rules.QueueTree.of(s)
-    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
     kinds = composer.kinds(s)
-    waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
-    order = rules.start_order(tree, st.shares, st.held, waiting)
+    st, waiting, order = _standing(s, capacity, kinds)
     solver_deadline = deadline - _reserve(cfg, s)
     if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
         order = []
@@ -110,6 +105,23 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     outcome = realize(m, s, grown, sc, order, mix)
     composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
     return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer)
+
+
+def _standing(s: Scenario, capacity: int, kinds) -> tuple[Standing, list[Job], list[Job]]:
+    """The queues' shares of `capacity` GPUs and holdings, the waiting jobs that could ever
+    fit, and the order the planner tries to start them in."""
+    tree = rules.QueueTree.of(s)
+    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
+    waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
+    return st, waiting, rules.start_order(tree, st.shares, st.held, waiting)
+
+
+def start_order(s: Scenario) -> list[Job]:
+    """The waiting jobs that could ever fit, in the order the planner tries to start them
+    (fair shares of the GPUs attached now): what `gpu-policy status` and `explain` show."""
+    return _standing(s, s.gpus_schedulable, Composer(s, running_layout(s), None).kinds(s))[2]
 
 
 def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
