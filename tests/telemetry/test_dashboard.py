@@ -18,7 +18,7 @@ import yaml
 from gpu_policy import parse_scenario
 from gpu_policy.telemetry.exporter import _HELP as DCGM_SERIES, start_exporter
 from gpu_policy.telemetry.simulated import simulated_gpus
-from tests.telemetry.conftest import free_port, wait_until
+from tests.telemetry.conftest import prometheus_binary, running_prometheus, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "gpu-policy.json"
@@ -141,41 +141,22 @@ def _controller_metrics(held: dict[str, float]) -> bytes:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("Debian's prometheus package is not installed (apt-get install prometheus)")
+    prometheus_binary()
     s = parse_scenario(SCENARIO, "dashboard")
     exporter = start_exporter(s, hostname_label="Hostname")
     controller = _Controller(_controller_metrics({"team-a": 3, "team-b": 2}))
-    folder = tmp_path_factory.mktemp("prometheus-dashboard")
-    config = folder / "prometheus.yml"
-    config.write_text(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-scrape_configs:
-  - job_name: dcgm
+    try:
+        with running_prometheus(tmp_path_factory.mktemp("prometheus-dashboard"), f"""  - job_name: dcgm
     honor_labels: true
     static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]
   - job_name: gpu-policy
     static_configs: [{{targets: ['127.0.0.1:{controller.server_address[1]}']}}]
-""")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(folder / "prometheus.log", "w")
-    proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: requests.get(f"{url}/-/ready", timeout=1).ok, 30, "Prometheus to be ready")
-        wait_until(lambda: len(query(url, "up == 1")) == 2, 30, "both targets scraped")
-        wait_until(lambda: query(url, "gpu_policy_queue_allocated_gpus") and query(url, "DCGM_FI_DEV_GPU_UTIL"),
-                   30, "the series in Prometheus")
-        yield url, s
+""") as url:
+            wait_until(lambda: len(query(url, "up == 1")) == 2, 30, "both targets scraped")
+            wait_until(lambda: query(url, "gpu_policy_queue_allocated_gpus") and query(url, "DCGM_FI_DEV_GPU_UTIL"),
+                       30, "the series in Prometheus")
+            yield url, s
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
         exporter.shutdown()
         controller.shutdown()
 
