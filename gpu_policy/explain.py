@@ -50,7 +50,7 @@ class Explanation:
     position: int | None = None  # among its queue's waiting jobs, in start order (1: next)
     queue_waiting: int = 0
     cluster_position: int | None = None  # among all waiting jobs that could ever fit
-    runs_on: str = ""
+    runs_on: str = ""  # where it runs, or starts or moves to in this plan
     changes: list[Change] = field(default_factory=list)  # would start it (waiting) or stop it (running)
     plans: int = 0  # plans made to find the changes
 
@@ -122,10 +122,10 @@ def explain(s: Scenario, name: str, config: PlannerConfig | None = None, signals
         if name in mine:
             out.position = mine.index(name) + 1
             out.cluster_position = [j.name for j in order].index(name) + 1
+    out.runs_on = _where(d) if d.action in ("keep", "start", "move") else ""
     if d.action == "wait":
         out.changes = _what_starts(s, job, base, prober)
     elif d.action == "keep":
-        out.runs_on = _where(d)
         out.reason = _why_it_runs(job, base)
         out.changes = _what_stops(s, job, prober)
     out.plans = prober.plans

@@ -53,7 +53,7 @@ def explanation_text(e) -> str:
     code = f" [{e.code}]" if e.code else ""
     lines = [f"job {e.job} (queue {e.queue}): {e.action}{code}"]
     if e.runs_on:
-        lines.append(f"runs on: {e.runs_on}")
+        lines.append(f"{'runs on' if e.action == 'keep' else e.action + 's on'}: {e.runs_on}")
     if e.reason:
         lines.append(f"why: {e.reason}")
     if e.position is not None:
