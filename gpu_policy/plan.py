@@ -23,6 +23,7 @@ class JobDecision:
     action: str  # keep | start | preempt | move | wait
     replicas: list[Placement] = field(default_factory=list)
     reason: str = ""
+    code: str = ""  # the reason's stable code (gpu_policy.planner.codes.CODES); "" for keep
 
 
 @dataclass

@@ -60,8 +60,8 @@ def gpus_allocated(summary: dict) -> str:
 
 def plan_table(plan: Plan) -> str:
     """The whole plan: jobs, compositions, queues, summary and solver, as aligned text."""
-    jobs = text_table(["JOB", "QUEUE", "ACTION", "WHERE", "REASON"],
-                  [[j.name, j.queue, j.action, _where(j.replicas), j.reason] for j in plan.jobs])
+    jobs = text_table(["JOB", "QUEUE", "ACTION", "WHERE", "CODE", "REASON"],
+                      [[j.name, j.queue, j.action, _where(j.replicas), j.code, j.reason] for j in plan.jobs])
     s, v = plan.summary, plan.solver
     counts = ", ".join(_count(s[key], noun) for key, noun in
                        (("starts", "start"), ("preemptions", "preemption"), ("moves", "move")))

@@ -32,6 +32,7 @@ from gpu_policy.model import Composable, Job, Node, Scenario
 from gpu_policy.plan import Composition, JobDecision
 from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
 from gpu_policy.planner.program import Growth, PlanProgram, affine
+from gpu_policy.planner.reasons import composition_start
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds, scenario_constraints
 from gpu_policy.telemetry.model import GpuKey
@@ -284,7 +285,8 @@ class Composer:
                 parts = " and ".join(f"{self.after[n].attached} {self.after[n].model} "
                                      f"{'is' if self.after[n].attached == 1 else 'are'} attached to {n}" for n in nodes)
                 when = f"when {parts}, about {self.settings.attach_seconds:g} s"
-                d.reason = f"starts {when}" if d.action == "start" else f"{d.reason}; {when}"
+                why = composition_start(when, d.action, d.reason)
+                d.reason, d.code = why.text, why.code
         return result
 
     def _attach_reason(self, jobs: list[Job], gpus: int) -> str:

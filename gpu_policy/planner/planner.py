@@ -23,7 +23,8 @@ from gpu_policy.planner.program import (PlanProgram, affine, build_capacity, bui
                                         no_room_left_for_victims)
 from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
-from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, wait_reason
+from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
 from gpu_policy.planner.solve import CUT_OFF, NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
@@ -88,14 +89,9 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     began = time.perf_counter()
     limits = gpu_limits(signals)
     composer = Composer(s, layout, signals)
-    tree = rules.QueueTree.of(s)
-    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
     kinds = composer.kinds(s)
     refused = placement.refusals(s)
-    waiting = [j for j in s.jobs if not j.is_running and j.name not in refused and never_fits(j, kinds, s.nodes) is None]
-    order = rules.start_order(tree, st.shares, st.held, waiting)
+    st, waiting, order = _standing(s, capacity, kinds, refused)
     solver_deadline = deadline - _reserve(cfg, s)
     if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
         order = []
@@ -114,6 +110,24 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     outcome = realize(m, s, grown, sc, order, mix)
     composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
     return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer, refused)
+
+
+def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tuple[Standing, list[Job], list[Job]]:
+    """The queues' shares of `capacity` GPUs and holdings, the waiting jobs that could ever
+    fit (and that their queue admits: not in `refused`), and the order the planner tries to
+    start them in."""
+    tree = rules.QueueTree.of(s)
+    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
+                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
+    waiting = [j for j in s.jobs if not j.is_running and j.name not in refused and never_fits(j, kinds, s.nodes) is None]
+    return st, waiting, rules.start_order(tree, st.shares, st.held, waiting)
+
+
+def start_order(s: Scenario) -> list[Job]:
+    """The waiting jobs that could ever fit, in the order the planner tries to start them
+    (fair shares of the GPUs attached now): what `gpu-policy status` and `explain` show."""
+    return _standing(s, s.gpus_schedulable, Composer(s, running_layout(s), None).kinds(s), placement.refusals(s))[2]
 
 
 def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
@@ -193,19 +207,17 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
     decisions = []
     for job in s.jobs:
         if job.name in out.moved:
-            decisions.append(JobDecision(job.name, job.queue, "move", out.moved[job.name],
-                                         move_reason(job, out.moved[job.name], out.started)))
+            decisions.append(_decision(job, "move", out.moved[job.name],
+                                       move_reason(job, out.moved[job.name], out.started)))
+        elif job.is_running and job.name in out.preempted:
+            decisions.append(_decision(job, "preempt", _where(job, layout),
+                                       preempt_reason(job, judged, started, limits.idle_jobs.get(job.name))))
         elif job.is_running:
-            preempted = job.name in out.preempted
-            decisions.append(JobDecision(job.name, job.queue, "preempt" if preempted else "keep",
-                                         _where(job, layout),
-                                         preempt_reason(job, judged, started, limits.idle_jobs.get(job.name))
-                                         if preempted else ""))
+            decisions.append(JobDecision(job.name, job.queue, "keep", _where(job, layout)))
         elif job.name in out.started:
-            decisions.append(JobDecision(job.name, job.queue, "start", out.started[job.name]))
+            decisions.append(_decision(job, "start", out.started[job.name], start_reason()))
         else:
-            decisions.append(JobDecision(job.name, job.queue, "wait", [],
-                                         wait_reason(job, judged, job.name in out.unplaced)))
+            decisions.append(_decision(job, "wait", [], wait_reason(job, judged, job.name in out.unplaced)))
     compositions = composer.compositions(decisions, jobs)
     return Plan(
         jobs=decisions,
@@ -217,6 +229,10 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
         telemetry=signals.describe() if signals else None,
         compositions=compositions,
     )
+
+
+def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
+    return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
 
 
 def _swapped(s: Scenario, preempted: set[str]) -> dict[str, list[Job]]:

@@ -1,21 +1,27 @@
-"""Why a job waits, was preempted or moved, in words a person understands, with the
+"""Why a job waits, starts, was preempted or moved, in words a person understands, with the
 rule that decided it (the same functions of `gpu_policy.planner.rules` the program
-uses) and the true numbers: GPUs held before and after the plan, shares, tiers."""
+uses) and the true numbers: GPUs held before and after the plan, shares, tiers. Each
+builder returns a `Reason`: the sentence and its stable code (`gpu_policy.planner.codes`)
+come from the same branch, so they never disagree."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from gpu_policy import placement
 from gpu_policy.model import TERMINATING_QUEUE, Job, Node, Scenario
 from gpu_policy.plan import Placement
 from gpu_policy.planner import rules
-from gpu_policy.planner.attach import Composer
+from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.shapes import Eligible, NodeKind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
+
+if TYPE_CHECKING:  # attach.py builds its starts' reasons here
+    from gpu_policy.planner.attach import Composer
 
 
 def _gpus(n: float) -> str:
@@ -66,74 +72,82 @@ def _entity(tree: rules.QueueTree, name: str, queue: str) -> str:
     return name if name == queue else f"{name} (department of {queue})"
 
 
-def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> str | None:
+def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> Reason | None:
     """Why no node of the cluster (`shapes.node_kinds` of its nodes, `cluster`) could ever
     run one replica, or None."""
     shape = shape_of(job)
     admitted = {k: c for k, c in kinds.items() if shape.admitted(k)}
     if not admitted:
-        return placement.unmet(job, cluster)
+        return Reason("NoNodeMatches", placement.unmet(job, cluster))
     nodes = {k: c for k, c in admitted.items() if job.fits_model(k)}
     if not nodes:
         where = "no node" if len(admitted) == len(kinds) else "no node its placement constraints allow"
-        return f"{where} has GPU model {' or '.join(job.gpu_model or [])}"
+        code = "NoNodeFits" if len(admitted) == len(kinds) else "NoNodeMatches"
+        return Reason(code, f"{where} has GPU model {' or '.join(job.gpu_model or [])}")
     need = 1 if job.is_fractional else job.gpus
     biggest = max(k.healthy for k in nodes)
     if biggest < need:
-        return f"needs {_gpus(need)} on one node; the largest node has {biggest} healthy"
+        return Reason("NoNodeFits", f"needs {_gpus(need)} on one node; the largest node has {biggest} healthy")
     if not job.is_fractional and sum(c * (k.healthy // int(need)) for k, c in nodes.items()) < job.replicas:
         what = "the whole cluster holds" if len(admitted) == len(kinds) else "the nodes it may use hold"
-        return f"a gang of {job.replicas} replicas x {_gpus(need)} is more than {what}"
+        return Reason("NoNodeFits", f"a gang of {job.replicas} replicas x {_gpus(need)} is more than {what}")
     for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
         want = getattr(job, resource)
         sizes = [getattr(k, resource) for k in nodes if getattr(k, resource) is not None]
         if want and sizes and len(sizes) == len(nodes) and max(sizes) < want:
-            return f"needs {want:g} {unit} per replica; the largest node has {max(sizes):g}"
+            return Reason("NoNodeFits", f"needs {want:g} {unit} per replica; the largest node has {max(sizes):g}")
     return None
 
 
-def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
+def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> Reason:
     """Why `job` waits, judged on the cluster and the queues as the plan leaves them."""
     q = job.queue
     if job.name in j.refused:
-        return j.refused[job.name]
+        return Reason("NotAllowedInQueue", j.refused[job.name])
     permanent = never_fits(job, j.kinds, j.s.nodes)
     if permanent:
-        return f"can never fit: {permanent}"
+        return Reason(permanent.code, f"can never fit: {permanent.text}")
     if unplaced:
-        return "the plan chose it, but placing it found no node with room; it starts in a later plan"
+        return Reason("NotPlacedYet", "the plan chose it, but placing it found no node with room; "
+                                      "it starts in a later plan")
     blocker = rules.limit_blocker(j.tree, j.shares, j.after, q, job.total_gpus)
     if blocker:
-        return (f"{_entity(j.tree, blocker, q)} is at its limit: holds {j.after[blocker]:g} of "
-                f"{_gpus(j.shares.limit[blocker])}")
+        return Reason("QueueAboveLimit", f"{_entity(j.tree, blocker, q)} is at its limit: holds "
+                                         f"{j.after[blocker]:g} of {_gpus(j.shares.limit[blocker])}")
     if not job.is_preemptible:
         blocker = rules.nonpreemptible_blocker(j.tree, j.shares, j.nonpreemptible_after, q, job.total_gpus)
         if blocker:
-            return (f"non-preemptible jobs start only within deserved: {_entity(j.tree, blocker, q)}'s would "
-                    f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
-                    f"{j.shares.deserved[blocker]:g} deserved GPUs")
+            return Reason("NonPreemptibleAboveDeserved",
+                          f"non-preemptible jobs start only within deserved: {_entity(j.tree, blocker, q)}'s would "
+                          f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
+                          f"{j.shares.deserved[blocker]:g} deserved GPUs")
     room = _room(job, j)
     if room is None:  # it would fit on the GPUs the plan leaves free
         if j.cut_off:
-            return "the plan's time limit ran out before it could be placed; it starts in a later plan"
+            return Reason("PlanCutShort", "the plan's time limit ran out before it could be placed; "
+                                          "it starts in a later plan")
         swapped = [v for v in j.swapped.get(q, []) if rules.may_swap_back(v, job)]
         if swapped:
             v = swapped[0]
-            return (f"{q} loses {v.name} (priority {v.priority}) in this plan; inside a queue only a higher "
-                    f"priority takes a job's place, and {v.name} could take this one's")
+            return Reason("WouldSwapInsideQueue",
+                          f"{q} loses {v.name} (priority {v.priority}) in this plan; inside a queue only a higher "
+                          f"priority takes a job's place, and {v.name} could take this one's")
         if j.receiving.get(q) == rules.GUARANTEE:
             cap = rules.cap(j.shares, q, rules.GUARANTEE)
-            return (f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end within "
-                    f"its deserved quota of {cap:g}: it holds {j.after[q]:g} GPUs after this plan")
-        return _beyond_share(job, j) or "free GPUs would fit it, but starting it breaks no rule the plan knows"
+            return Reason("ClaimsWithinDeserved",
+                          f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end "
+                          f"within its deserved quota of {cap:g}: it holds {j.after[q]:g} GPUs after this plan")
+        beyond = _beyond_share(job, j)
+        return (Reason("ClaimsBeforeBorrowing", beyond) if beyond else
+                Reason("NoRuleApplies", "free GPUs would fit it, but starting it breaks no rule the plan knows"))
     clause = j.composition.wait_clause(job, j.spare, j.layout) if j.composition else None
-    room = f"{room}; {clause}" if clause else room
+    text = f"{room.text}; {clause}" if clause else room.text
     beyond = _beyond_share(job, j)
     if beyond:
-        return f"{room}; {beyond}"
+        return Reason(room.code, f"{text}; {beyond}")
     if j.cut_off:  # reclaim may be possible: the solver stopped before deciding it
-        return f"{room}; the plan's time limit ran out before reclaiming GPUs for it was decided"
-    return f"{room}; {_shutting_down(j) or _no_reclaim(job, j)}"
+        return Reason("PlanCutShort", f"{text}; the plan's time limit ran out before reclaiming GPUs for it was decided")
+    return Reason(room.code, f"{text}; {_shutting_down(j) or _no_reclaim(job, j)}")
 
 
 def _tier_share(tier: str) -> str:
@@ -198,8 +212,12 @@ class FreeRoom:
     def replicas_that_fit(self, job: Job) -> int:
         return sum(n * (f // int(job.gpus)) for m in self.models(job) for f, n in self.blocks[m].items())
 
+    def free_gpus(self, job: Job) -> int:
+        """Whole free GPUs of the models the job accepts, on all nodes together."""
+        return sum(n * f for m in self.models(job) for f, n in self.blocks[m].items())
 
-def _room(job: Job, j: Judged) -> str | None:
+
+def _room(job: Job, j: Judged) -> Reason | None:
     """Why the GPUs the plan leaves free cannot hold the job, or None if they could."""
     room = j.room_for(job)
     if job.is_fractional:
@@ -207,34 +225,48 @@ def _room(job: Job, j: Judged) -> str | None:
         shareable = [x for m in models for x in room.shares[m] if x[0] >= job.gpus - 1e-9]
         most = max((x[0] for m in models for x in room.shares[m]), default=0)
         if not shareable:
-            return f"needs {job.gpus:g} of a GPU; the most room on any GPU is {most:g}"
+            return Reason("NoGpuShareFits", f"needs {job.gpus:g} of a GPU; the most room on any GPU is {most:g}")
         if not any(free for *_, free in shareable) and not any(
                 j.limits.room_for_fraction(n, i, job.gpus) for _, n, i, _ in shareable):
-            return (f"needs {job.gpus:g} of a GPU; every GPU with room is busy (above the utilisation "
-                    "limit for sharing) or lacks the framebuffer memory")
+            return Reason("SharedGpusBusy", f"needs {job.gpus:g} of a GPU; every GPU with room is busy (above the "
+                                            "utilisation limit for sharing) or lacks the framebuffer memory")
     else:
         block = room.largest_block(job)
         if block < job.gpus:
             gang = f" for each of {job.replicas} replicas" if job.replicas > 1 else ""
-            return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block{room.where} is {block}"
+            code = "FragmentedNoBlock" if room.free_gpus(job) >= job.gpus else "NotEnoughFreeGpus"
+            return Reason(code, f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block{room.where} is {block}")
         fits = room.replicas_that_fit(job)
         if fits < job.replicas:
-            return (f"a gang of {job.replicas} replicas x {_gpus(job.gpus)}; "
-                    f"the free GPUs hold only {fits} such replicas now")
+            return Reason("GangDoesNotFit", f"a gang of {job.replicas} replicas x {_gpus(job.gpus)}; "
+                                            f"the free GPUs hold only {fits} such replicas now")
     for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
         want = getattr(job, resource) or 0
         most = room.most_spare[resource]
         if want and room.all_declare[resource] and most is not None and most < want:
-            return f"needs {want:g} {unit} per replica; the most free on any node is {most:g}"
+            return Reason("NotEnoughCpuOrMemory",
+                          f"needs {want:g} {unit} per replica; the most free on any node is {most:g}")
     return None
 
 
-def preempt_reason(job: Job, j: Judged, started: list[Job], idle_s: float | None = None) -> str:
+def start_reason() -> Reason:
+    """A start on GPUs that are there (a start on GPUs being attached: `composition_start`)."""
+    return Reason("Admitted", "")
+
+
+def composition_start(when: str, action: str, reason: str) -> Reason:
+    """A start or move onto GPUs the plan attaches: it happens `when` they are attached."""
+    if action == "start":
+        return Reason("WaitingForComposition", f"starts {when}")
+    return Reason("MovedToDefragment", f"{reason}; {when}")
+
+
+def preempt_reason(job: Job, j: Judged, started: list[Job], idle_s: float | None = None) -> Reason:
     why = _preempt_why(job, j, started)
-    return f"{why}; idle for {idle_s / 60:.0f} min" if idle_s is not None else why
+    return Reason(why.code, f"{why.text}; idle for {idle_s / 60:.0f} min") if idle_s is not None else why
 
 
-def _preempt_why(job: Job, j: Judged, started: list[Job]) -> str:
+def _preempt_why(job: Job, j: Judged, started: list[Job]) -> Reason:
     q = job.queue
     mine = [p for p in started if rules.may_preempt_inside(job, p)]
     tier = j.giving.get(q)
@@ -250,19 +282,21 @@ def _preempt_why(job: Job, j: Judged, started: list[Job]) -> str:
                          f"{receiver} ends at {j.after[receiver]:g}: its claims within its {share} of {cap:g}, "
                          "the rest borrowed on GPUs no claim could use")
         giver = q
-        return (f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
-                f"{'; '.join(parts) + '; ' if parts else ''}{giver} held {j.before[giver]:g} GPUs, above its "
-                f"{_tier_share(tier)} of {rules.floor(j.shares, giver, tier):g}, and keeps {j.after[giver]:g}")
+        return Reason("ReclaimedGuarantee" if tier == rules.GUARANTEE else "ReclaimedFairShare",
+                      f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
+                      f"{'; '.join(parts) + '; ' if parts else ''}{giver} held {j.before[giver]:g} GPUs, above its "
+                      f"{_tier_share(tier)} of {rules.floor(j.shares, giver, tier):g}, and keeps {j.after[giver]:g}")
     if mine:
         names = ", ".join(f"{p.name} (priority {p.priority})" for p in mine)
-        return f"preempted inside {q} (priority {job.priority}) for higher-priority {names}"
-    return f"preempted: {q} held {j.before[q]:g} GPUs and keeps {j.after[q]:g}"
+        return Reason("PreemptedInsideQueue", f"preempted inside {q} (priority {job.priority}) for "
+                                              f"higher-priority {names}")
+    return Reason("Preempted", f"preempted: {q} held {j.before[q]:g} GPUs and keeps {j.after[q]:g}")
 
 
-def move_reason(job: Job, to: list[Placement], started: dict[str, list[Placement]]) -> str:
+def move_reason(job: Job, to: list[Placement], started: dict[str, list[Placement]]) -> Reason:
     """Why a running job restarts elsewhere: the jobs its old GPUs let start."""
     sources = sorted(set(job.running))
     names = sorted(name for name, replicas in started.items() if any(p.node in sources for p in replicas))
     gain = f"so that {', '.join(names)} fit{'s' if len(names) == 1 else ''} there" if names else "to make room"
     where = ", ".join(sorted({p.node for p in to}))
-    return f"moved from {', '.join(sources)} to {where} {gain}; restarts from its checkpoint"
+    return Reason("MovedToDefragment", f"moved from {', '.join(sources)} to {where} {gain}; restarts from its checkpoint")

@@ -5,6 +5,8 @@ import shutil
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import requests
@@ -58,24 +60,23 @@ def wait_until(check, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-@pytest.fixture(scope="session")
-def prometheus_url(tmp_path_factory):
+def prometheus_binary() -> str:
+    """Debian's prometheus; the test skips without it (fails on CI, which installs it)."""
     binary = shutil.which("prometheus")
     if binary is None:
         if os.environ.get("CI"):
             pytest.fail("Debian's prometheus package is missing: .ci/run installs it")
         pytest.skip("Debian's prometheus package is not installed (apt-get install prometheus; .ci/run does it)")
-    exporters = [start_exporter(parse_scenario(NODE_A, "node-a"), hostname_label="Hostname"),
-                 start_exporter(parse_scenario(NODE_B, "node-b"), hostname_label="hostname")]
-    folder = tmp_path_factory.mktemp("prometheus")
-    targets = ", ".join(f"'127.0.0.1:{e.server_address[1]}'" for e in exporters)
+    return binary
+
+
+@contextmanager
+def running_prometheus(folder: Path, scrape_configs: str):
+    """A real Prometheus on 127.0.0.1 scraping every second with `scrape_configs` (YAML
+    under `scrape_configs:`); yields its URL once ready, stops it on exit."""
+    binary = prometheus_binary()
     config = folder / "prometheus.yml"
-    config.write_text(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-scrape_configs:
-  - job_name: dcgm
-    honor_labels: true
-    static_configs: [{{targets: [{targets}]}}]
-""")
+    config.write_text(f"global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n{scrape_configs}")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(folder / "prometheus.log", "w")
@@ -84,10 +85,6 @@ scrape_configs:
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_until(lambda: requests.get(f"{url}/-/ready", timeout=1).ok, 30, "Prometheus to be ready")
-        series = lambda: requests.get(f"{url}/api/v1/query", params={"query": "DCGM_FI_DEV_GPU_UTIL"},  # noqa: E731
-                                      timeout=1).json()["data"]["result"]
-        wait_until(lambda: len(series()) == 6, 30, "both exporters' GPUs in Prometheus")
-        time.sleep(WINDOW_S + 2)  # a whole window of 1 s scrapes
         yield url
     finally:
         proc.terminate()
@@ -96,5 +93,24 @@ scrape_configs:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(tmp_path_factory):
+    prometheus_binary()
+    exporters = [start_exporter(parse_scenario(NODE_A, "node-a"), hostname_label="Hostname"),
+                 start_exporter(parse_scenario(NODE_B, "node-b"), hostname_label="hostname")]
+    targets = ", ".join(f"'127.0.0.1:{e.server_address[1]}'" for e in exporters)
+    try:
+        with running_prometheus(tmp_path_factory.mktemp("prometheus"), f"""  - job_name: dcgm
+    honor_labels: true
+    static_configs: [{{targets: [{targets}]}}]
+""") as url:
+            series = lambda: requests.get(f"{url}/api/v1/query", params={"query": "DCGM_FI_DEV_GPU_UTIL"},  # noqa: E731
+                                          timeout=1).json()["data"]["result"]
+            wait_until(lambda: len(series()) == 6, 30, "both exporters' GPUs in Prometheus")
+            time.sleep(WINDOW_S + 2)  # a whole window of 1 s scrapes
+            yield url
+    finally:
         for e in exporters:
             e.shutdown()
