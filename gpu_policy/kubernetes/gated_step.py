@@ -19,7 +19,8 @@ from typing import Callable
 
 from gpu_policy.errors import ClusterError
 from gpu_policy.kubernetes.client import KubeClient, Permission, _needs, connect
-from gpu_policy.kubernetes.names import ADMISSION_GATE, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION
+from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,
+                                         REPLICAS_ANNOTATION)
 from gpu_policy.kubernetes.settings import KubernetesSettings
 
 #: what a pipeline step's account needs, all in its own namespace (`own_namespace` here means
@@ -34,9 +35,15 @@ def admission_labels(job: str, queue: str) -> dict[str, str]:
     return {JOB_LABEL: job.rpartition("/")[2], QUEUE_LABEL: queue}
 
 
-def admission_annotations(replicas: int) -> dict[str, str]:
-    """How many pods the job's gang has: the controller waits until that many exist."""
-    return {REPLICAS_ANNOTATION: str(replicas)}
+def admission_annotations(replicas: int, gpus: float = 1) -> dict[str, str]:
+    """How many pods the job's gang has (the controller waits until that many exist) and, for
+    less than one GPU, the fraction (the pod then asks for no whole GPU)."""
+    return {REPLICAS_ANNOTATION: str(replicas), **({FRACTION_ANNOTATION: f"{gpus:g}"} if gpus < 1 else {})}
+
+
+def with_admission_gate(gates: list[str]) -> list[str]:
+    """Gate names with ours added once; other controllers' gates are kept, in their order."""
+    return [g for g in gates if g != ADMISSION_GATE] + [ADMISSION_GATE]
 
 
 def gated(pod: dict, job: str, queue: str, replicas: int = 1) -> dict:
@@ -46,8 +53,8 @@ def gated(pod: dict, job: str, queue: str, replicas: int = 1) -> dict:
     meta["labels"] = {**(meta.get("labels") or {}), **admission_labels(job, queue)}
     meta["annotations"] = {**(meta.get("annotations") or {}), **admission_annotations(replicas)}
     spec = out.setdefault("spec", {})
-    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
-    spec["schedulingGates"] = [*gates, {"name": ADMISSION_GATE}]
+    names = with_admission_gate([g.get("name") for g in spec.get("schedulingGates") or []])
+    spec["schedulingGates"] = [{"name": name} for name in names]
     return out
 
 
