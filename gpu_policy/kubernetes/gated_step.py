@@ -46,13 +46,19 @@ def with_admission_gate(gates: list[str]) -> list[str]:
     return [g for g in gates if g != ADMISSION_GATE] + [ADMISSION_GATE]
 
 
-def gated(pod: dict, job: str, queue: str, replicas: int = 1) -> dict:
-    """A copy of the pod manifest `pod` with our gate (other gates kept), labels and annotation."""
+def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None = None,
+          gpu_resource: str = "nvidia.com/gpu") -> dict:
+    """A copy of the pod manifest `pod` with our gate (other gates kept), labels and annotations;
+    with `gpus`, its first container asks for that many whole GPUs (a fraction: the annotation)."""
     out = copy.deepcopy(pod)
     meta = out.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **admission_labels(job, queue)}
-    meta["annotations"] = {**(meta.get("annotations") or {}), **admission_annotations(replicas)}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **admission_annotations(replicas, gpus or 1)}
     spec = out.setdefault("spec", {})
+    if gpus is not None and gpus >= 1:
+        resources = spec["containers"][0].setdefault("resources", {})
+        for kind in ("requests", "limits"):
+            resources[kind] = {**(resources.get(kind) or {}), gpu_resource: str(int(gpus))}
     names = with_admission_gate([g.get("name") for g in spec.get("schedulingGates") or []])
     spec["schedulingGates"] = [{"name": name} for name in names]
     return out
@@ -165,14 +171,29 @@ def await_release(client: StepClient, namespace: str, name: str, max_wait_s: flo
         sleep(poll_interval_s)
 
 
+def await_finish(client: StepClient, namespace: str, name: str, max_wait_s: float, poll_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Read the released pod every `poll_interval_s` until it has ended (Succeeded or Failed) or
+    `max_wait_s` has passed; its phase then. A pod that disappears is an error."""
+    began = clock()
+    while True:
+        pod = client.read_own_pod(namespace, name)
+        if pod is None:
+            raise ClusterError(f"{client.where}: pod {namespace}/{name} was deleted before it ended")
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if phase in ("Succeeded", "Failed") or clock() - began + poll_interval_s > max_wait_s:
+            return phase
+        sleep(poll_interval_s)
+
+
 def run_gated(client: StepClient, pod: dict, job: str, queue: str, replicas: int, max_wait_s: float,
               poll_interval_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
               sleep: Callable[[float], None] = time.sleep,
-              progress: Callable[[str], None] | None = None) -> Admission:
+              progress: Callable[[str], None] | None = None, gpus: float | None = None) -> Admission:
     """Create the step's pod (the manifest `pod`, in its `metadata.namespace`) gated and labelled
-    as one of `job`'s in `queue`, then wait for its release (`await_release`). A pod of that
-    name that exists already (a retried task's) is waited for as it is."""
-    body = gated(pod, job, queue, replicas)
+    as one of `job`'s in `queue` (asking for `gpus`, when given), then wait for its release
+    (`await_release`). A pod of that name that exists already (a retried task's) is waited for as it is."""
+    body = gated(pod, job, queue, replicas, gpus)
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     client.create_own_pod(namespace, body)
     return await_release(client, namespace, name, max_wait_s, poll_interval_s, clock, sleep, progress)
