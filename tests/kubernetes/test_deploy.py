@@ -152,9 +152,18 @@ def controller_landed() -> bool:
     return "controller" in build_parser()._subparsers._group_actions[0].choices
 
 
+#: what the contract grants but no request of the code sends (docs/kubernetes.md, "Permissions"):
+#: when the code starts sending one, it leaves this set
+CONTRACT_ONLY = {Permission("get", "", "nodes"), Permission("get", "", "namespaces"),
+                 Permission("get", "scheduling.run.ai", "queues"),
+                 Permission("watch", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
+                 Permission("update", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
+                 Permission("patch", "", "configmaps", own_namespace=True)}
+
+
 @pytest.mark.skipif(not controller_landed(), reason="the controller (`gpu-policy controller`) has not landed")
-def test_every_grant_is_declared_by_the_code():
-    assert granted() == PERMISSIONS
+def test_every_grant_but_the_contract_s_spare_ones_is_declared_by_the_code():
+    assert granted() - PERMISSIONS == CONTRACT_ONLY
 
 
 def test_bindings_give_the_roles_to_gpu_policy_s_account():
