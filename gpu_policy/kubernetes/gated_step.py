@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Callable
 
-from gpu_policy.errors import ClusterError
+from gpu_policy.errors import ClusterError, GpuPolicyError
 from gpu_policy.kubernetes.client import KubeClient, Permission, _needs, connect
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,
                                          REPLICAS_ANNOTATION)
@@ -50,6 +50,7 @@ def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None
           gpu_resource: str = "nvidia.com/gpu") -> dict:
     """A copy of the pod manifest `pod` with our gate (other gates kept), labels and annotations;
     with `gpus`, its first container asks for that many whole GPUs (a fraction: the annotation)."""
+    _check_manifest(pod)
     out = copy.deepcopy(pod)
     meta = out.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **admission_labels(job, queue)}
@@ -62,6 +63,18 @@ def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None
     names = with_admission_gate([g.get("name") for g in spec.get("schedulingGates") or []])
     spec["schedulingGates"] = [{"name": name} for name in names]
     return out
+
+
+def _check_manifest(pod) -> None:
+    """A pod manifest a step can create: a name and at least one container (one line otherwise)."""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise GpuPolicyError(f"pod manifest: metadata.name: must be the pod's name, got "
+                             f"{(meta or {}).get('name') if isinstance(meta, dict) else meta!r}")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list) or not spec["containers"] \
+            or not all(isinstance(c, dict) for c in spec["containers"]):
+        raise GpuPolicyError("pod manifest: spec.containers: must list at least one container")
 
 
 def is_released(pod: dict) -> bool:

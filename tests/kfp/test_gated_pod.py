@@ -86,3 +86,9 @@ def test_on_the_embedded_cluster_it_plans_in_process_and_creates_nothing():
     out = run_gated_pod.python_func(pod_manifest=POD, job_name="train", queue="team-a", gpus=1.0,
                                     scenario_yaml=EXAMPLE.read_text(), cluster="k8s://nowhere")
     assert out.released and out.node and out.phase == "" and "start" in out.reason
+
+
+def test_a_bad_manifest_fails_in_one_line(live):
+    with pytest.raises(SystemExit, match=r"^gpu-policy: pod manifest: metadata.name: must be the pod's name, got None$"):
+        run_gated_pod.python_func(pod_manifest={"spec": POD["spec"]}, job_name="train", queue="team-a", gpus=1.0)
+    assert live.requests == []

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_policy.errors import ClusterError
+from gpu_policy.errors import ClusterError, GpuPolicyError
 from gpu_policy.kubernetes.gated_step import CONTROLLER, STEP_PERMISSIONS, open_step_client, run_gated
 from gpu_policy.kubernetes.names import ADMISSION_GATE, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION
 from tests.kubernetes.objects import gpu_pod
@@ -157,3 +157,14 @@ def test_the_example_role_grants_a_step_what_it_sends_in_its_namespace_only():
                for resource in rule["resources"] for verb in rule["verbs"]}
     checkpoint_notes = ("patch", "", "pods")  # OwnPod.note_checkpoint, the training inside the pod
     assert granted == {(p.verb, p.group, p.resource) for p in STEP_PERMISSIONS} | {checkpoint_notes}
+
+
+@pytest.mark.parametrize("manifest,match", [
+    ({"spec": {"containers": [{"name": "c"}]}}, r"^pod manifest: metadata.name: must be the pod's name, got None$"),
+    ({"metadata": {"name": "p"}, "spec": {}}, r"^pod manifest: spec.containers: must list at least one container$"),
+    ({"metadata": {"name": "p"}, "spec": {"containers": ["c"]}}, "spec.containers: must list at least one container"),
+])
+def test_a_bad_manifest_is_one_line_before_any_request(api, step, manifest, match):
+    with pytest.raises(GpuPolicyError, match=match):
+        run_gated(step, manifest, "train", "team-a", 1, max_wait_s=0)
+    assert api.requests == []
