@@ -35,7 +35,7 @@ setup(
         "report": ["matplotlib>=3.7"],
         "s3": ["s3fs>=2023.1"],  # checkpoints at s3:// URLs
         "gcs": ["gcsfs>=2023.1"],  # checkpoints at gs:// URLs
-        "dev": ["pytest>=8", "matplotlib>=3.7", "hypothesis>=6.100"],
+        "dev": ["pytest>=8", "matplotlib>=3.7", "hypothesis>=6.100", "kubernetes-validate>=1.36,<2", "cel-python>=0.5,<0.6"],
         # make dist; the Dockerfile's check reads it with Docker's own parser (the dockerfile package)
         "release": ["build>=1.2", "twine>=5", "dockerfile>=3.3"],
     },

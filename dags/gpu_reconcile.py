@@ -3,7 +3,8 @@
 For teams whose pods do not come from pipelines: observe the whole cluster, plan it and
 carry the plan out (GpuApplyPlanOperator): reclaimed pods are annotated with the plan's
 reason and evicted through the Eviction API, honouring PodDisruptionBudgets. The same
-loop as `gpu-policy reconcile` (deploy/reconcile.yaml), on Airflow's schedule.
+loop as `gpu-policy reconcile`, on Airflow's schedule, for a cluster without gpu-policy's
+controller (where there is one, it decides at admission: docs/kubernetes.md).
 
 On the embedded simulated cluster it only reports what it would do; set
 GPU_POLICY_KUBERNETES_CONN_ID to act on a live cluster.

@@ -71,6 +71,19 @@ def train_when_granted(snapshot: str):
     with dsl.If(gate.output == True):  # noqa: E712 (a KFP condition)
         checkpointed_train_step(checkpoint_uri="/checkpoints/train", total_steps=300, steps_per_run=100,
                                 gpu_count=plan.outputs["gpu_count"])""",
+    "run_gated_pod": """from kfp import dsl
+from gpu_policy.kfp import run_gated_pod
+
+TRAINING_POD = {"metadata": {"name": "llm-finetune-round-1"},
+                "spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "train", "image": "registry.example.com/ml/trainer:1.0",
+                     "command": ["python", "-m", "my_project.train"]}]}}
+
+
+@dsl.pipeline(name="train-when-admitted")
+def train_when_admitted():
+    # created gated in the pipeline's namespace; gpu-policy's controller releases it onto a node
+    run_gated_pod(pod_manifest=TRAINING_POD, job_name="llm-finetune", queue="team-a", gpus=4.0, max_wait_s=3600.0)""",
 }
 #: What metadata.yaml says beyond the dependencies: the Kubeflow component collections' fields.
 METADATA = {
@@ -82,6 +95,8 @@ METADATA = {
         {"name": "Checkpoint storage: a PersistentVolumeClaim or an fsspec object store (s3://, gs://)",
          "version": "any"}]},
     "step_may_start": {"tags": ["gpu", "control_flow"], "external_services": []},
+    "run_gated_pod": {"tags": ["gpu", "scheduling", "admission", "training"], "external_services": [
+        {"name": "gpu-policy's controller (deploy/): it releases the pod", "version": "==0.1.0"}]},
 }
 PIPELINES = {"gpu_aware_training.yaml": build_pipeline}
 

@@ -1,4 +1,4 @@
-"""`gpu-policy reconcile`: apply a plan every so often (the loop of deploy/reconcile.yaml)."""
+"""`gpu-policy reconcile`: apply a plan every so often (the embedded cluster or a dry run; see docs/kubernetes.md)."""
 
 from __future__ import annotations
 

@@ -168,3 +168,63 @@ def step_may_start(can_start: bool) -> bool:
         Output: The same value.
     """
     return can_start
+
+
+def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cluster: str = "k8s://",
+                  scenario_yaml: str = "", replicas: int = 1, priority: int = 50, max_wait_s: float = 3600.0,
+                  poll_interval_s: float = 10.0, run_timeout_s: float = 86400.0) -> NamedTuple(
+        "GatedPod", [("released", bool), ("node", str), ("reason", str), ("phase", str)]):
+    """Run a training pod that gpu-policy's controller admits: created gated, released onto the node it chose.
+
+    Args:
+        pod_manifest: The training pod as a Kubernetes Pod manifest (image, command, volumes; metadata.name
+            required, metadata.namespace defaults to the pipeline's). Its first container gets the GPUs.
+        job_name: The training job the pod belongs to (the label gpu-policy.io/job).
+        queue: The team (queue) the job runs for (the label gpu-policy.io/queue).
+        gpus: GPUs the pod asks for; below 1 is a fraction of one GPU (the gpu-policy.io/gpu-fraction annotation).
+        cluster: The cluster: k8s:// (the pod's service account) or k8s://CONTEXT.
+        scenario_yaml: A cluster snapshot as scenario YAML or JSON (the embedded simulated cluster): when given,
+            the step is planned in-process and no pod is created.
+        replicas: Pods of the job (a gang): the controller waits until that many exist.
+        priority: The job's priority, for the embedded cluster's plan (on a live cluster, the pod's own).
+        max_wait_s: Seconds to wait for the release; then the task fails with gpu-policy's last reason and the
+            pod stays queued (a retry of the task waits for the same pod).
+        poll_interval_s: Seconds between looks at the pod and its Events.
+        run_timeout_s: Seconds the released pod may run before the task stops waiting for it.
+
+    Returns:
+        released: Whether the controller released the pod (on the embedded cluster: whether the plan starts it).
+        node: The node it was released onto (the plan's first node on the embedded cluster).
+        reason: gpu-policy's reason, from the newest Event about the pod (the plan's on the embedded cluster).
+        phase: The pod's phase when the task stopped waiting (Succeeded); empty on the embedded cluster.
+    """
+    from collections import namedtuple
+
+    from gpu_policy.errors import GpuPolicyError
+
+    outputs = namedtuple("GatedPod", ["released", "node", "reason", "phase"])
+    try:
+        if scenario_yaml:  # the embedded cluster: planned in-process, as plan_gpu_allocation does
+            from gpu_policy import Job
+            from gpu_policy.cluster import ScenarioCluster
+            from gpu_policy.cluster.compose import wait_for_step
+
+            job = Job(name=job_name, queue=queue, gpus=gpus, replicas=replicas, priority=priority)
+            decision = wait_for_step(ScenarioCluster.from_text(scenario_yaml, "scenario_yaml"), job, execute=False)
+            print(f"{'start' if decision.can_start else 'not yet'}: {decision.reason}")
+            return outputs(decision.can_start, (decision.nodes or [""])[0], decision.reason, "")
+        from gpu_policy.kubernetes.gated_step import await_finish, open_step_client, run_gated
+
+        client, namespace = open_step_client(cluster)
+        pod = {**pod_manifest, "metadata": {"namespace": namespace, **(pod_manifest.get("metadata") or {})}}
+        admission = run_gated(client, pod, job_name, queue, replicas, max_wait_s, poll_interval_s, progress=print,
+                              gpus=gpus)
+        if not admission.released:
+            raise SystemExit(f"gpu-policy: {admission.line()}: not admitted within {max_wait_s:g} s")
+        phase = await_finish(client, *admission.pod.split("/"), run_timeout_s, poll_interval_s)
+    except GpuPolicyError as e:
+        raise SystemExit(f"gpu-policy: {e}") from None
+    print(f"pod {admission.pod} ended {phase} (its log: kubectl -n {admission.pod.replace('/', ' logs ')})")
+    if phase != "Succeeded":
+        raise SystemExit(f"gpu-policy: pod {admission.pod} ended {phase}, not Succeeded")
+    return outputs(True, admission.node, admission.reason, phase)

@@ -47,10 +47,12 @@ class Permission:
 PERMISSIONS: set[Permission] = set()
 
 
-def _needs(verb: str, resource: str, group: str = "", own_namespace: bool = False):
-    """Declare the permission a client method uses (collected in PERMISSIONS)."""
+def _needs(verb: str, resource: str, group: str = "", own_namespace: bool = False,
+           registry: set[Permission] = PERMISSIONS):
+    """Declare the permission a client method uses (collected in `registry`: the controller's
+    PERMISSIONS unless another account's, e.g. a pipeline step's, sends it)."""
     permission = Permission(verb, group, resource, own_namespace)
-    PERMISSIONS.add(permission)
+    registry.add(permission)
 
     def mark(method):
         method.permission = permission

@@ -225,7 +225,7 @@ class KubernetesCluster:
                 return queues_from_config_map(config_map), []
             if mode == "configmap":
                 raise ClusterObjectError(f"ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP}", "",
-                                         f"does not exist: create it with a {QUEUES_KEY} key (deploy/queues.yaml)")
+                                         f"does not exist: create it with a {QUEUES_KEY} key (deploy/examples/queues.yaml)")
         kai = self.client.list_kai_queues()
         if not kai:
             return [], [f"no queues: neither the ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "

@@ -5,6 +5,7 @@ import socket
 import pytest
 
 from gpu_policy.kubernetes import PERMISSIONS, KubernetesCluster, KubernetesSettings
+from gpu_policy.kubernetes.gated_step import STEP_PERMISSIONS
 from tests.kubernetes.fake_api import FakeKubernetes
 
 
@@ -29,7 +30,8 @@ class FakeTime:
 
 
 def declared() -> set[tuple[str, str, str]]:
-    return {(p.verb, p.group, p.resource) for p in PERMISSIONS}
+    """What the controller's and the pipeline steps' code declares it sends."""
+    return {(p.verb, p.group, p.resource) for p in PERMISSIONS | STEP_PERMISSIONS}
 
 
 @pytest.fixture

@@ -1,40 +1,128 @@
-"""deploy/: every manifest parses, kustomize lists them all, and the RBAC is exactly what
-the code calls: the manifests grant the declared permissions and nothing else, and each
-client method sends exactly the request its declaration names (the fake server's log).
-Every test's requests stay within the declarations (checked when its fake server stops)."""
+"""deploy/: it renders with kustomize, every object validates against the Kubernetes API of
+the versions it is for, the RBAC is exactly the contract's list and covers every request the
+code declares, the controller runs hardened from the project's image installing nothing, the
+admission policy gates exactly the pods the contract names, and the queues example stays out
+of `kubectl apply -k`. Each client method sends exactly the request its declaration names
+(the fake server's log); every test's requests stay within the declarations."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 import gpu_policy
+from gpu_policy.cli import build_parser
 from gpu_policy.kubernetes import PERMISSIONS, Permission
 from gpu_policy.kubernetes.client import KubeClient
+from gpu_policy.kubernetes.names import ADMISSION_GATE, FRACTION_ANNOTATION
 from gpu_policy.kubernetes.queues import queues_from_config_map
 from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+#: what each folder installs, and the Kubernetes versions its objects must validate against
+VARIANTS = {"": ("1.36.0", "1.37.0"), "kubernetes-1.35": ("1.34.0", "1.35.0")}
+#: the contract's list (spec "Permissions"), verb by verb; True: in gpu-policy's namespace only
+CONTRACT = {
+    ("", "nodes", False): {"get", "list", "watch"},
+    ("", "namespaces", False): {"get", "list", "watch"},
+    ("", "pods", False): {"get", "list", "watch", "patch"},
+    ("", "pods/eviction", False): {"create"},
+    ("events.k8s.io", "events", False): {"create", "patch"},
+    ("", "configmaps", True): {"get", "list", "watch", "create", "update", "patch"},
+    ("coordination.k8s.io", "leases", True): {"get", "create", "update"},
+    ("cro.hpsys.ibm.ie.com", "composabilityrequests", False): {"get", "list", "watch", "create", "update", "patch",
+                                                               "delete"},
+    ("scheduling.run.ai", "queues", False): {"get", "list", "watch"},
+}
 
 
-def manifests() -> list[dict]:
-    return [doc for path in sorted(DEPLOY.glob("*.yaml")) if path.name != "kustomization.yaml"
-            for doc in yaml.safe_load_all(path.read_text()) if doc]
+def kustomize(folder: Path) -> list[dict]:
+    """What `kubectl kustomize` renders, for the features deploy/ uses: `resources` (files and
+    folders with their own kustomization.yaml) and `images` (newName, newTag, digest)."""
+    spec = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert set(spec) <= {"apiVersion", "kind", "resources", "images"}, f"{folder}: a feature this renderer lacks"
+    objects = []
+    for entry in spec["resources"]:
+        path = (folder / entry).resolve()
+        objects += kustomize(path) if path.is_dir() else [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for image in spec.get("images", []):
+        new = image.get("newName", image["name"]) + (f"@{image['digest']}" if "digest" in image
+                                                     else f":{image['newTag']}" if "newTag" in image else "")
+        for obj in objects:
+            for container in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+                if container["image"].split("@")[0].split(":")[0] == image["name"]:
+                    container["image"] = new
+    return objects
 
 
-def by_kind(kind: str) -> list[dict]:
-    return [m for m in manifests() if m["kind"] == kind]
+def rendered(variant: str = "") -> list[dict]:
+    return kustomize(DEPLOY / variant)
 
 
-def test_kustomize_lists_every_manifest():
-    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
-    assert sorted(listed) == sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert all(m["apiVersion"] and m["kind"] and m["metadata"]["name"] for m in manifests())
+def by_kind(kind: str, variant: str = "") -> list[dict]:
+    return [m for m in rendered(variant) if m["kind"] == kind]
 
 
-def granted() -> set[Permission]:
+def ident(obj: dict) -> tuple:
+    return obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_kubectl_kustomize_renders_what_the_test_renderer_does(variant):
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed (the other tests render with this file's kustomize())")
+    out = subprocess.run(["kubectl", "kustomize", str(DEPLOY / variant)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    by_kubectl = {ident(d): d for d in yaml.safe_load_all(out.stdout) if d}
+    assert by_kubectl == {ident(d): d for d in rendered(variant)}
+
+
+def test_every_manifest_is_installed_or_an_example():
+    listed = {p for variant in VARIANTS for p in _files(DEPLOY / variant)}
+    manifests = {p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml" and "examples" not in p.parts}
+    assert listed == manifests
+    assert len({ident(d) for d in rendered()}) == len(rendered())
+
+
+def _files(folder: Path) -> set[Path]:
+    spec = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    paths = [(folder / entry).resolve() for entry in spec["resources"]]
+    return {q for p in paths for q in (_files(p) if p.is_dir() else {p})}
+
+
+@pytest.mark.parametrize("variant,version", [(v, k) for v, versions in VARIANTS.items() for k in versions])
+def test_every_object_validates_against_the_kubernetes_api(variant, version):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for obj in rendered(variant):
+        kubernetes_validate.validate(obj, version, strict=True)  # raises naming the object and the field
+
+
+def test_the_validation_is_real():
+    """The v1 policy is unknown to 1.34, and a misspelt field is refused: the check can fail."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    (policy,) = by_kind("MutatingAdmissionPolicy")
+    with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+        kubernetes_validate.validate(policy, "1.34.0", strict=True)
+    (deployment,) = by_kind("Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, "1.36.0", strict=True)
+
+
+def test_the_examples_validate_and_are_never_applied():
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for path in (DEPLOY / "examples").glob("*.yaml"):
+        for obj in filter(None, yaml.safe_load_all(path.read_text())):
+            kubernetes_validate.validate(obj, "1.34.0", strict=True)
+            assert all(ident(obj) not in {ident(d) for d in rendered(v)} for v in VARIANTS), path
+
+
+# -- RBAC -----------------------------------------------------------------------------------------
+def granted(variant: str = "") -> set[Permission]:
     out = set()
-    for role in by_kind("ClusterRole") + by_kind("Role"):
+    for role in by_kind("ClusterRole", variant) + by_kind("Role", variant):
         for rule in role["rules"]:
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
@@ -43,11 +131,39 @@ def granted() -> set[Permission]:
     return out
 
 
-def test_rbac_is_exactly_what_the_code_declares():
-    assert granted() == PERMISSIONS
-    text = (DEPLOY / "rbac.yaml").read_text()
+def contract() -> set[Permission]:
+    return {Permission(verb, group, resource, own) for (group, resource, own), verbs in CONTRACT.items()
+            for verb in verbs}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rbac_is_exactly_the_contract_s_list(variant):
+    assert granted(variant) == contract()
+    text = (DEPLOY / "base" / "rbac.yaml").read_text()
     assert "*" not in text and "secrets" not in text
-    assert [r["metadata"]["namespace"] for r in by_kind("Role")] == ["gpu-policy"]
+    assert [r["metadata"]["namespace"] for r in by_kind("Role", variant)] == ["gpu-policy"]
+
+
+def test_every_request_the_code_declares_is_granted():
+    assert PERMISSIONS <= granted()
+
+
+def controller_landed() -> bool:
+    return "controller" in build_parser()._subparsers._group_actions[0].choices
+
+
+#: what the contract grants but no request of the code sends (docs/kubernetes.md, "Permissions"):
+#: when the code starts sending one, it leaves this set
+CONTRACT_ONLY = {Permission("get", "", "nodes"), Permission("get", "", "namespaces"),
+                 Permission("get", "scheduling.run.ai", "queues"),
+                 Permission("watch", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
+                 Permission("update", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
+                 Permission("patch", "", "configmaps", own_namespace=True)}
+
+
+@pytest.mark.skipif(not controller_landed(), reason="the controller (`gpu-policy controller`) has not landed")
+def test_every_grant_but_the_contract_s_spare_ones_is_declared_by_the_code():
+    assert granted() - PERMISSIONS == CONTRACT_ONLY
 
 
 def test_bindings_give_the_roles_to_gpu_policy_s_account():
@@ -57,17 +173,126 @@ def test_bindings_give_the_roles_to_gpu_policy_s_account():
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
                                         "namespace": account["namespace"]}]
     (deployment,) = by_kind("Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
+
+
+# -- the controller ------------------------------------------------------------------------------
+def controller_container() -> tuple[dict, dict]:
+    (deployment,) = by_kind("Deployment")
     pod = deployment["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == account["name"]
-    assert f"gpu-policy=={gpu_policy.__version__} " in pod["containers"][0]["args"][0]
-    assert "gpu-policy reconcile --cluster k8s://" in pod["containers"][0]["args"][0]
+    (container,) = pod["containers"]
+    return pod, container
 
 
-def test_the_queue_example_is_valid():
-    (config_map,) = by_kind("ConfigMap")
+def test_the_controller_runs_the_project_s_image_and_installs_nothing():
+    pod, container = controller_container()
+    assert container["image"] == gpu_policy.DEFAULT_IMAGE  # make image's default, pinned by kustomize's images:
+    assert container["command"] == ["gpu-policy", "controller"]  # the image's console script, no shell
+    assert not pod.get("initContainers")
+    words = " ".join(container["command"] + container["args"])
+    assert not any(w in words for w in ("pip", "install", "sh -c", "apt"))
+
+
+@pytest.mark.skipif(not controller_landed(), reason="the controller (`gpu-policy controller`) has not landed")
+def test_the_controller_s_arguments_are_the_cli_s():
+    _, container = controller_container()
+    args = build_parser().parse_args(container["command"][1:] + container["args"])
+    assert args.command == "controller"
+
+
+def test_the_controller_is_hardened():
+    pod, container = controller_container()
+    assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert "USER 10001:10001" in (DEPLOY.parent / "Dockerfile").read_text()  # the uid the pod runs as
+    writable = {m["mountPath"] for m in container["volumeMounts"]}
+    assert writable == {"/tmp"} and {v["name"] for v in pod["volumes"]} == {"tmp"}
+
+
+def test_the_controller_has_two_replicas_probes_and_measured_requests():
+    (deployment,) = by_kind("Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    _, container = controller_container()
+    args = container["args"]
+    port = int(args[args.index("--metrics-port") + 1])
+    assert container["ports"] == [{"name": "metrics", "containerPort": port}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    resources = container["resources"]
+    assert resources["requests"]["memory"] and resources["limits"]["memory"] and "cpu" not in resources["limits"]
+    (budget,) = by_kind("PodDisruptionBudget")
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+
+
+# -- admission ------------------------------------------------------------------------------------
+def policies() -> dict[str, list[dict]]:
+    return {v: [o for o in rendered(v) if o["kind"].startswith("MutatingAdmissionPolicy")] for v in VARIANTS}
+
+
+def test_the_v1_and_v1beta1_policies_say_the_same():
+    found = policies()
+    assert [o["apiVersion"] for o in found[""]] == ["admissionregistration.k8s.io/v1"] * 2
+    assert [o["apiVersion"] for o in found["kubernetes-1.35"]] == ["admissionregistration.k8s.io/v1beta1"] * 2
+    assert [(o["kind"], o["metadata"], o["spec"]) for o in found[""]] == \
+           [(o["kind"], o["metadata"], o["spec"]) for o in found["kubernetes-1.35"]]
+
+
+def test_the_policy_adds_only_our_gate_in_managed_namespaces():
+    policy, binding = policies()[""]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"gpu-policy.io/managed": "true"}}
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    (mutation,) = policy["spec"]["mutations"]
+    assert mutation["patchType"] == "ApplyConfiguration"
+    assert mutation["applyConfiguration"]["expression"] == (
+        'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "%s"}]}}' % ADMISSION_GATE)
+
+
+def _container(requests=None, limits=None) -> dict:
+    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None}
+    return {"name": "c", "image": "x", **({"resources": resources} if resources else {})}
+
+
+GPU = {"nvidia.com/gpu": "1"}
+PODS = {  # name: (pod spec and annotations, whether the policy gates it)
+    "gpu request": ({"containers": [_container(requests={**GPU, "cpu": "1"})]}, {}, True),
+    "gpu limit only": ({"containers": [_container(limits=GPU)]}, {}, True),
+    "second container": ({"containers": [_container(), _container(limits=GPU)]}, {}, True),
+    "init container": ({"containers": [_container()], "initContainers": [_container(requests=GPU)]}, {}, True),
+    "fraction": ({"containers": [_container(requests={"cpu": "1"})]}, {FRACTION_ANNOTATION: "0.5"}, True),
+    "cpu only": ({"containers": [_container(requests={"cpu": "1"}, limits={"memory": "1Gi"})]}, {"a": "b"}, False),
+    "no resources": ({"containers": [_container()]}, {}, False),
+    "zero gpus": ({"containers": [_container(requests={"nvidia.com/gpu": "0"})]}, {}, False),
+    "created bound": ({"containers": [_container(limits=GPU)], "nodeName": "node-1"}, {}, False),
+    "bound fraction": ({"containers": [_container()], "nodeName": "node-1"}, {FRACTION_ANNOTATION: "0.5"}, False),
+    "empty node name": ({"containers": [_container(limits=GPU)], "nodeName": ""}, {}, True),
+}
+
+
+@pytest.mark.parametrize("case", PODS)
+def test_the_policy_matches_exactly_the_contract_s_pods(case):
+    """The match conditions evaluated by a CEL interpreter (cel-python) on the pods of each kind."""
+    celpy = pytest.importorskip("celpy")
+    spec, annotations, gated = PODS[case]
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+           "metadata": {"name": "p", "namespace": "ml", **({"annotations": annotations} if annotations else {})}}
+    policy, _ = policies()[""]
+    env = celpy.Environment()
+    results = [bool(env.program(env.compile(c["expression"])).evaluate({"object": celpy.json_to_cel(pod)}))
+               for c in policy["spec"]["matchConditions"]]
+    assert all(results) == gated, results
+
+
+def test_the_queues_example_is_valid():
+    (config_map,) = [d for d in yaml.safe_load_all((DEPLOY / "examples" / "queues.yaml").read_text()) if d]
     assert [q.name for q in queues_from_config_map(config_map)] == ["research", "team-a", "team-b", "inference"]
 
 
+# -- the client's declared requests --------------------------------------------------------------
 def calls(client: KubeClient) -> dict:
     """One call of every client method, with arguments that suit the fake cluster."""
     return {
@@ -105,9 +330,3 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
         own = {r.path.split("/namespaces/")[1].split("/")[0] for r in api.requests if "/namespaces/" in r.path}
         assert own <= ({"gpu-policy"} if permission.own_namespace else {"ml"}), name
     assert {getattr(KubeClient, name).permission for name in methods} == PERMISSIONS
-
-
-@pytest.mark.parametrize("verb,resource", [("get", "nodes"), ("get", "namespaces"), ("patch", "configmaps"),
-                                           ("watch", "composabilityrequests"), ("update", "composabilityrequests")])
-def test_what_the_spec_allows_but_the_code_never_needs_is_not_granted(verb, resource):
-    assert not {p for p in granted() if (p.verb, p.resource) == (verb, resource)}
