@@ -17,6 +17,8 @@ CASES = {
                       r"jobs\[0\]\.queue: unknown queue \"nope\""),
     "negative gpus": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1}, {name: k, queue: q1, gpus: -1}]\n",
                       r"jobs\[1\]\.gpus: must be > 0, got -1"),
+    "1e30 GPUs (YAML reads it as JSON does)": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1e30}]\n",
+                                               r"jobs\[0\]\.gpus: must be at most 1,024, got 1e\+30"),
     "non-numeric gpus": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: many}]\n",
                          r"jobs\[0\]\.gpus: must be a number, got \"many\""),
     "fraction above 1": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1.5}]\n",
