@@ -1,5 +1,8 @@
-# Two commands: `make demo` and `make test` (each sets up .venv first).
+# Two commands: `make demo` and `make test` (each sets up its environments first).
 # Releasing (docs/install.md): `make dist`, `make image IMAGE=...`, `make components IMAGE=...`.
+# Dependencies (docs/contributing.md): `make lock` re-resolves requirements/*.lock, with which
+# every environment here is built; `make fresh-test` runs `make test` in a fresh clone.
+SHELL = /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 KFP_VENV ?= .venv-kfp
@@ -12,35 +15,64 @@ VERSION = $(shell $(RELEASE) __version__)
 IMAGE ?= $(shell $(RELEASE) DEFAULT_IMAGE)
 ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
 
-.PHONY: demo test bench components dist image constraints clean
+# Each test environment: its extras and its lock (kfp 2.17 pins kubernetes<31 while the
+# Airflow provider needs >=36, so each integration has its own venv)
+EXTRAS_core = dev,release
+EXTRAS_kfp = kfp,dev
+EXTRAS_airflow = airflow,dev
+LOCKS = requirements/core.lock requirements/kfp.lock requirements/airflow.lock
 
-$(VENV)/.installed: setup.py
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,release]'
-	touch $@
+# One venv, built with its lock: $(call venv,FOLDER,ENV); a changed setup.py or lock rebuilds it
+define venv
+	rm -rf $(1)
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	$(1)/bin/pip install -q -c requirements/$(2).lock -e '.[$(EXTRAS_$(2))]'
+	touch $(1)/.installed
+endef
 
-# kfp 2.17 pins kubernetes<31 while the Airflow provider needs >=36: each extra has its own venv
-$(KFP_VENV)/.installed: setup.py
-	$(PYTHON) -m venv $(KFP_VENV)
-	$(KFP_VENV)/bin/pip install -q --upgrade pip
-	$(KFP_VENV)/bin/pip install -q -e '.[kfp,dev]'
-	touch $@
+# The suites: tests/kubernetes run in all three, with the core's client (.venv), kubernetes 30.x (kfp), 36.x (Airflow)
+SUITE_core = $(BIN)/python -m pytest -q --ignore=tests/kfp --ignore=tests/airflow
+SUITE_kfp = $(KFP_VENV)/bin/python -m pytest -q tests/kfp tests/kubernetes
+SUITE_airflow = $(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow tests/kubernetes
+SUITES = core kfp airflow
+REPORTS ?= build
 
-$(AIRFLOW_VENV)/.installed: setup.py
-	$(PYTHON) -m venv $(AIRFLOW_VENV)
-	$(AIRFLOW_VENV)/bin/pip install -q --upgrade pip
-	$(AIRFLOW_VENV)/bin/pip install -q -e '.[airflow,dev]'
-	touch $@
+.PHONY: demo test fresh-test lock bench components dist image constraints clean
+
+$(VENV)/.installed: setup.py requirements/core.lock
+	$(call venv,$(VENV),core)
+
+$(KFP_VENV)/.installed: setup.py requirements/kfp.lock
+	$(call venv,$(KFP_VENV),kfp)
+
+$(AIRFLOW_VENV)/.installed: setup.py requirements/airflow.lock
+	$(call venv,$(AIRFLOW_VENV),airflow)
+
+# Re-resolve every environment's lock from setup.py, each in a throwaway venv (after a change
+# to setup.py's requirements, or to take newer releases); commit the locks with the change
+lock:
+	$(foreach env,$(SUITES),$(PYTHON) scripts/constraints.py --lock $(env) --extras $(EXTRAS_$(env)) --write requirements/$(env).lock . &&) true
 
 demo: $(VENV)/.installed
 	$(BIN)/gpu-policy demo
 
-# tests/kubernetes run in all three: the core's client (.venv), kubernetes 30.x (kfp), 36.x (Airflow)
+# Every suite runs, each one's result is reported, and any failure (pytest's 5, no tests, too) fails make
 test: $(VENV)/.installed $(KFP_VENV)/.installed $(AIRFLOW_VENV)/.installed
-	$(BIN)/python -m pytest -q --ignore=tests/kfp --ignore=tests/airflow
-	$(KFP_VENV)/bin/python -m pytest -q tests/kfp tests/kubernetes
-	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow tests/kubernetes
+	@mkdir -p $(REPORTS); rm -f $(REPORTS)/test-summary.new; failed=; \
+	$(foreach s,$(SUITES),echo "== $(s) suite: $(SUITE_$(s))"; \
+	  $(SUITE_$(s)) 2>&1 | tee $(REPORTS)/test-$(s).log; rc=$${PIPESTATUS[0]}; \
+	  echo "$(s): $$(tail -n 1 $(REPORTS)/test-$(s).log | tr -d =) (exit $$rc)" >> $(REPORTS)/test-summary.new; \
+	  [ $$rc -eq 0 ] || failed="$$failed $(s)";) \
+	mv $(REPORTS)/test-summary.new $(REPORTS)/test-summary.txt; echo "== suites"; cat $(REPORTS)/test-summary.txt; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+
+# `make test` as a new machine runs it: a clone of the committed HEAD in a new temporary folder,
+# every venv built from nothing with no pip cache; the clone is removed if every suite passed
+fresh-test:
+	@dir=$$(mktemp -d /tmp/gpu-policy-fresh-XXXXXX); echo "== fresh clone in $$dir"; \
+	git clone -q . $$dir && cd $$dir && time PIP_NO_CACHE_DIR=1 $(MAKE) --no-print-directory test PYTHON=$(PYTHON) \
+	  && { cd /; rm -rf $$dir; } || { echo "kept for inspection: $$dir"; exit 1; }
 
 # Regenerate components/ and pipelines/compiled/; IMAGE=registry/gpu-policy:TAG names your image in them
 components: $(KFP_VENV)/.installed

@@ -33,6 +33,14 @@ def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return "".join(out)
 
 
+def job_path(index: int, name: object) -> str:
+    """Where a job is in messages: ``jobs[9] (name: b-3)``, its place and, when it has one, its
+    name (bounded), so a person finds it in a long file or a snapshot."""
+    if isinstance(name, str) and name:
+        return f"jobs[{index}] (name: {name if len(name) <= 60 else name[:60] + '...'})"
+    return f"jobs[{index}]"
+
+
 class GpuPolicyError(Exception):
     """Base of every error gpu-policy raises on purpose; its message is made one line."""
 

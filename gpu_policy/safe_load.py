@@ -35,6 +35,8 @@ from gpu_policy.errors import InputError
 
 MIB = 1 << 20
 _TAG = "tag:yaml.org,2002:"
+#: Numbers with an exponent that YAML 1.1 (PyYAML) reads as text: no dot (1e30) or no sign (1.5e3)
+_EXPONENT_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+\Z")
 _SCALARS = {f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "merge")}
 _MERGE = object()  # the value of a `<<` merge key
 
@@ -263,6 +265,8 @@ class _YamlBuilder:
             return int(text)  # a plain decimal: what the resolver and constructor would make of it, faster
         if tag is None or tag == "!":
             tag = self.resolver.resolve(ScalarNode, e.value, e.implicit)
+        if tag == f"{_TAG}str" and e.implicit[0] and _EXPONENT_FLOAT.match(text):
+            tag = f"{_TAG}float"  # 1e30: text to YAML 1.1, a number to YAML 1.2 and JSON, so to us
         if tag == f"{_TAG}str":
             return text
         if tag not in _SCALARS:

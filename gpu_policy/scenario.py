@@ -2,7 +2,7 @@
 
 Everything is checked before any solving; the first problem found raises a
 `ScenarioError` whose message names the file and the field path, e.g.
-``seed.yaml: jobs[3].gpus: must be > 0, got -1``.
+``seed.yaml: jobs[3] (name: b-3).gpus: must be > 0, got -1`` (a job is named where it has a name).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gpu_policy._scenario_fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
     MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
     Invalid, number, optional, positive, show)
-from gpu_policy.errors import InputError, ScenarioError
+from gpu_policy.errors import InputError, ScenarioError, job_path
 from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Queue, Scenario
 from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
@@ -96,7 +96,8 @@ def _build_all(data: dict, section: str, cls: type, checks: dict, source: str, w
         raise ScenarioError(source, where, f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
     built, seen = [], set()
     for i, item in enumerate(items):
-        path = f"{where}[{i}]"
+        path = job_path(i, item.get("name") if isinstance(item, dict) else None) if where == "jobs" \
+            else f"{where}[{i}]"
         values = _checked_fields(item, checks, REQUIRED[cls], path, source)
         if values.get("running") is None:
             values.pop("running", None)
@@ -186,12 +187,12 @@ def _check_references(s: Scenario) -> None:
     for i, job in enumerate(s.jobs):
         prefix, slash, _ = job.name.partition("/")
         if job.namespace is not None and slash and prefix != job.namespace:
-            raise ScenarioError(s.source, f"jobs[{i}].namespace",
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.namespace",
                                 f"must be the namespace its name gives ({show(prefix)}), got {show(job.namespace)}")
         if job.queue not in queues:
-            raise ScenarioError(s.source, f"jobs[{i}].queue", f"unknown queue {show(job.queue)}")
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.queue", f"unknown queue {show(job.queue)}")
         if job.queue in departments:
-            raise ScenarioError(s.source, f"jobs[{i}].queue",
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.queue",
                                 f"{show(job.queue)} is a department (it has queues below it); "
                                 "submit the job to one of its queues")
 
@@ -207,7 +208,7 @@ def _check_placements(s: Scenario) -> None:
     load: dict[str, dict[str, float]] = {n: {"gpus": 0.0, "cpu": 0.0, "memory_gib": 0.0} for n in nodes}
     per_gpu: dict[tuple[str, int], float] = {}
     for i, job in enumerate(s.jobs):
-        path = f"jobs[{i}]"
+        path = job_path(i, job.name)
         if len(job.running) > job.replicas:
             raise ScenarioError(s.source, f"{path}.running",
                                 f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
@@ -232,7 +233,7 @@ def _check_placements(s: Scenario) -> None:
         for resource, capacity in (("gpus", node.gpus), ("cpu", node.cpu), ("memory_gib", node.memory_gib)):
             if capacity is not None and used[resource] > capacity + 1e-9:
                 culprit = next(i for i, j in enumerate(s.jobs) if name in j.running)
-                raise ScenarioError(s.source, f"jobs[{culprit}].running",
+                raise ScenarioError(s.source, f"{job_path(culprit, s.jobs[culprit].name)}.running",
                                     f"node {show(name)} has no room: its running jobs use "
                                     f"{used[resource]:g} {resource} of {capacity:g}")
 

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from gpu_policy.errors import ScenarioError
+from gpu_policy.errors import ScenarioError, job_path
 from gpu_policy.kubernetes.names import HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
@@ -59,7 +59,7 @@ def with_step_job(s: Scenario, job: Job) -> Scenario:
     for index, found in enumerate(s.jobs):
         if found.name == job.name:
             if (found.queue, found.gpus, found.replicas) != (job.queue, job.gpus, job.replicas):
-                raise ScenarioError(s.source, f"jobs[{index}] (name: {found.name})",
+                raise ScenarioError(s.source, job_path(index, found.name),
                                     f"the step's job has this name but is another job: the cluster's runs for "
                                     f"{found.queue} with {_shape(found)}, the step asks for {job.queue} with "
                                     f"{_shape(job)}; give the step a name of its own")

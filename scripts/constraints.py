@@ -1,4 +1,4 @@
-"""The component image's pinned dependencies: image-constraints.txt.
+"""Pinned dependencies: the component image's and each test environment's.
 
     python scripts/constraints.py --write image-constraints.txt dist/gpu_policy-VERSION-py3-none-any.whl
 
@@ -7,6 +7,12 @@ every installed distribution, pinned, with the date it was resolved (``make cons
 does this). The Dockerfile installs with these pins; the components' ``metadata.yaml``
 takes its ``lastVerified`` date from here; tests/test_dist.py checks that the file
 installs and is the complete set the wheel needs.
+
+    python scripts/constraints.py --lock core --extras dev,release --write requirements/core.lock .
+
+does the same for one test environment from the checkout (``make lock`` writes all three);
+the Makefile builds each environment with its lock, so a fresh machine installs exactly
+what CI tested, whatever the package index serves that day.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ HEADER = """\
 # The component image's dependencies, pinned: gpu-policy[{extras}] resolved from the wheel in a
 # fresh Python {python} virtual environment. Regenerate with `make constraints` after a change
 # to setup.py's requirements; tests/test_dist.py fails while this file is stale.
+# resolved: {date}
+"""
+LOCK_HEADER = """\
+# The {lock} test environment's dependencies, pinned: gpu-policy[{extras}] resolved from the
+# checkout in a fresh Python {python} virtual environment. The Makefile installs with it
+# (pip install -c). Regenerate with `make lock` after a change to setup.py's requirements.
 # resolved: {date}
 """
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)$")
@@ -67,14 +79,17 @@ def installed(python: Path) -> dict[str, str]:
     return {normalise(k): v for k, v in pins.items() if normalise(k) not in {"gpu-policy", "pip", "setuptools", "wheel"}}
 
 
-def write(out: Path, wheel: Path) -> None:
+def write(out: Path, source: Path, extras: str = IMAGE_EXTRAS, lock: str | None = None) -> None:
+    """Resolve ``source[extras]`` (a wheel, or the checkout) in a fresh venv and write its pins to `out`."""
     with tempfile.TemporaryDirectory(prefix="gpu-policy-constraints-") as tmp:
         subprocess.run([sys.executable, "-m", "venv", tmp], check=True)
         python = Path(tmp) / "bin" / "python"
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"{wheel.resolve()}[{IMAGE_EXTRAS}]"], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"{source.resolve()}[{extras}]"], check=True)
         pins = installed(python)
-    header = HEADER.format(extras=IMAGE_EXTRAS, python=f"{sys.version_info.major}.{sys.version_info.minor}",
-                           date=datetime.date.today().isoformat())
+    header = (HEADER if lock is None else LOCK_HEADER).format(
+        lock=lock, extras=extras, python=f"{sys.version_info.major}.{sys.version_info.minor}",
+        date=datetime.date.today().isoformat())
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + "".join(f"{name}=={pins[name]}\n" for name in sorted(pins)))
     print(f"wrote {out}: {len(pins)} pins")
 
@@ -82,9 +97,11 @@ def write(out: Path, wheel: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, required=True, metavar="OUT", help="the constraints file to write")
-    parser.add_argument("wheel", type=Path, help="the gpu-policy wheel `make dist` built")
+    parser.add_argument("--extras", default=IMAGE_EXTRAS, help=f"the extras resolved (default {IMAGE_EXTRAS})")
+    parser.add_argument("--lock", metavar="ENV", help="write a test environment's lock (named ENV), not the image's")
+    parser.add_argument("source", type=Path, help="the gpu-policy wheel `make dist` built, or the checkout")
     args = parser.parse_args()
-    write(args.write, args.wheel)
+    write(args.write, args.source, args.extras, args.lock)
     return 0
 
 

@@ -3,7 +3,8 @@
 A block runs in the environment its imports need: ``kfp`` or ``gpu_policy.kfp`` in
 .venv-kfp, where every pipeline it defines is also compiled; ``airflow`` or
 ``gpu_policy.airflow`` in .venv-airflow, where it is imported as a DAG file by Airflow's
-DagBag; anything else in the core .venv. Each runs in a fresh subprocess whose working
+DagBag, then run as a script where it has a ``__main__`` part (``dag.test()``), with
+``AIRFLOW__CORE__DAGS_FOLDER`` set to its folder as the docs say; anything else in the core .venv. Each runs in a fresh subprocess whose working
 folder mirrors the checkout (so ``tests/scenarios/...`` resolves) but writes land in a
 temporary folder. A block the line ``<!-- docs-example: illustrative: REASON -->`` directly
 precedes is not run; the reason is required.
@@ -33,7 +34,8 @@ if environment == "airflow":
     bag = DagBag(dag_folder=path, safe_mode=False)
     assert not bag.import_errors, "\\n".join(bag.import_errors.values())
     print("DAGs imported:", sorted(bag.dag_ids))
-    raise SystemExit(0)
+    if "__main__" not in open(path).read():
+        raise SystemExit(0)
 namespace = runpy.run_path(path, run_name="__main__")
 if environment == "kfp":
     from kfp import compiler
@@ -113,8 +115,12 @@ def run(block: Block, folder: Path, env: dict[str, str] | None = None,
     """Run `block` in a subprocess of this interpreter, in its environment's way."""
     work = checkout_view(folder)
     script = work / f"docs_example_{block.environment}.py"
-    script.write_text(block.source)
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if block.environment == "airflow":  # a DAG file in a DAGs folder of its own, as dag.test() needs
+        (folder / "dags").mkdir()
+        script = folder / "dags" / script.name
+        environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(script.parent)
+    script.write_text(block.source)
     environ.update({"MPLBACKEND": "Agg", **(env or {})})
     return subprocess.run([sys.executable, "-c", RUNNER, str(script), block.environment], cwd=work, env=environ,
                           capture_output=True, text=True, timeout=timeout_s)

@@ -10,6 +10,7 @@ standard output (``gpu-policy plan ... | head``) ends the command quietly with
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -31,7 +32,19 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Each subcommand's --help opens with the line `gpu-policy --help` lists it with
+    (nested ones too: `simulate openb`), unless it has a description of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                child = action.choices[listed.dest]
+                child.description = child.description or listed.help
+                _describe(child)
 
 
 def main(argv: list[str] | None = None) -> int:

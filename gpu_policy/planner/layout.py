@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gpu_policy.errors import ScenarioError
+from gpu_policy.errors import ScenarioError, job_path
 from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.plan import Placement
 
@@ -118,7 +118,7 @@ def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
                     break
     if len(picked) < (1 if job.is_fractional else int(job.gpus)):
         where = next(i for i, j in enumerate(s.jobs) if j.name == job.name)
-        raise ScenarioError(s.source, f"jobs[{where}].running",
+        raise ScenarioError(s.source, f"{job_path(where, job.name)}.running",
                             f"node {layout.node.name!r} has no free GPU indices left for it")
     for i in picked:
         _occupy(layout.slots[i], job)

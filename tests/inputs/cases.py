@@ -63,9 +63,9 @@ def _scenario_files() -> dict[str, tuple[str | bytes, str | None]]:
                                       r"nodes\[0\]\.gpus: must be at most 1,024, got 1000000"),
         "non-UTF-8 file": (NODES.encode() + b"queues: [{name: q\xff1}]\n", r"line 2: is not UTF-8 text: byte 0xff"),
         "key with a newline": (NODES + QUEUES + 'jobs: [{name: j, queue: q1, gpus: 1, "gp\\nus": 2}]\n',
-                               r"jobs\[0\]\.gp\\nus: unknown field"),
+                               r"jobs\[0\] \(name: j\)\.gp\\nus: unknown field"),
         "huge value in a message": (NODES + QUEUES + "jobs: [{name: j, queue: q1, gpus: [" + ", ".join(["1"] * 200_000)
-                                    + "]}]\n", r"jobs\[0\]\.gpus: must be a number, got \[1, 1, 1, 1, 1, 1, \.\.\.\]"),
+                                    + "]}]\n", r"jobs\[0\] \(name: j\)\.gpus: must be a number, got \[1, 1, 1, 1, 1, 1, \.\.\.\]"),
         "valid scenario with no jobs": (NODES + QUEUES, None),
         "100,008 GPUs in all": ("nodes:\n" + "".join(f"  - {{name: n{i}, gpus: 8}}\n" for i in range(12_501)) + QUEUES,
                                 r"nodes: must hold at most 100,000 GPUs in all, got 100,008"),

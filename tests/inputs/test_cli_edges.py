@@ -74,3 +74,12 @@ def test_airflow_modules_without_airflow_name_the_extra():
         pytest.skip("Airflow is installed in this environment")
     with pytest.raises(ImportError, match=r"gpu_policy.airflow needs Apache Airflow: pip install 'gpu-policy\[airflow\]'"):
         import gpu_policy.airflow.hooks.dcgm  # noqa: F401
+
+
+def test_every_subcommand_help_has_a_description():
+    """`gpu-policy step --help` (and every other, nested ones too) says what the command does."""
+    from tests.inputs.test_cli_numbers import subcommands
+
+    for name, parser in subcommands():
+        assert parser.description, name
+        assert parser.description in " ".join(parser.format_help().split()), name

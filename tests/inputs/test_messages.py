@@ -19,6 +19,6 @@ def test_long_messages_are_cut_to_the_limit():
 def test_every_error_type_applies_it():
     error = GpuPolicyError("line one\nline two " + "y" * 500)
     assert "\n" not in str(error) and len(str(error)) <= MESSAGE_LIMIT
-    with pytest.raises(ScenarioError, match=r"^evil\\nname: jobs\[0\]\.gp\\nus: unknown field"):
+    with pytest.raises(ScenarioError, match=r"^evil\\nname: jobs\[0\] \(name: j\)\.gp\\nus: unknown field"):
         parse_scenario_text('nodes: []\nqueues: [{name: q}]\njobs: [{name: j, queue: q, gpus: 1, "gp\\nus": 1}]\n',
                             "evil\nname")

@@ -11,12 +11,15 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gpu_policy.errors import InputError  # noqa: E402
-from gpu_policy.safe_load import InputLimits, parse_text, read_text  # noqa: E402
+from gpu_policy.safe_load import _EXPONENT_FLOAT, InputLimits, parse_text, read_text  # noqa: E402
 
+# Text that YAML 1.1 reads as text but gpu-policy as a number (1e30, as YAML 1.2 and JSON do)
+# differs from PyYAML on purpose: test_exponent_numbers_are_numbers covers it
+TEXT = st.text(max_size=20).filter(lambda t: not _EXPONENT_FLOAT.match(t.strip()))
 PLAIN = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-10 ** 15, 10 ** 15), st.text(max_size=20),
+    st.one_of(st.none(), st.booleans(), st.integers(-10 ** 15, 10 ** 15), TEXT,
               st.floats(allow_nan=False, allow_infinity=False, width=64).filter(lambda f: len(repr(f)) <= 64)),
-    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=8), inner, max_size=5)),
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(TEXT, inner, max_size=5)),
     max_leaves=25)
 
 
@@ -31,6 +34,15 @@ def test_plain_data_reads_as_pyyaml_and_json_read_it(data, flow):
 
 def test_yaml_octal_and_sexagesimal_stay_as_pyyaml_reads_them():
     assert parse_text("a: 010\nb: 1:30\nc: 0\nd: 1_000\n", "x") == {"a": 8, "b": 90, "c": 0, "d": 1000}
+
+
+def test_exponent_numbers_are_numbers():
+    """YAML 1.1 reads 1e30 as text; gpu-policy reads it as JSON does, so a YAML file and a JSON
+    file with the same value get the same range message (issue 28). Quoted, it stays text."""
+    text = 'a: 1e30\nb: 1.5e3\nc: -2E-3\nd: "1e3"\ne: 1e\nf: 1.0e+3\n'
+    assert parse_text(text, "x.yaml") == {"a": 1e30, "b": 1500.0, "c": -0.002, "d": "1e3", "e": "1e", "f": 1000.0}
+    with pytest.raises(InputError, match="x.yaml: line 1: numbers must be finite, got 1e400"):
+        parse_text("a: 1e400\n", "x.yaml")
 
 
 def test_anchors_and_merge_keys():

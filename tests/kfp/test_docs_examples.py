@@ -14,3 +14,8 @@ def test_kfp_example_runs_and_compiles(block, tmp_path):
     assert done.returncode == 0, described(done, block)
     if "@dsl.pipeline" in block.source:
         assert "compiled:" in done.stdout, described(done, block)
+
+
+def test_the_docs_show_a_local_run():
+    """docs/kubeflow.md has a kfp.local block (run above, with the others), not just words about one."""
+    assert any("local.init(" in b.source and not b.illustrative for b in blocks() if b.path.name == "kubeflow.md")
