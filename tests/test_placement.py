@@ -87,6 +87,7 @@ def test_unmet_says_which_constraint_no_node_meets():
     assert unmet(job(node_selector={"zone": "a"}), [Node("n", 8, labels={"zone": "a"}, taints=TAINTED.taints)]) == \
         "every node it selects has a taint it does not tolerate (dedicated=ml:NoSchedule)"
     assert unmet(job(), nodes) is None
+    assert unmet(job(), [TAINTED]) == "every node has a taint it does not tolerate (dedicated=ml:NoSchedule)"
 
 
 def test_queue_users_by_name_and_by_label():
