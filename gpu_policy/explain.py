@@ -249,13 +249,13 @@ def _job_leaves(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Chang
     candidates = [j for j in s.jobs if j.name != job.name and (j.is_running or j.name in ahead)]
     useful = [j for j in candidates if not j.is_running or any(job.fits_model(s.node(n)) for n in j.running)]
     useful.sort(key=lambda j: (j.queue == job.queue, not j.is_running, j.total_gpus, j.name))
-    found, tried_queue = [], set()
+    found, sides = [], set()  # sides: whether a change from its own queue (True) or another (False) was found
     for other in useful[:_LEAVERS]:
-        if (other.queue == job.queue) in tried_queue or prober.spent:
+        if (other.queue == job.queue) in sides or prober.spent:
             continue
         changed = _with_jobs(s, [j for j in s.jobs if j.name != other.name])
         if prober.action(changed, job.name) == "start":
-            tried_queue.add(other.queue == job.queue)
+            sides.add(other.queue == job.queue)
             verb = "finishes" if other.is_running else "is withdrawn"
             found.append(Change("job_leaves", other.total_gpus,
                                 f"starts when {other.queue}'s job {other.name} ({_gpus(other.total_gpus)}) {verb}",

@@ -29,6 +29,7 @@ CODES: dict[str, str] = {
     "SharedGpusBusy": "GPUs with room for the fraction are busy or lack the memory it needs",
     "NotEnoughCpuOrMemory": "no node has the CPUs or memory one replica asks",
     "WaitingForGang": "not all replicas of the gang exist yet (the controller waits for them)",
+    "PinnedToOtherNode": "its pod already selects a node by hostname other than the one the plan chose (the controller)",
     "WaitingForReclaim": "the plan reclaims GPUs for it; it is released once its victims are gone (the controller)",
     "NotPlacedYet": "the plan chose it, but placing it found no room; it starts in a later plan",
     "PlanCutShort": "the plan's time limit ran out before it could be placed",
