@@ -10,6 +10,7 @@ by a job. Series a GPU does not support carry DCGM's blank values.
 from __future__ import annotations
 
 import threading
+from typing import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from gpu_policy.model import Scenario
@@ -59,21 +60,20 @@ def render_metrics(s: Scenario, hostname_label: str = "Hostname") -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_exporter(s: Scenario, host: str = "127.0.0.1", port: int = 0,
-                  hostname_label: str = "Hostname") -> ThreadingHTTPServer:
-    """An HTTP server for /metrics (not started: call serve_forever, or use start_exporter)."""
+def metrics_server(body: Callable[[], bytes], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """An HTTP server answering GET /metrics with `body()` (not started: call serve_forever)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404, "only /metrics is served")
                 return
-            body = render_metrics(s, hostname_label).encode()
+            data = body()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(data)
 
         def log_message(self, *args):  # quiet: Prometheus scrapes every second
             pass
@@ -81,9 +81,20 @@ def make_exporter(s: Scenario, host: str = "127.0.0.1", port: int = 0,
     return ThreadingHTTPServer((host, port), Handler)
 
 
+def start_metrics_server(body: Callable[[], bytes], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """`metrics_server`, serving in a daemon thread; `server.shutdown()` stops it."""
+    server = metrics_server(body, host, port)
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics-server").start()
+    return server
+
+
+def make_exporter(s: Scenario, host: str = "127.0.0.1", port: int = 0,
+                  hostname_label: str = "Hostname") -> ThreadingHTTPServer:
+    """An HTTP server for the scenario's /metrics (not started: call serve_forever, or use start_exporter)."""
+    return metrics_server(lambda: render_metrics(s, hostname_label).encode(), host, port)
+
+
 def start_exporter(s: Scenario, host: str = "127.0.0.1", port: int = 0,
                    hostname_label: str = "Hostname") -> ThreadingHTTPServer:
     """Serve in a daemon thread; `server.shutdown()` stops it."""
-    server = make_exporter(s, host, port, hostname_label)
-    threading.Thread(target=server.serve_forever, daemon=True, name="dcgm-exporter-sim").start()
-    return server
+    return start_metrics_server(lambda: render_metrics(s, hostname_label).encode(), host, port)

@@ -6,9 +6,7 @@ import json
 import re
 import shutil
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ import requests
 import yaml
 
 from gpu_policy import parse_scenario
-from gpu_policy.telemetry.exporter import _HELP as DCGM_SERIES, start_exporter
+from gpu_policy.telemetry.exporter import _HELP as DCGM_SERIES, start_exporter, start_metrics_server
 from gpu_policy.telemetry.simulated import simulated_gpus
 from tests.telemetry.conftest import prometheus_binary, running_prometheus, wait_until
 
@@ -108,24 +106,6 @@ def test_promtool_parses_every_expression(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-class _Controller(ThreadingHTTPServer):
-    """The controller's /metrics for the scenario's queues (prometheus_client's exposition)."""
-
-    def __init__(self, text: bytes):
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.end_headers()
-                self.wfile.write(text)
-
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
 def _controller_metrics(held: dict[str, float]) -> bytes:
     client = pytest.importorskip("prometheus_client")
     r = client.CollectorRegistry()
@@ -144,7 +124,8 @@ def prometheus(tmp_path_factory):
     prometheus_binary()
     s = parse_scenario(SCENARIO, "dashboard")
     exporter = start_exporter(s, hostname_label="Hostname")
-    controller = _Controller(_controller_metrics({"team-a": 3, "team-b": 2}))
+    text = _controller_metrics({"team-a": 3, "team-b": 2})
+    controller = start_metrics_server(lambda: text)
     try:
         with running_prometheus(tmp_path_factory.mktemp("prometheus-dashboard"), f"""  - job_name: dcgm
     honor_labels: true
