@@ -15,7 +15,7 @@ import sys
 from gpu_policy.cli._options import (add_input_options, input_limits, number, output_file, positive, progress_bar,
                                      write_output)
 from gpu_policy.errors import UsageError
-from gpu_policy.sim.teams.compare import DAY_S, MAX_NODES
+from gpu_policy.sim.teams.compare import DAY_S, MAX_DAY, MAX_NODES
 
 def register(sub) -> None:
     sim = sub.add_parser("simulate", help="trace simulators: placement policies on a GPU trace")
@@ -87,7 +87,7 @@ def register_teams(kinds) -> None:
     p.add_argument("--trace-dir", required=True, metavar="DIR", help="folder with jobs.csv and vcs.csv")
     p.add_argument("--nodes", type=number(1, MAX_NODES, whole=True), default=96, metavar="N", help="nodes of 8 GPUs (default 96)")
     p.add_argument("--days", default="21-35", metavar="FIRST-LAST", help="the measured days (default 21-35)")
-    p.add_argument("--warmup-days", type=number(0, 366), default=7.0, metavar="D",
+    p.add_argument("--warmup-days", type=number(0, MAX_DAY), default=7.0, metavar="D",
                    help="days simulated before the measured ones (default 7)")
     p.add_argument("--policies", metavar="LIST", default="static,fifo,kai-like,gpu-policy",
                    help="comma-separated: static, fifo, kai-like, gpu-policy (default all)")

@@ -77,11 +77,11 @@ def test_progress_counts_up_to_100_percent_over_all_runs(trace_dir):
     (["--checkpoint-every", "sometimes"], "--checkpoint-every: must be seconds > 0 or 'never', got 'sometimes'"),
     (["--policies", "fifo,magic"], "--policies: must name policies of static, fifo, kai-like, gpu-policy, got 'magic'"),
     (["--policies", "fifo,fifo"], "--policies: must name each policy once, got 'fifo,fifo'"),
-    (["--nodes", "0"], "--nodes: must be in 1..100000, got 0"),
-    (["--nodes", "1000000000"], "--nodes: must be in 1..100000, got 1000000000"),
-    (["--restart-cost", "-1"], "--restart-cost: must be seconds in 0..86400, got -1"),
-    (["--round-every", "0.001"], "--round-every: must be seconds in 1..86400, got 0.001"),
-    (["--round-every", "nan"], "--round-every: must be seconds in 1..86400, got nan"),
+    (["--nodes", "0"], "--nodes: must be a whole number >= 1 and <= 100,000, got '0'"),
+    (["--nodes", "1000000000"], "--nodes: must be a whole number >= 1 and <= 100,000, got '1000000000'"),
+    (["--restart-cost", "-1"], "--restart-cost: must be a finite number >= 0 and <= 86,400, got '-1'"),
+    (["--round-every", "0.001"], "--round-every: must be a finite number >= 1 and <= 86,400, got '0.001'"),
+    (["--round-every", "nan"], "--round-every: must be a finite number >= 1 and <= 86,400, got 'nan'"),
 ])
 def test_bad_options_exit_2_with_one_line(args, message, trace_dir, capsys):
     assert main(simulate(trace_dir, *args)) == 2
