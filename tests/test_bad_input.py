@@ -23,6 +23,11 @@ CASES = {
                          r"jobs\[0\] \(name: j\)\.gpus: must be a number, got \"many\""),
     "fraction above 1": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1.5}]\n",
                          r"jobs\[0\] \(name: j\)\.gpus: a fraction of a GPU must be below 1, got 1.5"),
+    "subnormal fraction": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 4.9e-324}]\n",
+                           r"jobs\[0\] \(name: j\)\.gpus: a fraction of a GPU must be at least 0.001 \(the planner counts "
+                           r"thousandths\), got 5e-324"),
+    "fraction below a thousandth": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 0.0004}]\n",
+                                    r"jobs\[0\] \(name: j\)\.gpus: a fraction of a GPU must be at least 0.001"),
     "more running than replicas": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, running: [n1, n1]}]\n",
                                    r"jobs\[0\] \(name: j\)\.running: names 2 nodes but the job has 1 replicas"),
     "no room on node": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 3, running: [n1]}, "

@@ -5,7 +5,7 @@ string or `allocatable` as NaN. `shape_problem` finds the first field whose type
 what the contract reads, so that the object can be left out with a warning naming the
 field instead of raising a TypeError deep in a reader. A schema is a dict (an object with
 those keys; ``"*"``: every key), a one-item list (a list of that), or a type or tuple of
-types. JSON null is accepted everywhere: readers treat it as absent.
+types. JSON null is accepted for a field (readers treat it as absent), never as a list item.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, st
         return None
     if isinstance(schema, dict):
         if not isinstance(value, dict):
-            return path, value, _WORDS[dict]
+            return path, value, _word(schema)
         for key, sub in schema.items():
             items = value.items() if key == "*" else [(key, value.get(key))]
             for name, item in items:
@@ -56,13 +56,20 @@ def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, st
         return None
     if isinstance(schema, list):
         if not isinstance(value, list):
-            return path, value, _WORDS[list]
+            return path, value, _word(schema)
         for i, item in enumerate(value):
+            if item is None:
+                return f"{path}[{i}]", None, _word(schema[0])
             found = shape_problem(item, schema[0], f"{path}[{i}]")
             if found:
                 return found
         return None
     wrong_bool = isinstance(value, bool) and schema is not bool
     if wrong_bool or not isinstance(value, schema):
-        return path, value, _WORDS[schema]
+        return path, value, _word(schema)
     return None
+
+
+def _word(schema: Any) -> str:
+    """What a schema asks for, in words."""
+    return _WORDS[dict] if isinstance(schema, dict) else _WORDS[list] if isinstance(schema, list) else _WORDS[schema]

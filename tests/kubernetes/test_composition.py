@@ -110,16 +110,27 @@ def test_a_request_in_progress_is_planned_as_done(api, cdi, cluster, fake_time):
 @pytest.mark.parametrize("annotation,problem", [
     (None, 'is required on a node labelled gpu-policy.io/composable: "true"'),
     ("eight", 'must be a whole number of GPUs from 0 to 1,024, got "eight"'),
-    ("1", "must be at least the node's 2 GPUs (allocatable, and being attached), got 1"),
 ])
-def test_a_bad_max_gpus_annotation_is_one_line(api, cdi, kubeconfig, capsys, annotation, problem):
+def test_a_bad_max_gpus_annotation_leaves_the_node_out(api, cdi, kubeconfig, capsys, annotation, problem):
+    """A node's annotation is one object's input: the node is left out, the rest is planned."""
     node = api.get("nodes", "node-3")
     notes = node["metadata"]["annotations"]
     notes.pop(names.MAX_GPUS_ANNOTATION) if annotation is None else notes.update({names.MAX_GPUS_ANNOTATION: annotation})
     api.put(node)
+    assert main(["plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig]) == 0
+    out = capsys.readouterr()
+    assert f"node node-3: metadata.annotations.gpu-policy.io/max-gpus: {problem}: left out of planning" \
+        in out.out + out.err
+
+
+def test_max_gpus_below_the_node_s_gpus_is_one_line(api, cdi, kubeconfig, capsys):
+    node = api.get("nodes", "node-3")
+    node["metadata"]["annotations"][names.MAX_GPUS_ANNOTATION] = "1"
+    api.put(node)
     assert main(["plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig]) == 2
-    assert capsys.readouterr().err.strip() == \
-        f"gpu-policy: node node-3: metadata.annotations.gpu-policy.io/max-gpus: {problem}"
+    assert capsys.readouterr().err.strip() == ("gpu-policy: node node-3: metadata.annotations.gpu-policy.io/max-gpus: "
+                                               "must be at least the node's 2 GPUs (allocatable, and being attached), "
+                                               "got 1")
 
 
 @pytest.mark.parametrize("text,message", [

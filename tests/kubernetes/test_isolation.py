@@ -110,6 +110,7 @@ def odd_node(**change) -> dict:
     (odd_node(metadata__labels=["a", "b"]), f"node odd: metadata.labels: must be an object, got ['a', 'b']: {LEFT_OUT}"),
     (odd_node(status__conditions="Ready"), f'node odd: status.conditions: must be a list, got "Ready": {LEFT_OUT}'),
     (odd_node(spec__taints="NoSchedule"), f'node odd: spec.taints: must be a list, got "NoSchedule": {LEFT_OUT}'),
+    (odd_node(status__conditions=[None]), f"node odd: status.conditions[0]: must be an object, got None: {LEFT_OUT}"),
     (odd_node(status__allocatable={"nvidia.com/gpu": "8", "cpu": float("nan")}),
      f"node odd: status.allocatable.cpu: must be a Kubernetes quantity such as 8, 500m or 64Gi, got nan: {LEFT_OUT}"),
     (odd_node(status__allocatable={"nvidia.com/gpu": "8", "memory": "1e9999999Ki"}),
