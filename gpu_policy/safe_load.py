@@ -75,13 +75,26 @@ def read_text(path: str | Path, limits: InputLimits = DEFAULT_LIMITS, what: str 
     source = str(path)
     try:
         with open(path, "rb") as handle:
-            data = handle.read(limits.max_bytes + 1)
+            data = _read_at_most(handle, limits.max_bytes + 1)
     except OSError as e:
         raise InputError(source, "", f"cannot read {what}: {e.strerror or e}") from None
     if len(data) > limits.max_bytes:
         raise InputError(source, "", f"is larger than {_size(limits.max_bytes)}, the input limit "
                                      "(--max-input-mb raises it)")
     return decode(data, source)
+
+
+def _read_at_most(handle, limit: int, chunk: int = 1 << 20) -> bytes:
+    """Up to `limit` bytes of `handle`, read in chunks: `read(limit)` would allocate the whole
+    limit up front (gigabytes under a raised `--max-input-mb`) however small the file."""
+    parts, size = [], 0
+    while size < limit:
+        part = handle.read(min(chunk, limit - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
 
 
 def decode(data: bytes, source: str) -> str:

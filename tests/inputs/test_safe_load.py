@@ -101,3 +101,20 @@ def test_limits_are_checked():
     with pytest.raises(ValueError, match=r"InputLimits.max_depth: must be a whole number >= 1, got 0"):
         InputLimits(max_depth=0)
     assert math.isclose(InputLimits().max_bytes, 20 * 2 ** 20)
+
+
+def test_a_raised_size_limit_does_not_allocate_it_up_front(tmp_path):
+    """A 4 GiB limit on a small file reads the file, not 4 GiB (a `read(limit)` would try to
+    allocate it all, and fail with MemoryError under a memory cap)."""
+    import resource
+
+    from gpu_policy.safe_load import InputLimits, read_text
+
+    path = tmp_path / "s.yaml"
+    path.write_text("jobs: []\n")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, hard))  # below the limit asked for
+    try:
+        assert read_text(path, InputLimits(max_bytes=4 << 30)) == "jobs: []\n"
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
