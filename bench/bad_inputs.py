@@ -86,8 +86,9 @@ def odd_pod_on_a_large_cluster() -> None:
         with open(out, "w") as f:
             status, wall, rss, err = run(["plan", "--cluster", "k8s://", "--kubeconfig", kubeconfig, "--format",
                                           "json"], f)
-        planned = json.loads(out.read_text())["jobs"] if status == 0 else []
-    named = [line for line in err.splitlines() if "pod jobs/typo" in line]
+        result = json.loads(out.read_text()) if status == 0 else {}
+    planned = result.get("jobs", [])
+    named = [line for line in err.splitlines() + result.get("warnings", []) if "pod jobs/typo" in line]
     print(f"\none pod asking 2,000 GPUs on a 1,000-node cluster ({len(scenario.jobs)} jobs): exit {status}, "
           f"{len(planned)} jobs planned, typo planned: {any(j['name'] == 'jobs/typo' for j in planned)}, "
           f"{wall:.1f} s, {rss:.0f} MiB; warning: {named[0] if named else 'NONE'}")

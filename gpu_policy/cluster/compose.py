@@ -19,7 +19,7 @@ from typing import Callable
 
 from gpu_policy.cluster.embedded import ScenarioCluster
 from gpu_policy.cluster.source import Actuator, AttachWaiter, ClusterSource, Observation, Outcome
-from gpu_policy.errors import GpuPolicyError
+from gpu_policy.errors import GpuPolicyError, UsageError
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
 from gpu_policy.planner import PlannerConfig, plan
@@ -28,6 +28,8 @@ from gpu_policy.telemetry import ClusterSignals, DcgmSource, SimulatedDcgmSource
 from gpu_policy.telemetry import observe as judge_telemetry
 
 log = logging.getLogger(__name__)
+#: the longest a step may wait (30 days): nan, inf or 1e308 would otherwise wait forever
+MAX_WAIT_S = 30 * 86400
 
 def observe(cluster: ClusterSource, telemetry: DcgmSource | str | ClusterSignals | None = None,
             settings: TelemetrySettings | None = None) -> Observation:
@@ -112,6 +114,9 @@ def wait_for_step(cluster: ClusterSource, job: Job, config: PlannerConfig | None
     `apply_plan_once`): evictions, GPUs attached and detached, and, once the step may start,
     its reservation. A step that starts on GPUs being attached then waits for them, within
     the same `max_wait_s`, saying what it waits for (`progress`, default: the log)."""
+    for name, value, least in (("max_wait_s", max_wait_s, 0.0), ("poll_interval_s", poll_interval_s, 1e-3)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value <= MAX_WAIT_S:
+            raise UsageError(f"{name}: must be a number of seconds from {least:g} to {MAX_WAIT_S:,}, got {value!r}")
     execute = cluster.executes_by_default if execute is None else execute
     job = cluster.step_job(job)
     began, attempts = clock(), 0

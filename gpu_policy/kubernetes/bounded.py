@@ -155,22 +155,22 @@ class _ReadResponse:
 
 
 class BoundedPool:
-    """Wraps the client's urllib3 pool manager: every answer's body is read bounded before
-    the client sees it. The bounds come from the calling thread's `within(...)`; without
-    one, the answer passes through untouched (a caller streaming a watch reads it itself
-    through `BoundedBody`)."""
+    """Wraps the client's urllib3 pool manager: an answer's body is read bounded before the
+    client sees it. The bounds come from the calling thread's `within(...)` and hold for
+    its next request; without them the answer passes through untouched (a caller streaming
+    a watch reads it itself through `BoundedBody.lines`)."""
 
     def __init__(self, pool):
         self._pool = pool
         self._local = threading.local()
 
     def within(self, deadline: float, max_bytes: int) -> None:
-        """Bound the calling thread's next requests: `deadline` (time.monotonic) and size."""
+        """Bound the calling thread's next request: `deadline` (time.monotonic) and size."""
         self._local.bounds = (deadline, max_bytes)
 
     def request(self, *args, **kwargs):
         response = self._pool.request(*args, **kwargs)
-        bounds = getattr(self._local, "bounds", None)
+        bounds = self._local.__dict__.pop("bounds", None)  # for this request only
         if bounds is None or kwargs.get("preload_content", True):
             return response
         try:

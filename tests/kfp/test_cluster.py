@@ -51,12 +51,22 @@ def test_collect_gpu_telemetry_on_a_live_cluster_without_prometheus(live, tmp_pa
 
 
 def test_bad_input_from_the_cluster_fails_in_one_line(live, tmp_path):
-    live.put(gpu_pod("team-a", "odd", gpus=None, labels={names.QUEUE_LABEL: "team-a"},
-                     annotations={names.FRACTION_ANNOTATION: "1.5"}))
+    """gpu-policy's own configuration is fatal when wrong (one odd pod is not: it is left out)."""
+    live.put({"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": "gpu-policy"},
+              "data": {names.QUEUES_KEY: "- {name: team-a, deserved: -1}"}})
     with pytest.raises(SystemExit) as e:
         plan_gpu_allocation.python_func(job_name="train", queue="team-a", gpus=1, plan=FakeArtifact(tmp_path / "p"))
-    assert str(e.value) == ('gpu-policy: pod team-a/odd: metadata.annotations.gpu-policy.io/gpu-fraction: '
-                            'must be a number in (0, 1), got "1.5"')
+    assert str(e.value) == ("gpu-policy: ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml[0].deserved: "
+                            "must be >= 0, got -1")
+
+
+def test_an_odd_pod_on_the_cluster_is_left_out(live, tmp_path):
+    live.put(gpu_pod("team-a", "odd", gpus=None, labels={names.QUEUE_LABEL: "team-a"},
+                     annotations={names.FRACTION_ANNOTATION: "1.5"}))
+    plan_gpu_allocation.python_func(job_name="train", queue="team-a", gpus=1, plan=FakeArtifact(tmp_path / "p"))
+    plan = json.loads((tmp_path / "p").read_text())
+    assert "team-a/odd" not in {j["name"] for j in plan["jobs"]}
+    assert any(w.startswith("pod team-a/odd: metadata.annotations.gpu-policy.io/gpu-fraction: ") for w in plan["warnings"])
 
 
 def test_the_component_runs_against_the_cluster_with_kfp_local(live, tmp_path):

@@ -4,10 +4,13 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
+import urllib3
 
 from gpu_policy.errors import ClusterUnavailable
+from gpu_policy.kubernetes.bounded import BodyRefused, BoundedBody
 from gpu_policy.kubernetes import KubernetesCluster, KubernetesSettings
 from tests.kubernetes.conftest import FakeTime
 from tests.kubernetes.hostile_api import HostileApi
@@ -126,3 +129,24 @@ def test_the_command_ends_in_bounded_time_and_memory(hostile, tmp_path, mode, op
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert line in err
     assert peak_mb < 400, f"peak RSS {peak_mb:.0f} MB"
+
+
+@pytest.mark.parametrize("mode,line", [
+    ("endless", "one line of the answer is larger than 1,048,576 bytes"),
+    ("drip", "the answer took longer than its deadline"),
+])
+def test_a_watch_reads_its_stream_line_by_line_under_the_same_bounds(hostile, mode, line):
+    """The controller's watches reuse the reader per event: `BoundedBody.lines`."""
+    server, _ = hostile(mode)
+    response = urllib3.PoolManager().request("GET", f"{server.url}/api/v1/pods?watch=true", preload_content=False)
+    body = BoundedBody(response, time.monotonic() + 1, 1 << 20)
+    with pytest.raises(BodyRefused, match=line):
+        list(body.lines())
+    response.close()
+
+
+def test_a_watch_stream_yields_each_event(hostile):
+    server, _ = hostile('json:{"type": "ADDED"}\n{"type": "DELETED"}\n')
+    response = urllib3.PoolManager().request("GET", f"{server.url}/api/v1/pods?watch=true", preload_content=False)
+    assert list(BoundedBody(response, time.monotonic() + 5, 1 << 20).lines()) == [b'{"type": "ADDED"}',
+                                                                                 b'{"type": "DELETED"}']

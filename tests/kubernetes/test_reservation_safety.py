@@ -8,7 +8,7 @@ import pytest
 
 from gpu_policy import Job
 from gpu_policy.cluster.compose import apply_plan_once, wait_for_step
-from gpu_policy.errors import ClusterObjectError
+from gpu_policy.errors import ClusterObjectError, UsageError
 from gpu_policy.kubernetes import names
 from gpu_policy.kubernetes.reservations import MAX_KEY, Reservation, key_of, read_reservations
 from tests.kubernetes.test_act import reservations, steps_cluster
@@ -75,3 +75,12 @@ def test_a_step_whose_reservation_would_not_read_back_writes_nothing(api, cluste
         wait_for_step(cluster(), Job("steps/first", "team-a", 8, priority=2 ** 63), execute=True)
     assert api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy") is None
     assert api.evictions == []
+
+
+@pytest.mark.parametrize("option,value", [("max_wait_s", float("nan")), ("max_wait_s", float("inf")),
+                                          ("max_wait_s", 1e308), ("poll_interval_s", 0), ("max_wait_s", -1)])
+def test_a_wait_that_would_never_end_is_refused(api, cluster, option, value):
+    steps_cluster(api)
+    with pytest.raises(UsageError, match=rf"^{option}: must be a number of seconds from [\d.]+ to 2,592,000, got "):
+        wait_for_step(cluster(), Job("steps/first", "team-a", 8), execute=True, **{option: value})
+    assert api.requests == []  # refused before looking
