@@ -195,3 +195,153 @@ def test_a_watch_can_be_refused_like_any_request(fake, core):
     with pytest.raises(ApiException) as refused:
         list(watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=1))
     assert refused.value.status == 403
+
+
+# -- patches and the scheduling-gate rules --------------------------------------------------------
+def release(core, name: str, gate_index: int, node: str):
+    """The release the spec settles: test and remove the gate, add the hostname selector."""
+    return core.patch_namespaced_pod(name, NS, [
+        {"op": "test", "path": f"/spec/schedulingGates/{gate_index}/name", "value": GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{gate_index}"},
+        {"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/hostname": node}}])
+
+
+def test_a_json_patch_releases_one_gate_and_adds_the_hostname_selector(fake, core):
+    core.create_namespaced_pod(NS, pod("p", gpus=1, gates=("kueue.x-k8s.io/admission", GATE)))
+    release(core, "p", 1, "n1")
+    spec = fake.get("pods", "p", NS)["spec"]
+    assert spec["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "n1"}
+
+
+def test_a_failed_json_patch_test_is_422_and_changes_nothing(fake, core):
+    core.create_namespaced_pod(NS, pod("p", gates=("other",)))
+    before = fake.get("pods", "p", NS)
+    with pytest.raises(ApiException) as refused:
+        release(core, "p", 0, "n1")
+    assert refused.value.status == 422 and "test failed" in refused.value.body
+    assert fake.get("pods", "p", NS) == before
+
+
+def test_a_gate_cannot_be_added_after_create(fake, core):
+    core.create_namespaced_pod(NS, pod("p"))
+    with pytest.raises(ApiException) as refused:
+        core.patch_namespaced_pod("p", NS, [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}])
+    import json
+
+    body = json.loads(refused.value.body)
+    assert refused.value.status == 422 and body["kind"] == "Status" and body["reason"] == "Invalid"
+    assert body["details"]["causes"][0]["field"] == "spec.schedulingGates"
+    assert "only deletion is allowed" in body["message"]
+
+
+def test_while_gated_node_selector_keys_may_be_added_but_not_changed(fake, core):
+    core.create_namespaced_pod(NS, pod("p", gates=(GATE,), nodeSelector={"zone": "a"}))
+    core.patch_namespaced_pod("p", NS, {"spec": {"nodeSelector": {"kubernetes.io/hostname": "n1"}}})
+    with pytest.raises(ApiException) as changed:
+        core.patch_namespaced_pod("p", NS, {"spec": {"nodeSelector": {"zone": "b"}}})
+    assert changed.value.status == 422 and "spec.nodeSelector" in changed.value.body
+    with pytest.raises(ApiException) as other:
+        core.patch_namespaced_pod("p", NS, [{"op": "add", "path": "/spec/priority", "value": 5}])
+    assert other.value.status == 422
+
+
+def test_an_ungated_pods_node_selector_is_immutable(fake, core):
+    core.create_namespaced_pod(NS, pod("p"))
+    with pytest.raises(ApiException) as refused:
+        core.patch_namespaced_pod("p", NS, {"spec": {"nodeSelector": {"kubernetes.io/hostname": "n1"}}})
+    assert refused.value.status == 422
+
+
+def test_a_pod_with_gates_cannot_have_a_node_nor_be_bound(fake, core):
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(NS, pod("p", gates=(GATE,), nodeName="n1"))
+    assert refused.value.status == 422 and "spec.nodeName" in refused.value.body
+    core.create_namespaced_pod(NS, pod("q", gates=(GATE,)))
+    with pytest.raises(ValueError, match="schedulingGates"):
+        fake.bind(NS, "q", "n1")
+
+
+def test_a_strategic_merge_merges_keyed_lists_and_deletes_by_directive(fake, core):
+    core.create_namespaced_pod(NS, pod("p", gates=("a", "b")))
+    core.patch_namespaced_pod("p", NS, {"spec": {"schedulingGates": [{"name": "a", "$patch": "delete"}]},
+                                        "metadata": {"annotations": {"k": "v"}}})
+    stored = fake.get("pods", "p", NS)
+    assert stored["spec"]["schedulingGates"] == [{"name": "b"}] and stored["metadata"]["annotations"] == {"k": "v"}
+    assert stored["spec"]["containers"][0]["name"] == "main"
+
+
+# -- the MutatingAdmissionPolicy ------------------------------------------------------------------
+@pytest.mark.parametrize("case, gated", [
+    ("gpu limit", True), ("init container gpu", True), ("fraction annotation", True), ("no gpu", False),
+    ("node named", False), ("unmanaged namespace", False)])
+def test_the_admission_policy_gates_gpu_pods_created_in_managed_namespaces(fake, core, case, gated):
+    fake.gate_gpu_pods = True
+    fake.put({"kind": "Namespace", "metadata": {"name": NS, "labels": {"gpu-policy.io/managed": "true"}}})
+    fake.put({"kind": "Namespace", "metadata": {"name": "free"}})
+    body, namespace = pod("p", gpus=0 if case in ("no gpu", "init container gpu", "fraction annotation") else 1), NS
+    if case == "init container gpu":
+        body["spec"]["initContainers"] = [{"name": "init", "image": "i", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]
+    if case == "fraction annotation":
+        body["metadata"]["annotations"] = {"gpu-policy.io/gpu-fraction": "0.5"}
+    if case == "node named":
+        body["spec"]["nodeName"] = "n1"
+    if case == "unmanaged namespace":
+        namespace = "free"
+    core.create_namespaced_pod(namespace, body)
+    gates = fake.get("pods", "p", namespace)["spec"].get("schedulingGates") or []
+    assert (gates == [{"name": GATE}]) is gated
+
+
+def test_without_the_policy_nothing_is_gated(fake, core):
+    fake.put({"kind": "Namespace", "metadata": {"name": NS, "labels": {"gpu-policy.io/managed": "true"}}})
+    core.create_namespaced_pod(NS, pod("p", gpus=1))
+    assert not fake.get("pods", "p", NS)["spec"].get("schedulingGates")
+
+
+# -- events.k8s.io/v1 -----------------------------------------------------------------------------
+def test_events_are_created_patched_listed_and_validated(fake, core):
+    from datetime import datetime, timezone
+
+    events_api = client.EventsV1Api(core.api_client)
+    now = datetime(2026, 11, 26, tzinfo=timezone.utc)
+    event = {"metadata": {"generateName": "p."}, "eventTime": now.isoformat(), "type": "Normal",
+             "reason": "GpuPolicyWaiting", "action": "Wait", "note": "queue a above its limit",
+             "reportingController": "gpu-policy.io/controller", "reportingInstance": "controller-0",
+             "regarding": {"kind": "Pod", "namespace": NS, "name": "p"}}
+    made = events_api.create_namespaced_event(NS, event)
+    events_api.patch_namespaced_event(made.metadata.name, NS,
+                                      {"series": {"count": 2, "lastObservedTime": now.isoformat()}})
+    [stored] = events_api.list_namespaced_event(NS).items
+    assert stored.series.count == 2 and stored.reason == "GpuPolicyWaiting"
+    for broken in ({"reportingController": None}, {"note": "x" * 1025}, {"type": "Odd"}):
+        with pytest.raises(ApiException) as refused:
+            events_api.create_namespaced_event(NS, {**event, **broken})
+        assert refused.value.status == 422
+
+
+# -- two clients ----------------------------------------------------------------------------------
+def test_two_clients_at_once_see_the_same_changes_and_conflict_on_stale_writes(fake, core, tmp_path):
+    second = client.CoreV1Api(config.new_client_from_config(config_file=fake.kubeconfig(tmp_path / "second")))
+    rv = core.list_namespaced_pod(NS).metadata.resource_version
+    seen = {}
+
+    def watch_with(name, api):
+        w = watch.Watch()
+        seen[name] = events(w.stream(api.list_namespaced_pod, NS, resource_version=rv), 8, w)
+
+    watchers = [threading.Thread(target=watch_with, args=(n, a)) for n, a in (("first", core), ("second", second))]
+    for t in watchers:
+        t.start()
+    writers = [threading.Thread(target=lambda a=a, i=i: [a.create_namespaced_pod(NS, pod(f"p{i}-{k}")) for k in range(4)])
+               for i, a in enumerate((core, second))]
+    for t in writers:
+        t.start()
+    for t in writers + watchers:
+        t.join(timeout=60)
+    assert len(seen["first"]) == 8 and seen["first"] == seen["second"]
+    stale = core.read_namespaced_pod("p0-0", NS)
+    second.patch_namespaced_pod("p0-0", NS, {"metadata": {"labels": {"by": "second"}}})
+    with pytest.raises(ApiException) as conflict:
+        core.replace_namespaced_pod("p0-0", NS, stale)
+    assert conflict.value.status == 409

@@ -38,6 +38,7 @@ It is a test helper, not shipped; `with FakeKubernetes() as api:` stops it on ex
 """
 
 from .pods import GATE
+from .scheduler import FakeScheduler
 from .server import BUILTIN, TOKEN, FakeKubernetes, Fault, Request, Resource, now_rfc3339
 
-__all__ = ["BUILTIN", "GATE", "TOKEN", "FakeKubernetes", "Fault", "Request", "Resource", "now_rfc3339"]
+__all__ = ["BUILTIN", "GATE", "TOKEN", "FakeKubernetes", "FakeScheduler", "Fault", "Request", "Resource", "now_rfc3339"]
