@@ -110,7 +110,7 @@ class FakeKubernetes:
         self.blocks: dict[tuple[str, str], _Block] = {}
         self.requests: list[Request] = []
         self.evictions: list[tuple[str, str]] = []  # (namespace, pod) in the order they succeeded
-        self.patches: list[tuple[str, str, dict]] = []  # (namespace, pod, patch) of pods
+        self.patches: list[tuple[str, str, dict | list]] = []  # (namespace, pod, patch body) of pods
         self.on_eviction = None  # called with (namespace, name) after each accepted eviction
         #: (group, plural) -> f(method, obj) before a create or update is stored: None admits it,
         #: (status, message) refuses it, as a validating admission webhook does
