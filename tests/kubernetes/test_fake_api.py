@@ -10,7 +10,7 @@ kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, config, watch  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
-from tests.kubernetes.fake import GATE, FakeKubernetes  # noqa: E402
+from tests.kubernetes.fake import GATE, FakeKubernetes, FakeScheduler  # noqa: E402
 
 NS = "ml"
 
@@ -281,7 +281,8 @@ def test_the_admission_policy_gates_gpu_pods_created_in_managed_namespaces(fake,
     fake.put({"kind": "Namespace", "metadata": {"name": "free"}})
     body, namespace = pod("p", gpus=0 if case in ("no gpu", "init container gpu", "fraction annotation") else 1), NS
     if case == "init container gpu":
-        body["spec"]["initContainers"] = [{"name": "init", "image": "i", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]
+        body["spec"]["initContainers"] = [{"name": "init", "image": "i",
+                                           "resources": {"requests": {"nvidia.com/gpu": "1"}}}]
     if case == "fraction annotation":
         body["metadata"]["annotations"] = {"gpu-policy.io/gpu-fraction": "0.5"}
     if case == "node named":
@@ -330,11 +331,15 @@ def test_two_clients_at_once_see_the_same_changes_and_conflict_on_stale_writes(f
         w = watch.Watch()
         seen[name] = events(w.stream(api.list_namespaced_pod, NS, resource_version=rv), 8, w)
 
-    watchers = [threading.Thread(target=watch_with, args=(n, a)) for n, a in (("first", core), ("second", second))]
+    watchers = [threading.Thread(target=watch_with, args=(n, a), daemon=True)
+                for n, a in (("first", core), ("second", second))]
     for t in watchers:
         t.start()
-    writers = [threading.Thread(target=lambda a=a, i=i: [a.create_namespaced_pod(NS, pod(f"p{i}-{k}")) for k in range(4)])
-               for i, a in enumerate((core, second))]
+    def write(api, i):
+        for k in range(4):
+            api.create_namespaced_pod(NS, pod(f"p{i}-{k}"))
+
+    writers = [threading.Thread(target=write, args=(a, i), daemon=True) for i, a in enumerate((core, second))]
     for t in writers:
         t.start()
     for t in writers + watchers:
@@ -345,3 +350,20 @@ def test_two_clients_at_once_see_the_same_changes_and_conflict_on_stale_writes(f
     with pytest.raises(ApiException) as conflict:
         core.replace_namespaced_pod("p0-0", NS, stale)
     assert conflict.value.status == 409
+
+
+def test_a_release_then_a_binding_reach_a_watcher_as_modifications(fake, core):
+    fake.put({"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+    core.create_namespaced_pod(NS, pod("p", gpus=1, gates=(GATE,)))
+    rv = core.list_namespaced_pod(NS).metadata.resource_version
+    scheduler = FakeScheduler(fake)
+    assert scheduler.schedule_once() == []  # gated: left alone
+    release(core, "p", 0, "n1")
+    assert scheduler.schedule_once() == [(NS, "p", "n1")]
+    w = watch.Watch()
+    stream = w.stream(core.list_namespaced_pod, NS, resource_version=rv)
+    released, bound = next(stream), next(stream)
+    w.stop()
+    assert released["type"] == bound["type"] == "MODIFIED"
+    assert not released["raw_object"]["spec"].get("schedulingGates")
+    assert bound["raw_object"]["spec"]["nodeName"] == "n1" and bound["raw_object"]["status"]["phase"] == "Running"

@@ -48,8 +48,8 @@ def test_gated_deleting_and_bound_pods_are_left_alone(fake):
     node(fake, "a")
     pod(fake, "gated", schedulingGates=[{"name": GATE}])
     pod(fake, "done", nodeName="a")
-    fake.put({"kind": "Pod", "metadata": {"name": "going", "namespace": NS, "deletionTimestamp": "2026-11-26T00:00:00Z"},
-              "spec": {"containers": []}})
+    fake.put({"kind": "Pod", "spec": {"containers": []},
+              "metadata": {"name": "going", "namespace": NS, "deletionTimestamp": "2026-11-26T00:00:00Z"}})
     assert FakeScheduler(fake).schedule_once() == []
 
 

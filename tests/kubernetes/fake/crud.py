@@ -151,7 +151,8 @@ def _evict(fake: FakeKubernetes, namespace: str, name: str):
             block.times -= 1
             if block.times <= 0:
                 del fake.blocks[(namespace, name)]
-        code, body, _ = status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+        code, body, _ = status(429, "TooManyRequests",
+                               "Cannot evict pod as it would violate the pod's disruption budget.",
                                {"causes": [{"reason": "DisruptionBudget",
                                             "message": "The disruption budget gpu-pdb needs 1 healthy pods and has 1 "
                                                        "currently"}]})

@@ -76,8 +76,9 @@ class Handler(BaseHTTPRequestHandler):
         if (verb, res_name) in fake.forbidden:
             res, ns = route[0], route[1]
             scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
-            return status(403, "Forbidden", f'{res.plural} is forbidden: User "system:serviceaccount:gpu-policy:gpu-policy" '
-                                             f'cannot {verb} resource "{res.plural}" in API group "{res.group}" {scope}')
+            user = "system:serviceaccount:gpu-policy:gpu-policy"
+            return status(403, "Forbidden", f'{res.plural} is forbidden: User "{user}" cannot {verb} resource '
+                                             f'"{res.plural}" in API group "{res.group}" {scope}')
         return None
 
     def _answer(self, method, query, raw, route):

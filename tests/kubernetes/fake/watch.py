@@ -56,7 +56,7 @@ class History:
         self.floor = now
 
 
-@dataclass
+@dataclass(eq=False)  # each stream is itself: compared by identity
 class Watcher:
     """One open stream, as the server sees it."""
 
@@ -189,15 +189,20 @@ def serve(fake, handler, res, namespace: str, query: dict, request) -> None:
             _send(handler, request, lines)
             if done or _client_gone(handler.connection):
                 break
+        _forget(fake, watcher)  # before the last chunk: a client that sees the end sees no open watch
         if watcher is None or not watcher.abrupt:
             handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
     except OSError:
         pass  # the client went away
     finally:
-        if watcher is not None:
-            with fake._cond:
-                fake._watchers.remove(watcher)
+        _forget(fake, watcher)
+
+
+def _forget(fake, watcher: Watcher | None) -> None:
+    with fake._cond:
+        if watcher in fake._watchers:
+            fake._watchers.remove(watcher)
 
 
 def _send(handler, request, lines: list[bytes]) -> None:
