@@ -5,7 +5,10 @@ constraints").
 Left out, because the snapshot says them another way: the GPU product in a selector or in a
 single affinity term (it is the job's `gpu_model`), the GPU taint `nvidia.com/gpu` that GPU
 pods tolerate, and the node-lifecycle taints `node.kubernetes.io/*` with the tolerations every
-pod gets for them (a cordoned or not-Ready node already takes no new work).
+pod gets for them (a cordoned or not-Ready node already takes no new work). A bound pod's
+`kubernetes.io/hostname` selector naming its own node is left out too: it is how gpu-policy
+releases a pod, and the replacement of a moved pod, made from its controller's template,
+does not carry it (read, every running job would be a shape of its own that cannot move).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Callable
 
 from gpu_policy._scenario_fields import JOB_FIELDS, NODE_FIELDS, Invalid
 from gpu_policy.errors import ClusterObjectError
-from gpu_policy.kubernetes.names import GPU_PRODUCT_LABEL, GPU_TAINT_KEY
+from gpu_policy.kubernetes.names import GPU_PRODUCT_LABEL, GPU_TAINT_KEY, HOSTNAME_LABEL
 
 _LIFECYCLE = "node.kubernetes.io/"
 _AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
@@ -34,7 +37,9 @@ def _checked(check: Callable[[Any], Any], value: Any, where: str, field: str) ->
 def pod_constraints(spec: dict, where: str) -> dict:
     """{node_selector, node_affinity, tolerations} of a pod spec, only those it has."""
     out: dict = {}
-    selector = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if k != GPU_PRODUCT_LABEL}
+    bound = spec.get("nodeName")
+    selector = {k: v for k, v in (spec.get("nodeSelector") or {}).items()
+                if k != GPU_PRODUCT_LABEL and not (k == HOSTNAME_LABEL and v == bound)}
     if selector:
         out["node_selector"] = _checked(JOB_FIELDS["node_selector"], selector, where, "spec.nodeSelector")
     terms = [_term(t) for t in ((((spec.get("affinity") or {}).get("nodeAffinity") or {})

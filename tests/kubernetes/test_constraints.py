@@ -94,6 +94,14 @@ def test_a_pod_pinned_by_its_hostname_selector_goes_there(seeded, cluster):
     assert plan(scenario).job("ml/pinned").replicas[0].node == "node-2"
 
 
+def test_the_hostname_selector_of_a_released_pod_does_not_pin_the_running_job(seeded, cluster):
+    released = gpu_pod("ml", "released", gpus=2, node="node-1", labels=team_a(),
+                       nodeSelector={names.HOSTNAME_LABEL: "node-1", "zone": "a"})
+    seeded.put(released)
+    _, got = look(cluster)
+    assert got["ml/released"].node_selector == {"zone": "a"}
+
+
 @pytest.mark.parametrize("spec,field", [
     ({"nodeSelector": {"zone": ["a"]}}, "spec.nodeSelector"),
     ({"affinity": affinity({"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]})},
