@@ -21,22 +21,19 @@ from typing import Callable
 
 from gpu_policy.cluster.source import Observation, Outcome
 from gpu_policy.composition import uses_new_gpus
-from gpu_policy.errors import ClusterObjectError, ScenarioError
+from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
-from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.evict import evict_job
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
-                                         RESERVATIONS_CONFIGMAP)
-from gpu_policy.kubernetes.nodes import NodeView, read_node
+from gpu_policy.kubernetes.look import look
+from gpu_policy.kubernetes.nodes import read_node
 from gpu_policy.kubernetes.pods import read_pod
-from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
-from gpu_policy.kubernetes.requests import RequestView, read_request
-from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
+from gpu_policy.kubernetes.requests import RequestView
+from gpu_policy.kubernetes.reservations import Reservation, key_of, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
-from gpu_policy.model import Job, Queue
+from gpu_policy.kubernetes.snapshot import Snapshot
+from gpu_policy.model import Job
 from gpu_policy.plan import JobDecision, Plan
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -77,11 +74,7 @@ class KubernetesCluster:
         gpu = self.settings.gpu_resource
         nodes = [read_node(n, gpu) for n in self.client.list_nodes()]
         pods = [read_pod(p, gpu) for p in self.client.list_pods()]
-        queues, warnings = self._queues(sum(n.gpus for n in nodes))
-        reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
-        namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
-        composed = self._composition(nodes, warnings)
-        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
+        snap, warnings = look(self.client, self.settings, nodes, pods, self._clock(), self.url)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
@@ -121,28 +114,6 @@ class KubernetesCluster:
                              f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
                              f"at most until {until} UTC") for r in reserve]
         return outcomes
-
-    def _composition(self, nodes: list[NodeView], warnings: list[str]) -> ComposedNodes | None:
-        """Composition as the cluster has it: None unless a node is labelled composable and
-        the composable ConfigMap and the operator's CRD exist."""
-        composable = [n.name for n in nodes if n.max_gpus is not None]
-        if not composable:
-            return None
-        where = f"ConfigMap {self.settings.namespace}/{COMPOSABLE_CONFIGMAP}"
-        config_map = self.client.read_config_map(COMPOSABLE_CONFIGMAP)
-        if config_map is None:
-            warnings.append(f"nodes {', '.join(composable[:5])} are labelled composable, but {where} does not exist: "
-                            f"no GPUs are attached or detached (docs/composition.md)")
-            return None
-        settings = settings_from_config_map(config_map)
-        listed = self.client.list_composability_requests()
-        if listed is None:
-            warnings.append(f"{where} exists, but the cluster has no ComposabilityRequest resource (is the CDI "
-                            "operator installed?): no GPUs are attached or detached")
-            return None
-        requests = [r for r in map(read_request, listed) if r is not None]
-        return compose_nodes(settings, nodes, requests, self._clock(), self.settings.composition_deadline_s,
-                             f"{where}: data.{COMPOSABLE_KEY}")
 
     def _compose(self, plan: Plan, snap: Snapshot, execute: bool, check) -> list[Outcome]:
         """Roll back gpu-policy's requests that missed their deadline, then attach and detach."""
@@ -195,28 +166,3 @@ class KubernetesCluster:
                                                  "a label value (letters, digits, -_., at most 63) as NAME, "
                                                  f"got {job.name!r}")
         return dataclasses.replace(job, name=f"{namespace}/{name}")
-
-    def _queues(self, cluster_gpus: int) -> tuple[list[Queue], list[str]]:
-        """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects."""
-        mode = self.settings.queues
-        if mode != "kai":
-            config_map = self.client.read_config_map(QUEUES_CONFIGMAP)
-            if config_map is not None:
-                return queues_from_config_map(config_map), []
-            if mode == "configmap":
-                raise ClusterObjectError(f"ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP}", "",
-                                         f"does not exist: create it with a {QUEUES_KEY} key (deploy/queues.yaml)")
-        kai = self.client.list_kai_queues()
-        if not kai:
-            return [], [f"no queues: neither the ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
-                        "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
-        return queues_from_kai(kai, cluster_gpus), []
-
-    def _namespace_queues(self) -> dict[str, str]:
-        out = {}
-        for ns in self.client.list_namespaces():
-            meta = ns.get("metadata") or {}
-            queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-            if queue:
-                out[meta.get("name", "")] = queue
-        return out

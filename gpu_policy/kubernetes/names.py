@@ -18,6 +18,10 @@ LAST_CHECKPOINT_ANNOTATION = "gpu-policy.io/last-checkpoint"
 #: how long the last checkpoint save took: set the pod's grace period well above it
 CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
+#: the scheduling gate that holds a GPU pod until gpu-policy places it (spec "Admission")
+ADMISSION_GATE = "gpu-policy.io/admission"
+#: on a gang's pods: how many pods the gang has (it waits until that many exist)
+REPLICAS_ANNOTATION = "gpu-policy.io/replicas"
 
 # on nodes
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
