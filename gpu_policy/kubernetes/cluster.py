@@ -59,6 +59,7 @@ class KubernetesCluster:
             api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
         #: where a step's job lives when its name gives no namespace
         self.default_namespace = namespace or default_namespace or "default"
+        self.api_client = api_client
         self.client = KubeClient(api_client, url, self.settings, sleep, monotonic)
         # the lease renews from its own thread: its own client keeps the observation's counts exact
         self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
