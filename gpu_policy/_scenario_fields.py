@@ -12,13 +12,14 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import ComposableNode, ComposablePool, Job, Node, Queue
+from gpu_policy.model import ComposableNode, ComposablePool, Job, Namespace, Node, Queue
+from gpu_policy.placement import FIELD_OPERATORS, LABEL_OPERATORS, NAME_FIELD, TAINT_EFFECTS, TOLERATION_OPERATORS
 
 #: Bounds on what one scenario may describe (docs/scenario.md, "Limits"): far above any
 #: real cluster, low enough that no file can make the planner run out of memory.
 MAX_GPUS_PER_NODE = 1024
 MAX_REPLICAS = 100_000
-MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000}
+MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000, "namespaces": 100_000}
 MAX_CLUSTER_GPUS = 100_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -30,7 +31,12 @@ _MAX_WEIGHT = 1e6
 
 
 class Invalid(Exception):
-    """Raised by a field check; carries the text after `field: `."""
+    """Raised by a field check; carries the text after `field: `, and in `at` the path
+    below the field where the problem is (e.g. ``[0].match_expressions[1].operator``)."""
+
+    def __init__(self, text: str, at: str = ""):
+        super().__init__(text)
+        self.at = at
 
 
 _SHOW = reprlib.Repr()
@@ -154,6 +160,109 @@ _node_names = _list_of(_text, "node names")
 _indices_per_replica = _list_of(_index_list, "lists of GPU indices, one per replica")
 
 
+def _within(path: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """`check(value)`, its problem reported `path` deeper."""
+    try:
+        return check(value)
+    except Invalid as e:
+        raise Invalid(str(e), f"{path}{e.at}") from None
+
+
+def _record(checks: dict[str, Callable[[Any], Any]], required: tuple[str, ...], what: str) -> Callable[[Any], dict]:
+    """A mapping with only the keys of `checks`, each checked; `required` keys present."""
+    def check(value: Any) -> dict:
+        if not isinstance(value, dict):
+            raise Invalid(f"must be a mapping ({what}), got {show(value)}")
+        for key in value:
+            if key not in checks:
+                raise Invalid(f"unknown field (allowed: {', '.join(sorted(checks))})", f".{key}")
+        for key in required:
+            if value.get(key) is None:
+                raise Invalid("is required", f".{key}")
+        return {k: _within(f".{k}", checks[k], v) for k, v in value.items() if v is not None}
+    return check
+
+
+def _items(check: Callable[[Any], Any], what: str) -> Callable[[Any], list]:
+    """A list whose items each pass `check`, a problem reported at its index."""
+    def checked(value: Any) -> list:
+        if not isinstance(value, list):
+            raise Invalid(f"must be a list of {what}, got {show(value)}")
+        return [_within(f"[{i}]", check, v) for i, v in enumerate(value)]
+    return checked
+
+
+def _non_empty(check: Callable[[Any], list]) -> Callable[[Any], list]:
+    def checked(value: Any) -> list:
+        out = check(value)
+        if not out:
+            raise Invalid("must not be empty (omit it for no constraint)")
+        return out
+    return checked
+
+
+def _one_of(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise Invalid(f"must be one of {', '.join(options)}, got {show(value)}")
+        return value
+    return check
+
+
+def _label_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise Invalid(f"must be a string, got {show(value)}")
+    return str(value)
+
+
+def _expression(operators: tuple[str, ...], key: Callable[[Any], str]) -> Callable[[Any], dict]:
+    """One node-affinity expression: In/NotIn need values, Exists/DoesNotExist none, Gt/Lt one integer."""
+    record = _record({"key": key, "operator": _one_of(operators),
+                      "values": _list_of(_label_value, "label values")}, ("key", "operator"), "key, operator, values")
+
+    def check(value: Any) -> dict:
+        e = record(value)
+        values, op = e.get("values") or [], e["operator"]
+        if op in ("In", "NotIn") and not values:
+            raise Invalid(f"must list at least one value for {op}", ".values")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise Invalid(f"must be empty for {op}, got {show(values)}", ".values")
+        if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+            raise Invalid(f"must be one whole number for {op}, got {show(values)}", ".values")
+        return e
+    return check
+
+
+def _name_field(value: Any) -> str:
+    if value != NAME_FIELD:
+        raise Invalid(f"must be {NAME_FIELD} (the only node field that can be matched), got {show(value)}")
+    return value
+
+
+_affinity_term = _record({"match_expressions": _items(_expression(LABEL_OPERATORS, _text), "expressions"),
+                          "match_fields": _items(_expression(FIELD_OPERATORS, _name_field), "expressions")},
+                         (), "match_expressions, match_fields")
+_toleration = _record({"key": _label_value, "operator": _one_of(TOLERATION_OPERATORS), "value": _label_value,
+                       "effect": _one_of(TAINT_EFFECTS)}, (), "key, operator, value, effect")
+
+
+def _checked_toleration(value: Any) -> dict:
+    t = _toleration(value)
+    if t.get("operator") == "Exists" and t.get("value"):
+        raise Invalid(f"must be empty with operator Exists, got {show(t['value'])}", ".value")
+    if not t.get("key") and t.get("operator") != "Exists":
+        raise Invalid("an empty key needs operator Exists (it tolerates every taint)", ".operator")
+    return t
+
+
+_taint = _record({"key": _text, "value": _label_value, "effect": _one_of(TAINT_EFFECTS)}, ("key", "effect"),
+                 "key, value, effect")
+
+
+def _namespace_selector(value: Any) -> dict:
+    return _record({"matchLabels": _labels}, ("matchLabels",), "matchLabels")(value)
+
+
 def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -162,12 +271,13 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 NODE_FIELDS = {
     "name": _text, "gpus": _whole_in(0, MAX_GPUS_PER_NODE), "gpu_model": optional(_text),
     "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
-    "labels": _labels, "unhealthy_gpus": _index_list,
+    "labels": _labels, "unhealthy_gpus": _index_list, "taints": _items(_taint, "taints"),
 }
 QUEUE_FIELDS = {
     "name": _text, "parent": optional(_text), "deserved": _non_negative(_MAX_GPUS_OF_QUEUE),
     "limit": optional(_non_negative(_MAX_GPUS_OF_QUEUE)), "over_quota_weight": _non_negative(_MAX_WEIGHT),
-    "priority": _priority,
+    "priority": _priority, "namespaces": optional(_list_of(_text, "namespace names")),
+    "namespace_selector": optional(_namespace_selector),
 }
 JOB_FIELDS = {
     "name": _text, "queue": _text, "gpus": _job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
@@ -175,7 +285,11 @@ JOB_FIELDS = {
     "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "running": optional(_node_names), "gpu_indices": optional(_indices_per_replica),
     "submitted_at": _non_negative(_MAX_SECONDS), "checkpoint_age_s": optional(_non_negative(_MAX_SECONDS)),
+    "namespace": optional(_text), "node_selector": _labels,
+    "node_affinity": optional(_non_empty(_items(_affinity_term, "node-affinity terms"))),
+    "tolerations": _items(_checked_toleration, "tolerations"),
 }
+NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
 # the optional `composable:` section (docs/composition.md)
 POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}
 COMPOSABLE_NODE_FIELDS = {"name": _text, "max_gpus": _whole_in(0, MAX_GPUS_PER_NODE),
@@ -184,7 +298,7 @@ COMPOSABLE_FIELDS = {"attach_seconds": _non_negative(_MAX_SECONDS), "idle_detach
                      "before_preemption": _boolean}
 #: `expect.compositions`: a node's net change in GPUs (+N attached, -N detached)
 COMPOSITION_CHANGE = _whole_in(-MAX_GPUS_PER_NODE, MAX_GPUS_PER_NODE)
-REQUIRED = {Node: ("name", "gpus"), Queue: ("name",), Job: ("name", "queue", "gpus"),
+REQUIRED = {Node: ("name", "gpus"), Namespace: ("name",), Queue: ("name",), Job: ("name", "queue", "gpus"),
             ComposablePool: ("model", "free"), ComposableNode: ("name", "max_gpus")}
 
 

@@ -21,6 +21,7 @@ class Node:
     memory_gib: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
     unhealthy_gpus: list[int] = field(default_factory=list)
+    taints: list[dict] = field(default_factory=list)  # {key, value, effect} (gpu_policy.placement)
 
     @property
     def healthy_gpus(self) -> list[int]:
@@ -36,6 +37,8 @@ class Queue:
     limit: float | None = None
     over_quota_weight: float = 1
     priority: int = 0
+    namespaces: list[str] | None = None  # who may use it (gpu_policy.placement.may_use); None: anyone
+    namespace_selector: dict | None = None  # {matchLabels: {...}} on the namespace's labels
 
 
 @dataclass
@@ -53,6 +56,10 @@ class Job:
     gpu_indices: list[list[int]] | None = None
     submitted_at: float = 0
     checkpoint_age_s: float | None = None
+    namespace: str | None = None  # None: the part of `name` before a `/`, if any
+    node_selector: dict[str, str] = field(default_factory=dict)
+    node_affinity: list[dict] | None = None  # required terms, ORed (gpu_policy.placement)
+    tolerations: list[dict] = field(default_factory=list)
 
     @property
     def is_running(self) -> bool:
@@ -118,6 +125,14 @@ class Composable:
 
 
 @dataclass
+class Namespace:
+    """A namespace's labels, for queues that choose their users by label."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Scenario:
     nodes: list[Node]
     queues: list[Queue]
@@ -126,6 +141,7 @@ class Scenario:
     source: str = ""
     telemetry: dict | None = None  # simulated DCGM profiles (docs/telemetry.md)
     composable: Composable | None = None  # GPUs that can be attached to nodes (docs/composition.md)
+    namespaces: list[Namespace] = field(default_factory=list)  # labels for queues' namespace selectors
 
     def node(self, name: str) -> Node:
         return self._nodes_by_name()[name]

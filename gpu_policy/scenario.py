@@ -15,15 +15,15 @@ import yaml
 
 from gpu_policy._scenario_fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
-    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
+    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError
-from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Node, Queue, Scenario
+from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Queue, Scenario
 from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
 API_VERSION = "gpu-policy/v1alpha1"
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
-_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "composable", "expect", "telemetry"}
+_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry"}
 
 
 def load_scenario(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Scenario:
@@ -65,6 +65,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         expect=data.get("expect"),
         source=source,
         telemetry=data.get("telemetry"),
+        namespaces=_build_all(data, "namespaces", Namespace, NAMESPACE_FIELDS, source),
     )
     scenario.composable = _build_composable(data.get("composable"), scenario)
     _check_references(scenario)
@@ -120,7 +121,7 @@ def _checked_fields(item: Any, checks: dict, required: tuple[str, ...], path: st
         try:
             values[key] = checks[key](value)
         except Invalid as e:
-            raise ScenarioError(source, f"{path}.{key}", str(e)) from None
+            raise ScenarioError(source, f"{path}.{key}{e.at}", str(e)) from None
     return values
 
 
@@ -183,6 +184,10 @@ def _check_references(s: Scenario) -> None:
             cur = queues[cur].parent
     departments = {q.parent for q in s.queues if q.parent}
     for i, job in enumerate(s.jobs):
+        prefix, slash, _ = job.name.partition("/")
+        if job.namespace is not None and slash and prefix != job.namespace:
+            raise ScenarioError(s.source, f"jobs[{i}].namespace",
+                                f"must be the namespace its name gives ({show(prefix)}), got {show(job.namespace)}")
         if job.queue not in queues:
             raise ScenarioError(s.source, f"jobs[{i}].queue", f"unknown queue {show(job.queue)}")
         if job.queue in departments:
@@ -347,6 +352,8 @@ def scenario_to_dict(s: Scenario) -> dict:
             "attach_seconds": c.attach_seconds, "idle_detach_s": c.idle_detach_s,
             "before_preemption": c.before_preemption,
         }
+    if s.namespaces:
+        out["namespaces"] = [plain(n, True) for n in s.namespaces]
     if s.telemetry:
         out["telemetry"] = s.telemetry
     return out

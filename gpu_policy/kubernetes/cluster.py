@@ -3,8 +3,8 @@
 Observing: one paginated LIST of nodes and of unfinished pods, a GET of the queues
 ConfigMap (or a LIST of KAI-Scheduler queues when it does not exist), a GET of the
 reservations ConfigMap, and a LIST of namespaces only when some GPU pod names no queue
-itself; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
-of ComposabilityRequests. Never Secrets, never one request per pod.
+itself or a queue chooses its users by namespace label; when a node is labelled composable,
+a GET of the composable ConfigMap and one LIST of ComposabilityRequests. Never Secrets, never one request per pod.
 
 Acting (spec "Writing"): under the Lease `gpu-policy-planner`, GPUs are attached and
 detached through ComposabilityRequests, victims are annotated and evicted, and moved jobs

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUES_CONFIGMAP, QUEUES_KEY,
                                          RESERVATIONS_CONFIGMAP)
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodView
@@ -22,7 +22,7 @@ from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import read_request
 from gpu_policy.kubernetes.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
+from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
 from gpu_policy.model import Queue
 
 
@@ -38,9 +38,10 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     """The snapshot of these nodes and pods, and the warnings of reading the rest."""
     queues, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
     reservations = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
-    namespace_queues = _namespace_queues(reads) if needs_namespace_labels(pods) else {}
+    labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
     composed = _composition(reads, settings, nodes, now, warnings)
-    return build_scenario(nodes, pods, queues, namespace_queues, reservations, now, source, composed), warnings
+    return build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed,
+                          labels), warnings
 
 
 def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tuple[list[Queue], list[str]]:
@@ -60,14 +61,9 @@ def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tu
     return queues_from_kai(kai, cluster_gpus), []
 
 
-def _namespace_queues(reads: Reads) -> dict[str, str]:
-    out = {}
-    for ns in reads.list_namespaces():
-        meta = ns.get("metadata") or {}
-        queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
-        if queue:
-            out[meta.get("name", "")] = queue
-    return out
+def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
+    return {(ns.get("metadata") or {}).get("name", ""): dict((ns.get("metadata") or {}).get("labels") or {})
+            for ns in reads.list_namespaces()}
 
 
 def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], now: float,

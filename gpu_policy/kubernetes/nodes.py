@@ -1,4 +1,5 @@
-"""One node, read once: its GPUs, CPU and memory, its GPU model, and whether it takes new work."""
+"""One node, read once: its GPUs, CPU and memory, its GPU model, labels and taints, and
+whether it takes new work."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_policy.errors import ClusterObjectError
-from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, GPU_TAINT_KEY, MAX_GPUS_ANNOTATION,
-                                         UNHEALTHY_GPUS_ANNOTATION)
+from gpu_policy.kubernetes.constraints import node_taints
+from gpu_policy.kubernetes.names import COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, MAX_GPUS_ANNOTATION, UNHEALTHY_GPUS_ANNOTATION
 from gpu_policy.kubernetes.quantity import gib, parse_quantity
 
 
@@ -19,9 +20,11 @@ class NodeView:
     cpu: float | None
     memory_gib: float | None
     gpu_model: str | None
-    no_new_work: str | None  # why the node takes no new work (cordoned, not Ready, tainted), else None
+    no_new_work: str | None  # why the node takes no new work (cordoned, not Ready), else None
     unhealthy_gpus: list[int] = field(default_factory=list)
     max_gpus: int | None = None  # a composable node's most GPUs; None: not composable
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict] = field(default_factory=list)  # NoSchedule/NoExecute, but the GPU and lifecycle ones
 
 
 def read_node(node: dict, gpu_resource: str) -> NodeView:
@@ -49,6 +52,7 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
         gpu_model=labels.get(GPU_PRODUCT_LABEL), no_new_work=_no_new_work(spec, status),
         unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), int(gpus), where),
         max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
+        labels=dict(labels), taints=node_taints(spec, where),
     )
 
 
@@ -58,10 +62,7 @@ def _no_new_work(spec: dict, status: dict) -> str | None:
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     if ready is None or ready.get("status") != "True":
         return "not-ready"
-    for taint in spec.get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and taint.get("key") != GPU_TAINT_KEY:
-            return f"taint-{taint.get('key', '')}".replace("/", "-")[:63]
-    return None
+    return None  # a tainted node takes the work that tolerates its taints (`node_taints`)
 
 
 def _unhealthy(text, gpus: int, where: str) -> list[int]:

@@ -10,10 +10,11 @@ resource) is kept with `unreadable` set: the snapshot counts it as unmanaged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.constraints import pod_constraints
 from gpu_policy.kubernetes.names import (
     ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, JOB_LABEL,
     KAI_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL,
@@ -54,6 +55,7 @@ class PodView:
     gpu_indices: list[int] | None
     checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
+    constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
     gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
     bound: bool = False  # spec.nodeName is set (else `node` is a released pod's hostname selector)
     replicas: int | None = None  # gpu-policy.io/replicas: the gang's size, when it says so
@@ -101,8 +103,8 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable, gated=gated, bound=bool(spec.get("nodeName")),
-        replicas=_replicas(notes, where),
+        unreadable=unreadable, constraints=pod_constraints(spec, where), gated=gated,
+        bound=bool(spec.get("nodeName")), replicas=_replicas(notes, where),
     )
 
 

@@ -9,8 +9,10 @@ person should read. It does no I/O. What it decides where the contract is silent
   GPUs are a lasting drain: that queue deserves exactly what it holds, so the teams
   share the rest. Terminating GPUs come back soon: that queue deserves nothing and
   weighs nothing, so fair shares stay as they are and nobody is evicted twice.
-- A node that takes no new work (cordoned, not Ready, tainted) keeps its running
-  jobs; all its GPUs are marked unhealthy (no new work), and its labels say why.
+- A node that takes no new work (cordoned, not Ready) keeps its running jobs; all its
+  GPUs are marked unhealthy (no new work), and its labels say why. A tainted node keeps
+  its taints: it takes the jobs that tolerate them. Of its labels, the snapshot keeps
+  those some job's node selector or affinity looks at.
 - CPU and memory left for GPU jobs are the node's allocatable minus what its
   non-GPU pods request.
 - A gang with some pods bound and some not is planned as the bound part.
@@ -29,17 +31,38 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.kubernetes.composable import ComposedNodes
-from gpu_policy.kubernetes.names import GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, TERMINATING_QUEUE, UNMANAGED_QUEUE
+from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, QUEUE_LABEL, TERMINATING_QUEUE,
+                                         UNMANAGED_QUEUE)
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.reservations import Reservation
-from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.kubernetes.constraints import selected_labels
+from gpu_policy.model import Job, Namespace, Node, Queue, Scenario
 from gpu_policy.scenario import parse_scenario, scenario_to_dict
 
 
 def needs_namespace_labels(pods: list[PodView]) -> bool:
     """Whether some GPU pod names no queue itself (then namespace labels are read)."""
     return any(p.asks_for_gpus and not p.deleting and not p.queue_label for p in pods)
+
+
+def namespace_queues(labels: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Namespace -> the queue its label `gpu-policy.io/queue` names, for those that have one."""
+    return {ns: mine[QUEUE_LABEL] for ns, mine in labels.items() if mine.get(QUEUE_LABEL)}
+
+
+def needs_namespace_list(pods: list[PodView], queues: list[Queue]) -> bool:
+    """Whether namespaces are LISTed: a pod's queue may come from its namespace's label, or
+    a queue chooses its users by namespace label."""
+    return needs_namespace_labels(pods) or any(q.namespace_selector for q in queues)
+
+
+def _namespaces(jobs: list[Job], queues: list[Queue], labels: dict[str, dict[str, str]]) -> list[Namespace]:
+    """The labels of the namespaces holding jobs, when a queue's namespace selector needs them."""
+    if not any(q.namespace_selector for q in queues):
+        return []
+    held = sorted({j.name.partition("/")[0] for j in jobs if "/" in j.name})
+    return [Namespace(ns, dict(labels[ns])) for ns in held if ns in labels]
 
 
 @dataclass
@@ -58,9 +81,12 @@ class Snapshot:
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
-                   source: str, composed: ComposedNodes | None = None) -> Snapshot:
+                   source: str, composed: ComposedNodes | None = None,
+                   namespace_labels: dict[str, dict[str, str]] | None = None) -> Snapshot:
     """The scenario of one look; with `composed`, its nodes are the composable nodes as
-    planned (gpu_policy.kubernetes.composable) and its section becomes `composable:`."""
+    planned (gpu_policy.kubernetes.composable) and its section becomes `composable:`.
+    `namespace_labels` (read when a queue chooses its users by label, `needs_namespace_list`):
+    the labels of the namespaces that hold jobs go into the scenario's `namespaces:`."""
     if composed is not None:
         nodes = composed.nodes
     warnings: list[str] = []
@@ -92,7 +118,8 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     jobs.sort(key=lambda j: (j.submitted_at, j.name))  # oldest first: jobs without GPU indices take them in this order
     scenario_nodes = _nodes(node_views, jobs, pods, warnings)
     _drop_bad_indices(scenario_nodes, jobs, warnings)
-    scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source)
+    scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source,
+                        namespaces=_namespaces(jobs, queues, namespace_labels or {}))
     data = scenario_to_dict(scenario)
     if composed is not None:
         data["composable"] = composed.section
@@ -211,6 +238,7 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
         running=[p.node for p in pods] if bound else [],
         gpu_indices=[p.gpu_indices for p in pods] if bound and all(p.gpu_indices for p in pods) else None,
         submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=max(0, round(max(ages))) if ages else None,
+        **first.constraints,
     )
 
 
@@ -228,10 +256,12 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
             others[p.node]["cpu"] += p.cpu or 0
             others[p.node]["memory_gib"] += p.memory_gib or 0
     out = []
+    selected = selected_labels(jobs)
     for v in sorted(views.values(), key=lambda v: _natural(v.name)):
         if v.gpus == 0 and not held[v.name] and v.max_gpus is None:
             continue  # no GPUs, and none to come: nothing to plan there
         gpus, unhealthy, labels = v.gpus, list(v.unhealthy_gpus), {}
+        selectable = {k: v.labels[k] for k in sorted(selected) if k in v.labels}
         if held[v.name] > v.gpus + 1e-9:
             warnings.append(f"node {v.name}: its pods hold {held[v.name]:g} GPUs but it offers {v.gpus}: "
                             "planned full, with no new work")
@@ -240,12 +270,14 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
             labels[NO_NEW_WORK_LABEL] = v.no_new_work
         if labels:
             unhealthy = list(range(gpus))
+        labels.update(selectable)
         capacity = {}
         for resource, total in (("cpu", v.cpu), ("memory_gib", v.memory_gib)):
             if total is not None:  # what non-GPU pods leave, never less than the GPU jobs there already use
                 capacity[resource] = _round(max(total - others[v.name][resource], need[v.name][resource]))
         out.append(Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
-                        memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy))
+                        memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
+                        taints=list(v.taints)))
     return out
 
 

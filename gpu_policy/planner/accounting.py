@@ -12,9 +12,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Job, Scenario
+from gpu_policy.placement import constraints_of
 from gpu_policy.planner import rules
 from gpu_policy.planner.program import PlanProgram, affine, most
 from gpu_policy.planner.scope import Standing
+from gpu_policy.planner.shapes import Eligible
 
 
 @dataclass
@@ -220,7 +222,7 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
     with the GPUs they attach, detach or, attaching first, could still take (as
     `program.no_room_left_for_victims` counts them). Only for victims whose replicas hold
     at most one GPU each (rules.gathered_by_moves; a gang counts all its GPUs) and that
-    any node's GPU model suits (docs/policy.md, "Known approximations").
+    any node's GPU model and placement constraints suit (docs/policy.md, "Known approximations").
 
     idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
     idle_after <= most idle[v] + (highest idle - most idle[v]) * (1 - inside[v])
@@ -238,8 +240,10 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
     high = idle_const + sum(a * (x.upBound if a > 0 else (x.lowBound or 0)) for x, a in idle.items())
     low = idle_const + sum(a * ((x.lowBound or 0) if a > 0 else x.upBound) for x, a in idle.items())
     jobs = {j.name: j for j in s.jobs}
+    eligible = Eligible(s.nodes)
     victims = [(inside, jobs[name]) for name, inside in m.inside.items() if rules.gathered_by_moves(jobs[name])
-               and not (jobs[name].gpu_model and any(n.gpu_model not in jobs[name].gpu_model for n in s.nodes))]
+               and not (jobs[name].gpu_model and any(n.gpu_model not in jobs[name].gpu_model for n in s.nodes))
+               and _anywhere(eligible.names(constraints_of(jobs[name])), s)]
     if not victims:
         return
     idle_after = m.var("idle", low, high)
@@ -251,3 +255,8 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
             continue
         # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
         m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed")
+
+
+def _anywhere(names: frozenset[str] | None, s: Scenario) -> bool:
+    """Whether the eligible node `names` (None: all) are every node of the scenario."""
+    return names is None or len(names) == len(s.nodes)

@@ -33,7 +33,7 @@ from gpu_policy.plan import Composition, JobDecision
 from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
 from gpu_policy.planner.program import Growth, PlanProgram, affine
 from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import NodeKind, Shape, node_kinds
+from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds, scenario_constraints
 from gpu_policy.telemetry.model import GpuKey
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -112,13 +112,14 @@ class Composer:
         """The cluster's node kinds with every composable node as it could be: one kind per
         model it may take, with the GPUs it could reach (for what could ever fit)."""
         kinds = node_kinds(s)
+        constraints = scenario_constraints(s)
         for spot in self.spots.values():
-            n = spot.node
             if not spot.rooms:
                 continue
-            kinds[NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib)] -= 1
+            kind = node_kind(spot.node, constraints)
+            kinds[kind] -= 1
             for model, room in spot.rooms.items():
-                kinds[NodeKind(model, len(n.healthy_gpus) + room, n.cpu, n.memory_gib)] += 1
+                kinds[dataclasses.replace(kind, gpu_model=model, healthy=kind.healthy + room)] += 1
         return +kinds
 
     def extended(self, layout: Layout) -> Layout:

@@ -56,7 +56,8 @@ def _room(index, excluded: set[str]) -> int:
 
 class Consolidations:
     """Cheapest consolidation nodes, looked up against the greedy pass's free GPUs (an
-    index with `free`, `model` and `buckets[(model, free)]`, and `best_fit`)."""
+    index with `free`, `model` and `buckets[(model, free)]`, `best_fit` and `allows`, which
+    says whether a shape's placement constraints admit a node)."""
 
     def __init__(self, movable: list[Job], cfg: PlannerConfig):
         self.movers: dict[str, list[Job]] = defaultdict(list)
@@ -107,7 +108,7 @@ class Consolidations:
         """The cheapest node not in `excluded` where at most `budget` movers, each with a
         destination (another node with free GPUs that `fits(mover)` admits), gather `need`
         free GPUs for a replica of `shape`. Leaves `index` as it found it."""
-        key = (shape.models, need, budget)
+        key = (shape.models, shape.constraints, need, budget)
         if key in self.fruitless or budget <= 0:
             return None
         room = _room(index, excluded)
@@ -126,7 +127,7 @@ class Consolidations:
                 for node in index.buckets.get((model, free), ()):
                     if exact >= _CANDIDATES:
                         break
-                    if node in excluded or self._most(node, budget, room) < missing:
+                    if node in excluded or not index.allows(shape, node) or self._most(node, budget, room) < missing:
                         continue
                     for cost, group in self._options(node, missing, budget, room):
                         ranked.append((cost, node, group, cost[0]))
@@ -142,14 +143,15 @@ class Consolidations:
         of at most `budget` movers that are not victims, each with a destination, hold
         `need` GPUs; ranked by GPUs moved, moves, then GPUs of victims. `memo_key` names the
         victims' legality (a search that found nothing is not repeated for it)."""
-        key = ("mixed", shape.models, need, budget, memo_key)
+        key = ("mixed", shape.models, shape.constraints, need, budget, memo_key)
         if key in self.fruitless or budget <= 0:
             return None
         room = _room(index, excluded)
         models = None if shape.models is None else set(shape.models)
         ranked = []
         for node, mine in victims.items():
-            if node in excluded or (models is not None and index.model[node] not in models):
+            if node in excluded or (models is not None and index.model[node] not in models) \
+                    or not index.allows(shape, node):
                 continue
             victims_gpus = sum(g for _, g in mine)
             missing = need - index.free[node] - victims_gpus

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import pulp
 
+from gpu_policy import placement
 from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
@@ -89,7 +90,8 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
                   held(s, tree, {j.name for j in s.jobs if j.is_running}),
                   held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
     kinds = composer.kinds(s)
-    waiting = [j for j in s.jobs if not j.is_running and never_fits(j, kinds) is None]
+    refused = placement.refusals(s)
+    waiting = [j for j in s.jobs if not j.is_running and j.name not in refused and never_fits(j, kinds, s.nodes) is None]
     order = rules.start_order(tree, st.shares, st.held, waiting)
     solver_deadline = deadline - _reserve(cfg, s)
     if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
@@ -108,7 +110,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     report.build_seconds = built
     outcome = realize(m, s, grown, sc, order, mix)
     composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
-    return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer)
+    return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer, refused)
 
 
 def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
@@ -169,7 +171,7 @@ def _on(var) -> bool:
 
 
 def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,
-          kinds, report, signals: ClusterSignals | None, composer: Composer) -> Plan:
+          kinds, report, signals: ClusterSignals | None, composer: Composer, refused: dict[str, str]) -> Plan:
     jobs = {j.name: j for j in s.jobs}
     running_after = ({j.name for j in s.jobs if j.is_running} - out.preempted) | set(out.started)
     tree = st.tree
@@ -183,7 +185,7 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
                             if any((v.varValue or 0) > 1e-6 for v in t.values())},
                     swapped=_swapped(s, out.preempted),
                     cut_off=report.status != OPTIMAL and report.status != NOTHING,
-                    composition=composer if composer.settings.nodes else None)
+                    composition=composer if composer.settings.nodes else None, refused=refused)
     started = [jobs[n] for n in out.started]
     decisions = []
     for job in s.jobs:

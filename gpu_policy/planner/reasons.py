@@ -8,12 +8,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gpu_policy.model import Job, Scenario
+from gpu_policy import placement
+from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.plan import Placement
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.layout import Layout
-from gpu_policy.planner.shapes import NodeKind
+from gpu_policy.planner.shapes import Eligible, NodeKind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
 
@@ -40,21 +41,42 @@ class Judged:
     swapped: dict[str, list[Job]] = field(default_factory=dict)  # queue -> its jobs the plan preempts
     cut_off: bool = False                                     # the solver ran out of time
     composition: Composer | None = None                       # composable nodes (None: there are none)
+    refused: dict[str, str] = field(default_factory=dict)     # job -> why its queue does not admit it
+    _rooms: dict = field(default_factory=dict)                # eligible node names -> their FreeRoom
 
     @cached_property
     def room(self) -> FreeRoom:
         return FreeRoom(self.layout, self.spare)
+
+    @cached_property
+    def _eligible(self) -> Eligible:
+        return Eligible(self.s.nodes)
+
+    def room_for(self, job: Job) -> FreeRoom:
+        """The free room on the nodes the job's placement constraints allow (one per constraints)."""
+        names = self._eligible.names(placement.constraints_of(job))
+        if names is None:
+            return self.room
+        if names not in self._rooms:
+            self._rooms[names] = FreeRoom(self.layout, self.spare, names)
+        return self._rooms[names]
 
 
 def _entity(tree: rules.QueueTree, name: str, queue: str) -> str:
     return name if name == queue else f"{name} (department of {queue})"
 
 
-def never_fits(job: Job, kinds: Counter[NodeKind]) -> str | None:
-    """Why no node of the cluster (`shapes.node_kinds`) could ever run one replica, or None."""
-    nodes = {k: c for k, c in kinds.items() if job.fits_model(k)}
+def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> str | None:
+    """Why no node of the cluster (`shapes.node_kinds` of its nodes, `cluster`) could ever
+    run one replica, or None."""
+    shape = shape_of(job)
+    admitted = {k: c for k, c in kinds.items() if shape.admitted(k)}
+    if not admitted:
+        return placement.unmet(job, cluster)
+    nodes = {k: c for k, c in admitted.items() if job.fits_model(k)}
     if not nodes:
-        return f"no node has GPU model {' or '.join(job.gpu_model or [])}"
+        where = "no node" if len(admitted) == len(kinds) else "no node its placement constraints allow"
+        return f"{where} has GPU model {' or '.join(job.gpu_model or [])}"
     need = 1 if job.is_fractional else job.gpus
     biggest = max(k.healthy for k in nodes)
     if biggest < need:
@@ -72,7 +94,9 @@ def never_fits(job: Job, kinds: Counter[NodeKind]) -> str | None:
 def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
     """Why `job` waits, judged on the cluster and the queues as the plan leaves them."""
     q = job.queue
-    permanent = never_fits(job, j.kinds)
+    if job.name in j.refused:
+        return j.refused[job.name]
+    permanent = never_fits(job, j.kinds, j.s.nodes)
     if permanent:
         return f"can never fit: {permanent}"
     if unplaced:
@@ -132,10 +156,16 @@ class FreeRoom:
     """The free GPUs the plan leaves, summed up once per GPU model for every reason: how many
     nodes have each number of free GPUs, and each GPU's room for fractions."""
 
-    def __init__(self, layout: Layout, spare: dict[str, dict[str, float]]):
+    def __init__(self, layout: Layout, spare: dict[str, dict[str, float]], only: frozenset[str] | None = None):
+        """`only`: the nodes to look at (None: all)."""
         self.blocks: dict[str | None, Counter] = defaultdict(Counter)   # model -> free GPUs -> nodes
         self.shares: dict[str | None, list[tuple]] = defaultdict(list)  # model -> (room, node, GPU, free)
+        self.where = "" if only is None else " of the nodes it may use"
+        if only is not None:
+            spare = {n: free for n, free in spare.items() if n in only}
         for nl in layout.nodes.values():
+            if only is not None and nl.node.name not in only:
+                continue
             self.blocks[nl.node.gpu_model][len(nl.free_indices())] += 1
             for i, sl in enumerate(nl.slots):
                 if nl.healthy(i) and not sl.whole and sl.used < 1 - 1e-9:
@@ -156,7 +186,7 @@ class FreeRoom:
 
 def _room(job: Job, j: Judged) -> str | None:
     """Why the GPUs the plan leaves free cannot hold the job, or None if they could."""
-    room = j.room
+    room = j.room_for(job)
     if job.is_fractional:
         models = room.models(job)
         shareable = [x for m in models for x in room.shares[m] if x[0] >= job.gpus - 1e-9]
@@ -171,7 +201,7 @@ def _room(job: Job, j: Judged) -> str | None:
         block = room.largest_block(job)
         if block < job.gpus:
             gang = f" for each of {job.replicas} replicas" if job.replicas > 1 else ""
-            return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block is {block}"
+            return f"needs {_gpus(job.gpus)} on one node{gang}; the largest free block{room.where} is {block}"
         fits = room.replicas_that_fit(job)
         if fits < job.replicas:
             return (f"a gang of {job.replicas} replicas x {_gpus(job.gpus)}; "

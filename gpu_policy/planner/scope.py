@@ -24,7 +24,7 @@ from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.consolidation import Consolidation, Consolidations
 from gpu_policy.planner.layout import Layout, spare_resources
-from gpu_policy.planner.shapes import Shape, shape_of
+from gpu_policy.planner.shapes import Eligible, Shape, node_kind, scenario_constraints, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
 _EPS = 1e-9
@@ -44,7 +44,7 @@ class Standing:
 class Scope:
     exact: bool
     detailed: list[str]                        # nodes with their own variables, in cluster order
-    pools: dict[str | None, list[str]]         # GPU model -> pooled nodes (free GPUs counted per size)
+    pools: dict[object, list[str]]             # pool key (`_pool_key`) -> pooled nodes (free GPUs counted per size)
     victims: list[Job]                         # running jobs on detailed nodes the plan may preempt
     movers: list[Job]                          # running jobs the plan may move
     waiting: list[Job]                         # waiting jobs the plan may start, in start order
@@ -116,9 +116,11 @@ def _fraction_gpus(layout: Layout, nodes: list[str], items: int, victims: list[J
 
 
 class _FreeIndex:
-    """Nodes by GPU model and number of free GPUs, for best-fit lookups in O(GPUs per node)."""
+    """Nodes by GPU model and number of free GPUs, for best-fit lookups in O(GPUs per node);
+    only nodes whose placement constraints admit the shape are found."""
 
     def __init__(self, s: Scenario, free: dict[str, int]):
+        self.eligible = Eligible(s.nodes)
         self.free = dict(free)
         self.model = {n.name: n.gpu_model for n in s.nodes}
         self.top = max((n.gpus for n in s.nodes), default=0)
@@ -131,14 +133,18 @@ class _FreeIndex:
         self.free[node] = free
         self.buckets[self.model[node], free][node] = None
 
+    def allows(self, shape: Shape, node: str) -> bool:
+        return self.eligible.allows(shape, node)
+
     def best_fit(self, shape: Shape, need: int, ok) -> str | None:
         """The first node, fewest free GPUs first, with `need` free, of a model the shape
-        accepts, that `ok(node)` admits."""
+        accepts, that its placement constraints and `ok(node)` admit."""
         models = {m for m, _ in self.buckets} if shape.models is None else set(shape.models)
+        allowed = self.eligible.names(shape.constraints)
         for f in range(need, self.top + 1):
             for m in sorted(models, key=str):
                 for node in self.buckets.get((m, f), ()):
-                    if ok(node):
+                    if (allowed is None or node in allowed) and ok(node):
                         return node
         return None
 
@@ -189,7 +195,8 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
         for _ in range(job.replicas):
             if shape.fractional:
                 spot = next((x for x in opened if x[0] + _EPS >= job.gpus and shape.fits_model(nodes[x[1]])
-                             and limits.room_for_fraction(x[1], x[2], job.gpus)), None)
+                             and index.allows(shape, x[1]) and limits.room_for_fraction(x[1], x[2], job.gpus)),
+                            None)
                 if spot is None:
                     node = index.best_fit(shape, 1, cpu_ok(job))
                     nl = layout.nodes[node] if node is not None else None
@@ -224,7 +231,8 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
                     moves_left -= consolidate(found, job, need)
                     continue
             mine = givers.get(job.queue, set())
-            chosen = rankings.nodes(job, need, mine, used_for_reclaim | consolidated, cfg.candidate_nodes_per_job)
+            chosen = rankings.nodes(job, need, mine, used_for_reclaim | consolidated, cfg.candidate_nodes_per_job,
+                                    index.eligible.names(shape.constraints))
             if not chosen and not shape.fractional:
                 # neither moves nor reclaim alone: a node where free GPUs, legal victims and movers do
                 found = consolidations.find_beside_victims(
@@ -245,10 +253,11 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
     order = [n.name for n in s.nodes if n.name in detailed]
     on_detailed = lambda j: set(j.running) <= detailed  # noqa: E731
     cuts = {n: rankings.cut(n) for n in (n.name for n in s.nodes) if n in used_for_reclaim and n not in detailed}
-    pools: dict[str | None, list[str]] = defaultdict(list)
+    pools: dict[object, list[str]] = defaultdict(list)
+    constraints = scenario_constraints(s)
     for n in s.nodes:
         if n.name not in detailed and safe[n.name] and (free[n.name] > 0 or cuts.get(n.name)):
-            pools[n.gpu_model].append(n.name)
+            pools[_pool_key(n, constraints)].append(n.name)
     victims = [j for j in legal if on_detailed(j)]
     movers = [j for j in movable if on_detailed(j)]
     fractions = sum(j.replicas for j in waiting + movers if j.is_fractional)
@@ -258,6 +267,13 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
         gpus[n] = [i for i in gpus[n] if i in keep]
     return Scope(False, order, dict(pools), victims, movers, waiting, {n: g for n, g in gpus.items() if g}, givers,
                  {n: c for n, c in cuts.items() if c})
+
+
+def _pool_key(n, constraints: frozenset | None) -> object:
+    """Pooled nodes are counted together when every shape may use all or none of them: by
+    GPU model, and where jobs have placement constraints or nodes taints, by the
+    constraints they admit."""
+    return n.gpu_model if constraints is None else (n.gpu_model, node_kind(n, constraints).admits)
 
 
 def _take(spare: dict[str, float], job: Job, sign: int = 1) -> None:
@@ -336,9 +352,10 @@ class _ReclaimRankings:
                                        if (legal := [(v, g) for v, g in mine if self._legal(v, job, givers)])}
         return self.legal_on_node[key]
 
-    def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int) -> list[str]:
-        """The `k` cheapest nodes not in `used` where the victims legal for `job` free `need`
-        GPUs: ranked by the highest victim priority taken, then the work the victims lose
+    def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
+              allowed: frozenset[str] | None = None) -> list[str]:
+        """The `k` cheapest nodes not in `used`, among the `allowed` (None: all), where the
+        victims legal for `job` free `need` GPUs usable by it: ranked by the highest victim priority taken, then the work the victims lose
         (rules.lost_work), then how many (as the program ranks victims). One pass
         over the nodes per (legal victims, queue, priority) ranks every size at once."""
         key = self.key(job, givers)
@@ -361,6 +378,6 @@ class _ReclaimRankings:
         for node in ranking[start:]:
             if len(out) == k:
                 break
-            if node not in used:
+            if node not in used and (allowed is None or node in allowed):
                 out.append(node)
         return out

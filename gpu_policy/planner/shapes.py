@@ -8,18 +8,21 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpu_policy.model import Job, Node, Scenario
+from gpu_policy.placement import Constraints, admits, constraints_of
 
 _EPS = 1e-9
 
 
 @dataclass(frozen=True)
 class Shape:
-    """GPUs per replica (below 1: a fraction of one GPU), CPUs, memory and GPU models."""
+    """GPUs per replica (below 1: a fraction of one GPU), CPUs, memory, GPU models and
+    placement constraints (node selector, affinity, tolerations; None: none)."""
 
     gpus: float
     cpu: float = 0.0
     memory_gib: float = 0.0
     models: tuple[str, ...] | None = None
+    constraints: Constraints | None = None
 
     @property
     def fractional(self) -> bool:
@@ -33,9 +36,16 @@ class Shape:
     def fits_model(self, node: Node) -> bool:
         return self.models is None or node.gpu_model in self.models
 
+    def admitted(self, node: Node | NodeKind) -> bool:
+        """Do the placement constraints let a replica on `node` (gpu_policy.placement.admits)?"""
+        if isinstance(node, NodeKind):
+            return node.admits is None or self.constraints in node.admits
+        return admits(node, self.constraints)
+
     def fits(self, node: Node | NodeKind) -> bool:
-        """Could one replica ever run on `node` (model, CPUs, memory, healthy GPUs)?"""
-        if not self.fits_model(node):
+        """Could one replica ever run on `node` (model, placement constraints, CPUs, memory,
+        healthy GPUs)? The one test of "a replica fits a node" that every part of the planner uses."""
+        if not self.fits_model(node) or not self.admitted(node):
             return False
         if node.cpu is not None and self.cpu > node.cpu + _EPS:
             return False
@@ -52,22 +62,41 @@ class Shape:
 
 def shape_of(job: Job) -> Shape:
     models = tuple(sorted(job.gpu_model)) if job.gpu_model else None
-    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models)
+    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models, constraints_of(job))
 
 
 @dataclass(frozen=True)
 class NodeKind:
-    """What a node offers any job, whatever runs on it: nodes of one kind are alike."""
+    """What a node offers any job, whatever runs on it: nodes of one kind are alike.
+    `admits`: the placement constraints of the scenario's jobs it lets in (None: the
+    scenario has no constraint and no taint, so it lets every job in)."""
 
     gpu_model: str | None
     healthy: int
     cpu: float | None
     memory_gib: float | None
+    admits: frozenset | None = None
 
 
 def node_kinds(s: Scenario) -> Counter[NodeKind]:
-    """How many nodes of each kind the cluster has (a few kinds, however many nodes)."""
-    return Counter(NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib) for n in s.nodes)
+    """How many nodes of each kind the cluster has (a few kinds, however many nodes).
+    Placement constraints are judged here once per (distinct constraints, node)."""
+    return Counter(node_kind(n, scenario_constraints(s)) for n in s.nodes)
+
+
+def node_kind(n: Node, constraints: frozenset | None) -> NodeKind:
+    """`constraints`: those of the scenario's jobs (`scenario_constraints`), None when nothing constrains."""
+    admitted = None if constraints is None else frozenset(c for c in constraints if admits(n, c))
+    return NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib, admitted)
+
+
+def scenario_constraints(s: Scenario) -> frozenset | None:
+    """The distinct constraints of the scenario's jobs (None among them for jobs without),
+    or None when no job has any and no node has a taint."""
+    found = {constraints_of(j) for j in s.jobs}
+    if found == {None} and not any(n.taints for n in s.nodes):
+        return None
+    return frozenset(found | {None})
 
 
 @dataclass(frozen=True)
@@ -88,3 +117,26 @@ class Kind:
     @property
     def total_gpus(self) -> float:
         return self.shape.gpus * self.replicas
+
+
+class Eligible:
+    """Per distinct placement constraints, the names of the nodes that admit them, computed
+    once per plan (None: every node, the case of a job without constraints on a cluster
+    without taints, which costs nothing)."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.untainted = not any(n.taints for n in nodes)
+        self.cache: dict[Constraints | None, frozenset[str]] = {}
+
+    def names(self, c: Constraints | None) -> frozenset[str] | None:
+        if c is None and self.untainted:
+            return None
+        if c not in self.cache:
+            self.cache[c] = frozenset(n.name for n in self.nodes if admits(n, c))
+        return self.cache[c]
+
+    def allows(self, shape: Shape, node: str) -> bool:
+        names = self.names(shape.constraints)
+        return names is None or node in names
+

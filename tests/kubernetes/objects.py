@@ -32,13 +32,14 @@ def node_object(n: Node, ready: bool = True) -> dict:
         allocatable["cpu"] = f"{round(n.cpu * 1000)}m"
     if n.memory_gib is not None:
         allocatable["memory"] = quantity_gib(n.memory_gib)
-    labels = {names.HOSTNAME_LABEL: n.name}
+    labels = {names.HOSTNAME_LABEL: n.name, **{k: v for k, v in n.labels.items() if k != names.NO_NEW_WORK_LABEL}}
     if n.gpu_model:
         labels[names.GPU_PRODUCT_LABEL] = n.gpu_model
     meta = {"name": n.name, "labels": labels}
     if n.unhealthy_gpus:
         meta["annotations"] = {names.UNHEALTHY_GPUS_ANNOTATION: ",".join(map(str, n.unhealthy_gpus))}
-    return {"kind": "Node", "metadata": meta, "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+    taints = [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}] + [dict(t) for t in n.taints]
+    return {"kind": "Node", "metadata": meta, "spec": {"taints": taints},
             "status": {"allocatable": allocatable, "capacity": dict(allocatable),
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
@@ -86,10 +87,12 @@ def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> 
 
 
 def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
-    """One pod per replica of the job."""
+    """One pod per replica of the job; a job named NAMESPACE/NAME goes to its own namespace."""
     pods = []
+    prefix, slash, short = job.name.partition("/")
+    namespace, name = (prefix, short) if slash else (namespace, job.name)
     for r in range(job.replicas):
-        labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: job.name}
+        labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: name}
         if job.preemptible is not None:
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
         notes = {}
@@ -112,6 +115,7 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
         elif job.gpu_model:
             spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": names.GPU_PRODUCT_LABEL, "operator": "In", "values": job.gpu_model}]}]}}}
+        _constraints(spec, job)
         status = {"phase": "Pending"}
         if job.running:
             spec["nodeName"] = job.running[r]
@@ -120,12 +124,26 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
                 notes[names.GPU_INDEX_ANNOTATION] = ",".join(map(str, job.gpu_indices[r]))
             if job.checkpoint_age_s is not None:
                 notes[names.LAST_CHECKPOINT_ANNOTATION] = rfc3339(now - job.checkpoint_age_s)
-        meta = {"name": f"{job.name}-{r}", "namespace": namespace, "labels": labels,
+        meta = {"name": f"{name}-{r}", "namespace": namespace, "labels": labels,
                 "creationTimestamp": rfc3339(job.submitted_at)}
         if notes:
             meta["annotations"] = notes
         pods.append({"kind": "Pod", "metadata": meta, "spec": spec, "status": status})
     return pods
+
+
+def _constraints(spec: dict, job: Job) -> None:
+    """The job's node selector, required node affinity and tolerations, as a pod spec says them."""
+    if job.node_selector:
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **job.node_selector}
+    if job.node_affinity:
+        if "affinity" in spec:
+            raise ValueError(f"{job.name}: gpu_model beside node_affinity is not written here")
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": t.get("match_expressions", []), "matchFields": t.get("match_fields", [])}
+            for t in job.node_affinity]}}}
+    if job.tolerations:
+        spec["tolerations"] = [dict(t) for t in job.tolerations]
 
 
 def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
@@ -147,7 +165,9 @@ def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
         api.put(composable_config_map({"pools": [{"model": p.model, "free": p.free + held.get(p.model, 0)}
                                                  for p in c.pools], "attach_seconds": c.attach_seconds,
                                        "idle_detach_s": c.idle_detach_s, "before_preemption": c.before_preemption}))
-    api.put({"kind": "Namespace", "metadata": {"name": namespace}})
+    labels = {n.name: n.labels for n in s.namespaces}
+    for ns in sorted({namespace} | {j.name.partition("/")[0] for j in s.jobs if "/" in j.name} | set(labels)):
+        api.put({"kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels.get(ns, {}))}})
     api.put(queues_config_map(s))
     for job in s.jobs:
         for pod in pod_objects(job, now, namespace):

@@ -127,8 +127,6 @@ def test_terminating_pods_hold_their_gpus_without_moving_fair_shares(seeded, clu
 @pytest.mark.parametrize("change,reason", [
     (lambda n: n["spec"].update(unschedulable=True), "unschedulable"),
     (lambda n: n["status"].update(conditions=[{"type": "Ready", "status": "Unknown"}]), "not-ready"),
-    (lambda n: n["spec"]["taints"].append({"key": "maintenance", "value": "x", "effect": "NoExecute"}),
-     "taint-maintenance"),
 ])
 def test_nodes_that_take_no_new_work_keep_their_jobs(seeded, cluster, change, reason):
     node = seeded.get("nodes", "node-2")
