@@ -15,9 +15,10 @@ from gpu_policy.model import Node
 DEADLINE_S = 60.0  # generous: a loaded machine still finishes, a hung test still ends
 
 
-def cluster_of(api, nodes: int = 4, gpus: int = 8, queues: list[dict] | None = None, namespace: str = "jobs") -> None:
+def cluster_of(api, nodes: int = 4, gpus: int = 8, queues: list[dict] | None = None, namespace: str = "jobs",
+               labels: dict[str, dict] | None = None) -> None:
     for i in range(1, nodes + 1):
-        api.put(node_object(Node(name=f"n{i}", gpus=gpus)))
+        api.put(node_object(Node(name=f"n{i}", gpus=gpus, labels=(labels or {}).get(f"n{i}", {}))))
     api.put({"kind": "Namespace", "metadata": {"name": namespace, "labels": {"gpu-policy.io/managed": "true"}}})
     queues = queues or [{"name": "a", "deserved": nodes * gpus // 2}, {"name": "b", "deserved": nodes * gpus // 2}]
     api.put({"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": names.DEFAULT_NAMESPACE},
@@ -40,20 +41,30 @@ def new_controller(cluster, **settings) -> Controller:
     return controller
 
 
-def settle(controller: Controller, fake_time, done=lambda: False, turns: int = 3) -> None:
-    """Take in what the watches deliver and turn until `done()` (or `turns` turns after the
-    changes stop), each turn half a second of fake time."""
+def settle(controller: Controller, fake_time, done=None, turns: int = 3) -> None:
+    """Take in what the watches deliver and turn, each turn half a second of fake time, until
+    `done()`, or (with no `done`) until `turns` turns in a row brought nothing new."""
     deadline, quiet = time.monotonic() + DEADLINE_S, 0
     while time.monotonic() < deadline:
         taken = controller.take_changes(wait_s=0.3)
         fake_time.now += 0.5
         planned = controller.step()
-        if done():
-            return
+        if done is not None:
+            if done():
+                return
+            continue
         quiet = 0 if taken or planned else quiet + 1
         if quiet >= turns:
             return
     raise AssertionError("the controller did not settle within the deadline")
+
+
+def sees(controller: Controller, done) -> None:
+    """Take in what the watches deliver, without turning, until `done()`."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not done():
+        assert time.monotonic() < deadline, "the watches did not deliver within the deadline"
+        controller.take_changes(wait_s=0.3)
 
 
 def released(api, namespace: str = "jobs") -> dict[str, str]:

@@ -49,6 +49,12 @@ def test_a_queue_limit_holds_at_admission(api, cluster, fake_time):
             assert len(released(api)) == 16
         waiting = [ln for ln in c.metrics.text().decode().splitlines() if ln.startswith("gpu_policy_pending_pods{")]
         assert waiting == ['gpu_policy_pending_pods{queue="a",reason="limit"} 8.0']
+        events = api.objects("events", "jobs", group="events.k8s.io")
+        said = [e for e in events if e["reason"] == "GpuPolicyWaiting"]
+        assert len(said) == 8  # once per pod: the resyncs repeated the reason and grew each Event's series
+        assert all("at its limit" in e["note"] and e["series"]["count"] >= 2 for e in said)
+        assert all(e["reportingController"] == "gpu-policy.io/controller" for e in events)
+        assert sum(1 for e in events if e["reason"] == "GpuPolicyAdmitted") == 16
     finally:
         c.stop.set()
 
@@ -82,7 +88,7 @@ def test_a_gang_that_does_not_fit_whole_stays_gated_whole(api, cluster, fake_tim
 
 
 def test_another_controllers_gate_stays(api, cluster, fake_time):
-    cluster_of(api)
+    cluster_of(api, labels={"n3": {"team": "x"}})
     api.put(gated_pod("p", "a", gates=("kueue.x-k8s.io/admission", names.ADMISSION_GATE),
                       nodeSelector={"team": "x"}))
     c = new_controller(cluster)
@@ -90,9 +96,22 @@ def test_another_controllers_gate_stays(api, cluster, fake_time):
         settle(c, fake_time, lambda: c.plans >= 1)
         pod = api.get("pods", "p", "jobs")
         assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
-        assert pod["spec"]["nodeSelector"]["team"] == "x" and names.HOSTNAME_LABEL in pod["spec"]["nodeSelector"]
+        assert pod["spec"]["nodeSelector"] == {"team": "x", names.HOSTNAME_LABEL: "n3"}
         fake_time.now += 61
         settle(c, fake_time)  # still gated by kueue, yet it holds its GPUs: not released twice
         assert json_patches(api, "p") == 1
+    finally:
+        c.stop.set()
+
+
+def test_a_pinned_pod_is_released_onto_its_node(api, cluster, fake_time):
+    cluster_of(api, nodes=2)
+    api.put(gated_pod("pinned", "a", gpus=8, nodeSelector={names.HOSTNAME_LABEL: "n2"}))
+    api.put(gated_pod("free", "a", gpus=8))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: len(released(api)) == 2)
+        assert released(api) == {"pinned": "n2", "free": "n1"}
+        assert api.get("pods", "pinned", "jobs")["spec"]["nodeSelector"] == {names.HOSTNAME_LABEL: "n2"}
     finally:
         c.stop.set()

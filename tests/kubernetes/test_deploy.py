@@ -95,7 +95,8 @@ def calls(client: KubeClient) -> dict:
         "watch_config_maps": lambda: list(client.watch_config_maps("1", 1)),
         "watch_kai_queues": lambda: list(client.watch_kai_queues("1", 1)),
         "patch_pod_json": lambda: client.patch_pod_json("ml", "p", [{"op": "test", "path": "/kind", "value": "Pod"}]),
-        "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"}}),
+        "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"},
+                                                           "eventTime": "2026-01-01T00:00:00.000000Z"}),
         "patch_event": lambda: client.patch_event("ml", "e", {"series": {"count": 2}}),
     }
 
