@@ -2,6 +2,7 @@
 limits hold at admission, gangs go together, other controllers' gates stay."""
 
 from gpu_policy.kubernetes import names
+from gpu_policy.kubernetes.reservations import Reservation
 from tests.kubernetes.controller_harness import (bind_released, cluster_of, gated_pod, json_patches, new_controller,
                                                  released, settle)
 
@@ -113,5 +114,23 @@ def test_a_pinned_pod_is_released_onto_its_node(api, cluster, fake_time):
         settle(c, fake_time, lambda: len(released(api)) == 2)
         assert released(api) == {"pinned": "n2", "free": "n1"}
         assert api.get("pods", "pinned", "jobs")["spec"]["nodeSelector"] == {names.HOSTNAME_LABEL: "n2"}
+    finally:
+        c.stop.set()
+
+
+def test_a_moved_jobs_replacement_pods_are_released_where_the_plan_reserved(api, cluster, fake_time):
+    cluster_of(api, nodes=2)
+    moved = Reservation("jobs", "moved", "a", 4, 2, ["n2", "n2"], [[0, 1, 2, 3], [4, 5, 6, 7]],
+                        fake_time.time() + 600)
+    api.put({"kind": "ConfigMap", "metadata": {"name": names.RESERVATIONS_CONFIGMAP, "namespace": "gpu-policy"},
+             "data": {moved.key: moved.value()}})
+    api.put(gated_pod("other", "b", gpus=8))  # n2 is promised: it goes to n1
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: "other" in released(api))
+        for i in range(2):
+            api.put(gated_pod(f"moved-{i}", "a", gpus=4, job="moved"))
+        settle(c, fake_time, lambda: len(released(api)) == 3)
+        assert released(api) == {"other": "n1", "moved-0": "n2", "moved-1": "n2"}
     finally:
         c.stop.set()
