@@ -10,7 +10,7 @@ code repeats them (docs/scenario.md, "Placement constraints", "Who may use a que
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpu_policy.model import Job, Node, Queue, Scenario
@@ -119,10 +119,6 @@ def admits(node: Node, c: Constraints | None) -> bool:
     return all(c.tolerates(t) for t in blocking_taints(node))
 
 
-def eligible(nodes: Iterable[Node], c: Constraints | None) -> list[Node]:
-    return [n for n in nodes if admits(n, c)]
-
-
 def unmet(job: Job, nodes: list[Node]) -> str | None:
     """Why no node admits the job, in words, or None when some node does."""
     c = constraints_of(job)
@@ -134,7 +130,8 @@ def unmet(job: Job, nodes: list[Node]) -> str | None:
     if c is not None and not any(c.matches(n) for n in nodes):
         return "no node matches its required node affinity"
     taints = sorted({_show_taint(t) for n in nodes if c is None or c.matches(n) for t in blocking_taints(n)})
-    return f"every node it selects has a taint it does not tolerate ({', '.join(taints[:3])})"
+    which = "every node it selects" if c is not None and (c.selector or c.terms) else "every node"
+    return f"{which} has a taint it does not tolerate ({', '.join(taints[:3])})"
 
 
 def _show_taint(t: dict) -> str:

@@ -63,6 +63,38 @@ CASES = {
                                         r"telemetry\.jobs\.j\.utilization: must be a percentage from 0 to 100, got 150"),
     "telemetry gpu out of range": (BASE_NODES + BASE_QUEUES + "jobs: []\ntelemetry: {gpus: [{node: n1, gpu: 9, xid: 79}]}\n",
                                    r"telemetry\.gpus\[0\]\.gpu: GPU 9 does not exist on n1"),
+    "unknown affinity operator": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, node_affinity: "
+                                  "[{match_expressions: [{key: zone, operator: Near, values: [a]}]}]}]\n",
+                                  r"jobs\[0\]\.node_affinity\[0\]\.match_expressions\[0\]\.operator: must be one of "
+                                  r"In, NotIn, Exists, DoesNotExist, Gt, Lt, got \"Near\""),
+    "Gt with a word": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, node_affinity: "
+                       "[{match_expressions: [{key: gpus, operator: Gt, values: [many]}]}]}]\n",
+                       r"jobs\[0\]\.node_affinity\[0\]\.match_expressions\[0\]\.values: must be one whole number for Gt"),
+    "In without values": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, node_affinity: "
+                          "[{match_expressions: [{key: zone, operator: In}]}]}]\n",
+                          r"node_affinity\[0\]\.match_expressions\[0\]\.values: must list at least one value for In"),
+    "empty affinity": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, node_affinity: []}]\n",
+                       r"jobs\[0\]\.node_affinity: must not be empty"),
+    "match field other than the name": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, node_affinity: "
+                                        "[{match_fields: [{key: metadata.uid, operator: In, values: [x]}]}]}]\n",
+                                        r"match_fields\[0\]\.key: must be metadata\.name"),
+    "toleration Exists with a value": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, tolerations: "
+                                       "[{key: k, operator: Exists, value: v}]}]\n",
+                                       r"jobs\[0\]\.tolerations\[0\]\.value: must be empty with operator Exists"),
+    "toleration unknown key": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, tolerations: "
+                               "[{key: k, seconds: 3}]}]\n", r"jobs\[0\]\.tolerations\[0\]\.seconds: unknown field"),
+    "taint without effect": ("nodes: [{name: n1, gpus: 4, taints: [{key: k}]}]\n" + BASE_QUEUES + "jobs: []\n",
+                             r"nodes\[0\]\.taints\[0\]\.effect: is required"),
+    "node selector not a mapping": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, node_selector: [a]}]\n",
+                                    r"jobs\[0\]\.node_selector: must be a mapping of label names to values"),
+    "namespace unlike the name": (BASE_NODES + BASE_QUEUES + "jobs: [{name: a/j, queue: q1, gpus: 1, namespace: b}]\n",
+                                  r"jobs\[0\]\.namespace: must be the namespace its name gives \(\"a\"\), got \"b\""),
+    "namespace selector without matchLabels": (BASE_NODES + "queues: [{name: q1, namespace_selector: {team: a}}]\njobs: []\n",
+                                               r"queues\[0\]\.namespace_selector\.team: unknown field"),
+    "namespaces not a list": (BASE_NODES + "queues: [{name: q1, namespaces: ml}]\njobs: []\n",
+                              r"queues\[0\]\.namespaces: must be a list of namespace names"),
+    "duplicate namespace": (BASE_NODES + BASE_QUEUES + "jobs: []\nnamespaces: [{name: a}, {name: a}]\n",
+                            r"namespaces\[1\]\.name: duplicate name \"a\""),
 }
 
 

@@ -111,8 +111,8 @@ class Composer:
     def kinds(self, s: Scenario) -> Counter[NodeKind]:
         """The cluster's node kinds with every composable node as it could be: one kind per
         model it may take, with the GPUs it could reach (for what could ever fit)."""
-        kinds = node_kinds(s)
         constraints = scenario_constraints(s)
+        kinds = node_kinds(s, constraints)
         for spot in self.spots.values():
             if not spot.rooms:
                 continue

@@ -23,7 +23,6 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.packing import MILLI, ModelDemand, WorkloadMix, displaced, packing_fragmentation, placement_cost
 from gpu_policy.plan import Placement
 from gpu_policy.planner.layout import Layout, NodeLayout, place, spare_resources
-from gpu_policy.planner.shapes import node_kinds
 
 #: Stands in for the CPU or memory of a node that does not declare it.
 UNLIMITED = 1e12
@@ -40,7 +39,7 @@ def scenario_mix(s: Scenario) -> WorkloadMix | None:
 
 
 def gpu_models(s: Scenario) -> list[str]:
-    return sorted({kind.gpu_model or "" for kind in node_kinds(s)})
+    return sorted({n.gpu_model or "" for n in s.nodes})
 
 
 def model_scarcity(layout: Layout, mix: WorkloadMix, models: list[str]) -> np.ndarray:

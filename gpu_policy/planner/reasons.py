@@ -82,7 +82,8 @@ def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> str |
     if biggest < need:
         return f"needs {_gpus(need)} on one node; the largest node has {biggest} healthy"
     if not job.is_fractional and sum(c * (k.healthy // int(need)) for k, c in nodes.items()) < job.replicas:
-        return f"a gang of {job.replicas} replicas x {_gpus(need)} is more than the whole cluster holds"
+        what = "the whole cluster holds" if len(admitted) == len(kinds) else "the nodes it may use hold"
+        return f"a gang of {job.replicas} replicas x {_gpus(need)} is more than {what}"
     for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
         want = getattr(job, resource)
         sizes = [getattr(k, resource) for k in nodes if getattr(k, resource) is not None]

@@ -78,10 +78,12 @@ class NodeKind:
     admits: frozenset | None = None
 
 
-def node_kinds(s: Scenario) -> Counter[NodeKind]:
+def node_kinds(s: Scenario, constraints: frozenset | None = None) -> Counter[NodeKind]:
     """How many nodes of each kind the cluster has (a few kinds, however many nodes).
-    Placement constraints are judged here once per (distinct constraints, node)."""
-    return Counter(node_kind(n, scenario_constraints(s)) for n in s.nodes)
+    Placement constraints (`scenario_constraints`, when the caller has them) are judged
+    here once per (distinct constraints, node)."""
+    constraints = scenario_constraints(s) if constraints is None else constraints
+    return Counter(node_kind(n, constraints) for n in s.nodes)
 
 
 def node_kind(n: Node, constraints: frozenset | None) -> NodeKind:

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from gpu_policy import Plan, PlannerConfig, Scenario
 from gpu_policy.composition import apply_compositions, attachable, detachable
+from gpu_policy.placement import admits, constraints_of
 from gpu_policy.planner.layout import running_layout
 
 ACTIONS = {True: {"keep", "preempt", "move"}, False: {"start", "wait"}}
@@ -17,6 +18,7 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
     """Raise AssertionError naming the first broken invariant: every job exactly once with
     an action its state allows; kept jobs on their GPUs; gangs whole; GPU indices on the
     node, healthy for new work, never shared beyond one GPU; CPU and memory; GPU models;
+    placement constraints (node selector, affinity, tolerations) where replicas start or move;
     limits; non-preemptible jobs never preempted or moved and started only within deserved
     at every level; at most `max_moves` moves; a reason for every wait and preemption.
     Compositions: within what each node can take and has attached, one change per node,
@@ -50,6 +52,8 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
         for r in d.replicas:
             node = nodes[r.node]
             assert job.fits_model(node), f"{d.name}: GPU model of {r.node}"
+            if d.action != "keep":
+                assert admits(node, constraints_of(job)), f"{d.name}: placement constraints of {r.node}"
             assert len(r.gpu_indices) == (1 if job.is_fractional else job.gpus), f"{d.name}: indices {r.gpu_indices}"
             cpu[r.node] += job.cpu or 0
             memory[r.node] += job.memory_gib or 0
