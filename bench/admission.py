@@ -99,6 +99,7 @@ def serve(nodes: int, pods: int, rate: float, conn) -> None:
             gone = running.pop(rng.randrange(len(running)))
             api.delete("pods", gone, "jobs")
             i += 1
+        conn.recv()  # stop
         window = conn.recv()  # (from, to), seconds after the first arrival
         stop.set()
         lo, hi = began + window[0], began + window[1]

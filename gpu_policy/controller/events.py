@@ -86,6 +86,11 @@ class EventWriter:
         """The pod no longer waits (released or gone)."""
         self._waiting.pop(uid, None)
 
+    def keep_only(self, uids: set[str]) -> None:
+        """Forget the pods that no longer wait (released, or deleted while gated)."""
+        for uid in set(self._waiting) - uids:
+            del self._waiting[uid]
+
     def write(self, pod: PodRef, reason: str, note: str, kind: str = "Normal", action: str = "Admit") -> str | None:
         """One new Event on the pod; its name, or None when the write failed."""
         self.check()

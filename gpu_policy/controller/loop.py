@@ -68,7 +68,9 @@ class Controller:
         self.stop = threading.Event()
         self.events = EventWriter(cluster.client, self.lease.identity, self._clock, self.lease.check,
                                   self.settings.resync_s, self.metrics.event_failures.inc)
-        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS] + ([KAI_QUEUES] if cluster.settings.queues != "configmap" else [])
+        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS]
+        if cluster.settings.queues != "configmap":
+            kinds.append(KAI_QUEUES)
         self.informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings), kinds, self.changes,
                                  self.stop, self.settings.watch_timeout_s,
                                  lambda kind: self.metrics.watch_restarts.labels(kind).inc())
@@ -235,10 +237,11 @@ class Controller:
 
     def _admit(self, plan: Plan, snap: Snapshot) -> None:
         """Release gated jobs the plan starts (or a moved job's replacements, where its
-        reservation stands); say why the others wait."""
+        reservation stands); then say why the others wait (releases first: they are what
+        pods wait for, Events are not)."""
         decided = {d.name: d for d in plan.jobs}
         jobs = {j.name: j for j in snap.scenario.jobs}
-        self.metrics.pending.clear()
+        waiting = []
         for name, refs in snap.gated.items():
             d = decided.get(name)
             reservation = snap.reservations.get(name)
@@ -250,8 +253,11 @@ class Controller:
                 why = self._release(name, refs, d.replicas, jobs[name].is_fractional)
             else:
                 why = snap.incomplete.get(name) or (d.reason if d is not None else "not planned")
-            if why is None:
-                continue
+            if why is not None:
+                waiting.append((name, refs, d, why))
+        self.metrics.pending.clear()
+        self.events.keep_only({ref.uid for _, refs, _, _ in waiting for ref in refs})
+        for name, refs, d, why in waiting:
             code = "gang-incomplete" if name in snap.incomplete else reason_code(d) if d is not None and \
                 d.action == "wait" else "not-released"
             queue_name = d.queue if d is not None else (jobs[name].queue if name in jobs else "")

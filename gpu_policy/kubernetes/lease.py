@@ -7,8 +7,8 @@ every third of its duration while the planner works, and released at the end by 
 update that clears the holder (never deleted). A planner that dies holding it is
 replaced once the lease expires.
 
-Fencing (`fenced=True`, the controller's): `check()`, called before every write, also fails once the last successful
-renewal is as old as the lease, counted from when that renewal request was SENT (the
+Fencing (`fenced=True`, the controller's): `check()`, called before every write, also
+fails once the last successful renewal is as old as the lease, counted from when that renewal request was SENT (the
 API server may have stored it late, never early), so a planner whose renewals stall
 stops acting before another can take the lease over.
 """
@@ -89,7 +89,8 @@ class PlanningLease:
         """Raise ClusterBusy when the lease was lost (another planner took it over, or the
         last successful renewal is as old as the lease): act no more."""
         duration = self.settings.lease_duration_s
-        if self.fenced and not self.lost and (self.renewed_at is None or self._monotonic() - self.renewed_at >= duration):
+        stale = self.renewed_at is None or self._monotonic() - self.renewed_at >= duration
+        if self.fenced and not self.lost and stale:
             self.lost = f"no successful renewal within its {duration:g} s"
         if self.lost:
             raise ClusterBusy(f"{self.client.where}: {self.where}: lost the planning lease ({self.lost}); "

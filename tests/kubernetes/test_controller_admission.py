@@ -134,3 +134,21 @@ def test_a_moved_jobs_replacement_pods_are_released_where_the_plan_reserved(api,
         assert released(api) == {"other": "n1", "moved-0": "n2", "moved-1": "n2"}
     finally:
         c.stop.set()
+
+
+def test_a_released_pod_not_bound_in_time_is_reported_and_keeps_its_gpus(api, cluster, fake_time):
+    cluster_of(api, nodes=1)
+    api.put(gated_pod("slow", "a", gpus=8))
+    api.put(gated_pod("next", "b", gpus=8))
+    c = new_controller(cluster, bind_timeout_s=120.0)
+    try:
+        settle(c, fake_time, lambda: "slow" in released(api) or "next" in released(api))
+        first = next(iter(released(api)))
+        fake_time.now += 121
+        settle(c, fake_time, lambda: "gpu_policy_bind_timeouts_total 1.0" in c.metrics.text().decode())
+        events = api.objects("events", "jobs", group="events.k8s.io")
+        late = [e for e in events if e["reason"] == "GpuPolicyBindTimeout"]
+        assert [(e["regarding"]["name"], e["type"]) for e in late] == [(first, "Warning")]
+        assert list(released(api)) == [first] and api.get("pods", first, "jobs") is not None  # held, never deleted
+    finally:
+        c.stop.set()
