@@ -9,6 +9,7 @@ import yaml
 
 from gpu_policy.controller import Controller, ControllerSettings
 from gpu_policy.kubernetes import names
+from tests.kubernetes.fake import FakeScheduler
 from tests.kubernetes.objects import gpu_pod, node_object
 from gpu_policy.model import Node
 
@@ -29,6 +30,7 @@ def gated_pod(name: str, queue: str, gpus: int = 1, job: str | None = None, repl
               gates: tuple[str, ...] = (names.ADMISSION_GATE,), namespace: str = "jobs", **spec) -> dict:
     labels = {names.QUEUE_LABEL: queue, **({names.JOB_LABEL: job} if job else {})}
     notes = {names.REPLICAS_ANNOTATION: str(replicas)} if replicas else {}
+    spec.setdefault("tolerations", [{"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}])
     return gpu_pod(namespace, name, gpus, labels=labels, annotations=notes,
                    schedulingGates=[{"name": g} for g in gates], **spec)
 
@@ -78,16 +80,10 @@ def released(api, namespace: str = "jobs") -> dict[str, str]:
     return out
 
 
-def bind_released(api, namespace: str = "jobs") -> int:
-    """The stand-in scheduler's part: bind every ungated pod with a hostname selector there."""
-    bound = 0
-    for pod in api.objects("pods", namespace):
-        spec = pod["spec"]
-        host = (spec.get("nodeSelector") or {}).get(names.HOSTNAME_LABEL)
-        if host and not spec.get("nodeName") and not spec.get("schedulingGates"):
-            api.bind(namespace, pod["metadata"]["name"], host)
-            bound += 1
-    return bound
+def bind_released(api) -> int:
+    """The stand-in kube-scheduler's pass (newest pod first, as under load): it binds every
+    pod with no gate where its selectors, taints and free GPUs allow; returns how many."""
+    return len(FakeScheduler(api, newest_first=True).schedule_once())
 
 
 def json_patches(api, name: str) -> int:

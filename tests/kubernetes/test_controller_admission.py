@@ -19,7 +19,7 @@ def test_a_greedy_team_gets_its_share_and_the_other_team_is_admitted_at_once(api
         first = released(api)
         assert sum(1 for n in first if n.startswith("b-")) == 16  # all of b's, in the first plan
         assert sum(1 for n in first if n.startswith("a-")) == 16
-        bind_released(api)
+        assert bind_released(api) == 32
         # b's job ends and its replacement comes (as a Job controller's would): admitted in the next plan
         api.delete("pods", "b-0", "jobs")
         api.put(gated_pod("b-new", "b"))
