@@ -4,7 +4,7 @@ limits hold at admission, gangs go together, other controllers' gates stay."""
 from gpu_policy.kubernetes import names
 from gpu_policy.kubernetes.reservations import Reservation
 from tests.kubernetes.controller_harness import (bind_released, cluster_of, gated_pod, json_patches, new_controller,
-                                                 released, settle)
+                                                 released, sees, settle)
 
 
 def test_a_greedy_team_gets_its_share_and_the_other_team_is_admitted_at_once(api, cluster, fake_time):
@@ -23,6 +23,7 @@ def test_a_greedy_team_gets_its_share_and_the_other_team_is_admitted_at_once(api
         # b's job ends and its replacement comes (as a Job controller's would): admitted in the next plan
         api.delete("pods", "b-0", "jobs")
         api.put(gated_pod("b-new", "b"))
+        sees(c, lambda: c.cache.pod("jobs", "b-new") is not None and c.cache.pod("jobs", "b-0") is None)
         plans = c.plans
         settle(c, fake_time, lambda: "b-new" in released(api))
         assert c.plans == plans + 1
