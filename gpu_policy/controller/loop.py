@@ -205,6 +205,9 @@ class Controller:
         self.metrics.plan_seconds.observe(time.perf_counter() - began)
         self.plans += 1
         self.metrics.show_queues(plan.queues)
+        self._lead(self._monotonic())  # a long look and plan: renew (if due) before the first write
+        if not self.leading:
+            return plan
         try:
             self._act(plan, obs, snap)
         except ClusterBusy as e:

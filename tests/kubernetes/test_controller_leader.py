@@ -8,6 +8,10 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
+from gpu_policy.errors import ClusterBusy
+
 from gpu_policy.kubernetes import names
 from tests.kubernetes.controller_harness import (DEADLINE_S, cluster_of, gated_pod, json_patches, new_controller,
                                                  released, sees, settle)
@@ -52,12 +56,13 @@ def test_a_leader_whose_last_renewal_is_as_old_as_the_lease_writes_nothing(api, 
         settle(c, fake_time, lambda: c.leading and c.plans >= 1)
         api.put(gated_pod("late", "a"))
         sees(c, lambda: c.cache.pod("jobs", "late") is not None)
-        fake_time.now = c.lease.renewed_at + 15.0  # the loop stalled (a long round): no renewal sent for a lease
+        fake_time.now = c.lease.renewed_at + 15.0  # the loop stalled: no renewal sent for a whole lease
+        with pytest.raises(ClusterBusy, match="no successful renewal within its 15 s"):
+            c.lease.check()  # the fence every write passes
+        api.inject(503, method="PUT", path=r".*/leases/.*", times=None)  # and the API server takes no renewal
         c.round()
         assert not c.leading and json_patches(api, "late") == 0 and "late" not in released(api)
-        # its next turn looks at the Lease again: still its own and unexpired to the API server, so it leads again
-        api.inject(503, method="PUT", path=r".*/leases/.*", times=None)  # ... unless it cannot write the Lease
-        settle(c, fake_time, turns=4)
+        settle(c, fake_time, turns=4)  # standing by: it looks at the Lease, cannot take it, writes nothing
         assert not c.leading and json_patches(api, "late") == 0
     finally:
         c.stop.set()
