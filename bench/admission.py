@@ -7,7 +7,8 @@ kubelets would; the controller runs in this process, so its peak memory is this 
 Prints, per size: creation-to-release latency p50/p99 (each arrival timed from its create to
 the first look that finds it released, looks every 50 ms), plans per second, the controller's
 API requests per minute by verb (its own counters), the bytes the API server answered
-during the arrivals (watch streams excluded), and peak memory. Figures and the exact command: docs/benchmarks.md.
+during the arrivals (watch streams excluded), and peak memory. Figures and the exact command:
+docs/benchmarks.md.
 
     .venv/bin/python bench/admission.py [--sizes 1000x4200,5000x21000] [--rate 10] [--warmup 30]
                                         [--duration 300]
@@ -161,7 +162,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of arrivals before measuring")
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of steady state measured")
     args = parser.parse_args()
-    print(f"arrivals {args.rate:g}/s (and as many pods ending); {args.warmup:g} s warm-up, {args.duration:g} s measured")
+    print(f"arrivals {args.rate:g}/s (and as many pods ending); {args.warmup:g} s warm-up, "
+          f"{args.duration:g} s measured")
     for nodes, pods in args.sizes:
         m = measure(nodes, pods, args.rate, args.warmup, args.duration)
         verbs = ", ".join(f"{v} {n:.1f}" for v, n in sorted(m["per_minute"].items()) if n)
@@ -169,8 +171,8 @@ def main() -> int:
         p99 = f"{m['p99']:.2f}" if m["p99"] is not None else "-"
         print(f"{nodes} nodes / {pods} pods: release p50 {p50} s, p99 {p99} s ({m['released']} released, "
               f"{m['waiting_at_end']} gated at the end); {m['plans_per_s']:.2f} plans/s; requests per minute: "
-              f"{verbs or 'none'}; API server answered {m['answered_mib']:.1f} MiB during the arrivals (watch streams excluded); "
-              f"controller peak memory {m['peak_mib']:.0f} MiB", flush=True)
+              f"{verbs or 'none'}; API server answered {m['answered_mib']:.1f} MiB during the arrivals "
+              f"(watch streams excluded); controller peak memory {m['peak_mib']:.0f} MiB", flush=True)
     return 0
 
 
