@@ -27,6 +27,7 @@ setup(
         "fsspec>=2023.1",  # checkpoint stores: local, memory://, s3:// and gs:// with their backends
         "numpy>=1.24",  # the example trainer
         "kubernetes>=28",  # kfp 2.17 needs <31, the Airflow provider >=36: both work
+        "prometheus-client>=0.17,<1",  # the controller's /metrics
     ],
     extras_require={
         "highs": [],  # kept for old install commands: HiGHS is now always installed

@@ -15,12 +15,12 @@ import os
 import sys
 
 from gpu_policy._version import __version__
-from gpu_policy.cli import apply, demo, explain, plan, reconcile, simulate, snapshot, status, step, telemetry, train
+from gpu_policy.cli import apply, controller, demo, explain, plan, reconcile, simulate, snapshot, status, step, telemetry, train
 from gpu_policy.cli._options import Parser
 from gpu_policy.errors import GpuPolicyError, one_line
 
 #: The command modules, in the order `gpu-policy --help` lists them.
-COMMANDS = (plan, status, explain, snapshot, apply, step, reconcile, demo, telemetry, simulate, train)
+COMMANDS = (plan, status, explain, snapshot, apply, step, reconcile, controller, demo, telemetry, simulate, train)
 
 #: 128 + SIGPIPE: what a shell reports for a writer whose reader went away.
 BROKEN_PIPE_STATUS = 141

@@ -21,7 +21,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
 from gpu_policy.kubernetes.bounded import BodyRefused, bounded_pool, parse_json, retry_after
@@ -31,6 +31,12 @@ from gpu_policy.kubernetes.settings import KubernetesSettings
 #: finished pods hold nothing: the API server leaves them out
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 _SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: an Event write that fails is counted, never fatal (spec "Events": best effort)
+_EVENT_REFUSALS = frozenset({400, 403, 404, 409, 422})
+
+
+class WatchExpired(ClusterUnavailable):
+    """A WATCH answered 410 Gone: its resourceVersion is too old; relist that kind."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,7 @@ class KubeClient:
         self._core = client.CoreV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
+        self._events = client.EventsV1Api(api_client)
         self._models = client
         self.where = where
         self.settings = settings
@@ -296,6 +303,109 @@ class KubeClient:
         return self._request(f"delete ComposabilityRequest {name}", lambda **kw: self._custom.delete_cluster_custom_object(
             group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, **kw), accept={404})
 
+    # -- the controller: its informer (LIST once, then WATCH), releases and Events ---------------
+    def list_watched(self, kind: str) -> tuple[list[dict] | None, str]:
+        """A LIST of one watched kind (WATCHED) and its resourceVersion; None for a
+        custom resource the cluster does not serve."""
+        return getattr(self, f"list_{kind}_versioned")()
+
+    def list_nodes_versioned(self) -> tuple[list[dict] | None, str]:
+        return self._list_versioned("list nodes", self._core.list_node)
+
+    def list_pods_versioned(self) -> tuple[list[dict] | None, str]:
+        return self._list_versioned("list pods", lambda **kw: self._core.list_pod_for_all_namespaces(
+            field_selector=UNFINISHED_PODS, **kw))
+
+    def list_namespaces_versioned(self) -> tuple[list[dict] | None, str]:
+        return self._list_versioned("list namespaces", self._core.list_namespace)
+
+    @_needs("list", "configmaps", own_namespace=True)
+    def list_config_maps_versioned(self) -> tuple[list[dict] | None, str]:
+        """gpu-policy's own ConfigMaps (queues, reservations, composable)."""
+        ns = self.settings.namespace
+        return self._list_versioned(f"list ConfigMaps in {ns}", lambda **kw: self._core.list_namespaced_config_map(
+            namespace=ns, **kw))
+
+    def list_kai_queues_versioned(self) -> tuple[list[dict] | None, str]:
+        return self._list_versioned("list KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
+            group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), missing_ok=True)
+
+    def watch(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        """(type, object) events of one WATCH of `kind` from `resource_version`, with
+        bookmarks, until the server ends it (at most `timeout_s`). A 410 raises WatchExpired
+        (relist that kind); a stream that breaks raises ClusterUnavailable (resume it)."""
+        return getattr(self, f"watch_{kind}")(resource_version, timeout_s)
+
+    @_needs("watch", "nodes")
+    def watch_nodes(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        return self._watch("watch nodes", self._core.list_node, resource_version, timeout_s)
+
+    @_needs("watch", "pods")
+    def watch_pods(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        return self._watch("watch pods", lambda **kw: self._core.list_pod_for_all_namespaces(
+            field_selector=UNFINISHED_PODS, **kw), resource_version, timeout_s)
+
+    @_needs("watch", "namespaces")
+    def watch_namespaces(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        return self._watch("watch namespaces", self._core.list_namespace, resource_version, timeout_s)
+
+    @_needs("watch", "configmaps", own_namespace=True)
+    def watch_config_maps(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        ns = self.settings.namespace
+        return self._watch(f"watch ConfigMaps in {ns}", lambda **kw: self._core.list_namespaced_config_map(
+            namespace=ns, **kw), resource_version, timeout_s)
+
+    @_needs("watch", KAI_PLURAL, group=KAI_GROUP)
+    def watch_kai_queues(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        return self._watch("watch KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
+            group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), resource_version, timeout_s)
+
+    @_needs("patch", "pods")
+    def patch_pod_json(self, namespace: str, name: str, operations: list[dict]) -> Answer:
+        """A JSON patch (RFC 6902) of a pod: 200 done; 404 gone; 409 or 422 a `test` failed or
+        the API server refused the change (the pod changed since it was read)."""
+        return self._request(f"patch pod {namespace}/{name}", lambda **kw: self._core.patch_namespaced_pod(
+            name=name, namespace=namespace, body=operations, **kw), accept={404, 409, 422})
+
+    @_needs("create", "events", group="events.k8s.io")
+    def create_event(self, namespace: str, body: dict) -> Answer:
+        """An events.k8s.io/v1 Event; best effort: 201, or the refusal."""
+        return self._request(f"create Event in {namespace}", lambda **kw: self._events.create_namespaced_event(
+            namespace=namespace, body=body, **kw), accept=_EVENT_REFUSALS)
+
+    @_needs("patch", "events", group="events.k8s.io")
+    def patch_event(self, namespace: str, name: str, patch: dict) -> Answer:
+        """A merge of `patch` into the Event (its series); 404 when it expired."""
+        return self._request(f"patch Event {namespace}/{name}", lambda **kw: self._events.patch_namespaced_event(
+            name=name, namespace=namespace, body=patch, **kw), accept=_EVENT_REFUSALS)
+
+    def _watch(self, what: str, call: Callable[..., Any], resource_version: str,
+               timeout_s: float) -> Iterator[tuple[str, dict]]:
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.watch import Watch
+        from urllib3.exceptions import HTTPError
+
+        def listing(**kw):  # no return type: Watch hands over the raw JSON, builds no models
+            return call(**kw)
+
+        self.stats.calls += 1
+        stream = Watch().stream(listing, resource_version=resource_version, allow_watch_bookmarks=True,
+                                timeout_seconds=max(1, int(timeout_s)),
+                                _request_timeout=(self.settings.timeout_s, timeout_s + self.settings.timeout_s))
+        try:
+            for event in stream:
+                yield event.get("type", ""), event.get("raw_object") or {}
+        except ApiException as e:
+            answer = _answer_of(e)
+            if answer.status == 410:
+                raise WatchExpired(f"{self.where}: {what}: {answer.message or '410 Gone'}") from None
+            if answer.status in (401, 403):
+                raise self._denied(what, answer) from None
+            raise ClusterUnavailable(f"{self.where}: {what}: the API server answered {answer.status}"
+                                     f"{': ' + answer.message if answer.message else ''}") from None
+        except (HTTPError, OSError, ValueError) as e:
+            raise ClusterUnavailable(f"{self.where}: {what}: the stream broke ({_cause(e)})") from None
+
     def _admitted(self, what: str, answer: Answer) -> Answer:
         """A 403 that RBAC gave (not the webhook) is ClusterAccessDenied, as for every request."""
         if answer.status == 403 and not answer.admission_denied:
@@ -315,6 +425,11 @@ class KubeClient:
 
     def _list(self, what: str, call: Callable[..., Any], missing_ok: bool = False) -> list[dict] | None:
         """Every item of a paginated LIST; a 410 on a continue token restarts it once."""
+        return self._list_versioned(what, call, missing_ok)[0]
+
+    def _list_versioned(self, what: str, call: Callable[..., Any],
+                        missing_ok: bool = False) -> tuple[list[dict] | None, str]:
+        """`_list`, and the list's resourceVersion (where a WATCH of it starts)."""
         items: list[dict] = []
         token, restarted, seen = None, False, set()
         while True:
@@ -325,7 +440,7 @@ class KubeClient:
             accept = {410} if token else ({404} if missing_ok else set())
             answer = self._request(what, lambda **kw: call(**page, **kw), accept=accept)
             if answer.status == 404:
-                return None
+                return None, ""
             if answer.status == 410:
                 if restarted:
                     raise ClusterUnavailable(f"{self.where}: {what}: the continue token expired twice (410 Gone); "
@@ -338,9 +453,11 @@ class KubeClient:
             items.extend(got)
             self.stats.objects += len(got)
             metadata = answer.body.get("metadata")
-            token = metadata.get("continue") if isinstance(metadata, dict) else None
+            metadata = metadata if isinstance(metadata, dict) else {}
+            token = metadata.get("continue")
             if not token:
-                return items
+                version = metadata.get("resourceVersion")
+                return items, version if isinstance(version, str) else ""
             if not isinstance(token, str) or token in seen:
                 raise ClusterUnavailable(f"{self.where}: {what}: the API server's continue token does not advance "
                                          f"(page {len(seen) + 1} gave one it gave before or no string)")

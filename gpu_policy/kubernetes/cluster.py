@@ -3,8 +3,8 @@
 Observing: one paginated LIST of nodes and of unfinished pods, a GET of the queues
 ConfigMap (or a LIST of KAI-Scheduler queues when it does not exist), a GET of the
 reservations ConfigMap, and a LIST of namespaces only when some GPU pod names no queue
-itself or a queue chooses its users by namespace label; when a node is labelled composable, a GET of the composable ConfigMap and one LIST
-of ComposabilityRequests. Never Secrets, never one request per pod.
+itself or a queue chooses its users by namespace label; when a node is labelled composable,
+a GET of the composable ConfigMap and one LIST of ComposabilityRequests. Never Secrets, never one request per pod.
 
 Acting (spec "Writing"): under the Lease `gpu-policy-planner`, GPUs are attached and
 detached through ComposabilityRequests, victims are annotated and evicted, and moved jobs
@@ -21,24 +21,21 @@ from typing import Callable
 
 from gpu_policy.cluster.source import Observation, Outcome
 from gpu_policy.composition import uses_new_gpus
-from gpu_policy.errors import ClusterObjectError, ScenarioError
+from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
-from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.evict import evict_job, unmark
-from gpu_policy.kubernetes.isolate import placeable, read_each
+from gpu_policy.kubernetes.isolate import read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUES_CONFIGMAP, QUEUES_KEY,
-                                         RESERVATIONS_CONFIGMAP)
-from gpu_policy.kubernetes.nodes import NodeView, read_node
-from gpu_policy.kubernetes.pods import PodRef, PodView, read_pod
-from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
-from gpu_policy.kubernetes.requests import RequestView, read_request
-from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
+from gpu_policy.kubernetes.look import look
+from gpu_policy.kubernetes.nodes import read_node
+from gpu_policy.kubernetes.pods import read_pod
+from gpu_policy.kubernetes.requests import RequestView
+from gpu_policy.kubernetes.reservations import Reservation, key_of, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.shape import NODE, POD
-from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
-from gpu_policy.model import Job, Queue
+from gpu_policy.kubernetes.snapshot import Snapshot
+from gpu_policy.model import Job
 from gpu_policy.plan import JobDecision, Plan
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -64,6 +61,7 @@ class KubernetesCluster:
             api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
         #: where a step's job lives when its name gives no namespace
         self.default_namespace = namespace or default_namespace or "default"
+        self.api_client = api_client
         self.client = KubeClient(api_client, url, self.settings, sleep, monotonic)
         # the lease renews from its own thread: its own client keeps the observation's counts exact
         self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
@@ -80,22 +78,12 @@ class KubernetesCluster:
         gpu = self.settings.gpu_resource
         nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
         pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
-        pods, unplaceable = placeable(pods, nodes, gpu)
-        bad = bad_nodes + bad_pods + unplaceable
-        queues, warnings = self._queues(sum(n.gpus for n in nodes))
-        reservations, unreadable = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
-        warnings += unreadable.values()
-        namespace_labels = self._namespace_labels() if needs_namespace_list(pods, queues) else {}
-        composed = self._composition(nodes, warnings)
-        snap = build_scenario(nodes, pods, queues, namespace_queues(namespace_labels), reservations, self._clock(),
-                              self.url, composed, namespace_labels)
-        snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
-        snap.marked = _marked(pods, snap.pods)
+        snap, warnings, bad = look(self.client, self.settings, nodes, pods, self._clock(), self.url,
+                                   bad_nodes + bad_pods)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
-        return Observation(snap.scenario, observed, [b.line() for b in bad] + warnings + snap.warnings, backend=snap,
-                           object_warnings=bad)
+        return Observation(snap.scenario, observed, warnings + snap.warnings, backend=snap, object_warnings=bad)
 
     def planning(self):
         """Hold the planning lease (observe -> decide -> act, one planner at a time)."""
@@ -141,28 +129,6 @@ class KubernetesCluster:
                              f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
                              f"at most until {until} UTC") for r in reserve]
         return outcomes
-
-    def _composition(self, nodes: list[NodeView], warnings: list[str]) -> ComposedNodes | None:
-        """Composition as the cluster has it: None unless a node is labelled composable and
-        the composable ConfigMap and the operator's CRD exist."""
-        composable = [n.name for n in nodes if n.max_gpus is not None]
-        if not composable:
-            return None
-        where = f"ConfigMap {self.settings.namespace}/{COMPOSABLE_CONFIGMAP}"
-        config_map = self.client.read_config_map(COMPOSABLE_CONFIGMAP)
-        if config_map is None:
-            warnings.append(f"nodes {', '.join(composable[:5])} are labelled composable, but {where} does not exist: "
-                            f"no GPUs are attached or detached (docs/composition.md)")
-            return None
-        settings = settings_from_config_map(config_map)
-        listed = self.client.list_composability_requests()
-        if listed is None:
-            warnings.append(f"{where} exists, but the cluster has no ComposabilityRequest resource (is the CDI "
-                            "operator installed?): no GPUs are attached or detached")
-            return None
-        requests = [r for r in map(read_request, listed) if r is not None]
-        return compose_nodes(settings, nodes, requests, self._clock(), self.settings.composition_deadline_s,
-                             f"{where}: data.{COMPOSABLE_KEY}")
 
     def _compose(self, plan: Plan, snap: Snapshot, execute: bool, check) -> list[Outcome]:
         """Roll back gpu-policy's requests that missed their deadline, then attach and detach."""
@@ -215,34 +181,3 @@ class KubernetesCluster:
                                                  "a label value (letters, digits, -_., at most 63) as NAME, "
                                                  f"got {job.name!r}")
         return dataclasses.replace(job, name=f"{namespace}/{name}")
-
-    def _queues(self, cluster_gpus: int) -> tuple[list[Queue], list[str]]:
-        """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects."""
-        mode = self.settings.queues
-        if mode != "kai":
-            config_map = self.client.read_config_map(QUEUES_CONFIGMAP)
-            if config_map is not None:
-                return queues_from_config_map(config_map), []
-            if mode == "configmap":
-                raise ClusterObjectError(f"ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP}", "",
-                                         f"does not exist: create it with a {QUEUES_KEY} key (deploy/examples/queues.yaml)")
-        kai = self.client.list_kai_queues()
-        if not kai:
-            return [], [f"no queues: neither the ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
-                        "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
-        return queues_from_kai(kai, cluster_gpus), []
-
-    def _namespace_labels(self) -> dict[str, dict[str, str]]:
-        return {(ns.get("metadata") or {}).get("name", ""): dict((ns.get("metadata") or {}).get("labels") or {})
-                for ns in self.client.list_namespaces()}
-
-
-def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:
-    """The pods still marked preempted and not on their way out, by job (the pod's own name
-    when it belongs to no planned job)."""
-    job_of = {ref.uid: job for job, refs in jobs.items() for ref in refs}
-    out: dict[str, list[PodRef]] = {}
-    for p in pods:
-        if p.marked and not p.deleting:
-            out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
-    return out

@@ -45,18 +45,24 @@ def read_each(raw: list[Any], kind: str, schema: dict, read: Callable[[dict], Vi
     """`read` applied to every object that has the schema's types; the others are warnings."""
     views, warnings = [], []
     for i, obj in enumerate(raw):
-        name = _name_of(obj, kind, i)
-        found = shape_problem(obj, schema) if isinstance(obj, dict) else ("", obj, "an object")
-        if found:
-            field, value, must = found
-            warnings.append(ObjectWarning(name, field or "(the object)", show(value), f"must be {must}", LEFT_OUT))
-            continue
-        try:
-            views.append(read(obj))
-        except ClusterObjectError as e:
-            message, got, value = e.problem.rpartition(", got ")
-            warnings.append(ObjectWarning(name, e.field, value if got else "", message if got else e.problem, LEFT_OUT))
+        got = read_one(obj, kind, schema, read, i)
+        (warnings if isinstance(got, ObjectWarning) else views).append(got)
     return views, warnings
+
+
+def read_one(obj: Any, kind: str, schema: dict, read: Callable[[dict], View], index: int = 0) -> View | ObjectWarning:
+    """`read(obj)` when the object has the schema's types and reads; else the warning that
+    leaves it out (`index`: its place in a LIST, for an object without a name)."""
+    name = _name_of(obj, kind, index)
+    found = shape_problem(obj, schema) if isinstance(obj, dict) else ("", obj, "an object")
+    if found:
+        field, value, must = found
+        return ObjectWarning(name, field or "(the object)", show(value), f"must be {must}", LEFT_OUT)
+    try:
+        return read(obj)
+    except ClusterObjectError as e:
+        message, got, value = e.problem.rpartition(", got ")
+        return ObjectWarning(name, e.field, value if got else "", message if got else e.problem, LEFT_OUT)
 
 
 def placeable(pods: list[PodView], nodes: list[NodeView], gpu_resource: str) -> tuple[list[PodView],

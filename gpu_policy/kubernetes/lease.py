@@ -80,7 +80,7 @@ class PlanningLease:
         self._spec: dict = {}
         self.lost: str | None = None  # why we no longer hold it, once that happens
         self._lock = threading.Lock()
-        self._renewal_sent: float | None = None  # monotonic time the last successful write was sent
+        self.renewed_at: float | None = None  # monotonic time the last successful write was sent
         self._seen: tuple | None = None  # another holder's record as first seen, and when (monotonic)
 
     @property
@@ -105,7 +105,7 @@ class PlanningLease:
         """Raise ClusterBusy when the lease was lost (another planner took it over, or the last
         renewal is as old as the lease): act no more."""
         with self._lock:
-            age = None if self._renewal_sent is None else self._monotonic() - self._renewal_sent
+            age = None if self.renewed_at is None else self._monotonic() - self.renewed_at
             if not self.lost and age is not None and age >= self.settings.lease_duration_s:
                 self.lost = (f"its last renewal was sent {age:.0f} s ago and the lease lasts "
                              f"{self.settings.lease_duration_s:g} s")
@@ -117,27 +117,11 @@ class PlanningLease:
         s = self.settings
         deadline = self._monotonic() + s.lease_wait_s
         while True:
-            lease = self.client.read_lease(LEASE_NAME)
-            now = self._clock()
-            if lease is None:
-                spec = self._held_spec(now, transitions=0)
-                sent = self._monotonic()
-                if self._write(self.client.create_lease(LEASE_NAME, spec), spec, sent):
-                    return
-                continue  # someone created it first: look again
-            spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
-            holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else None
-            renewed = _moment(spec.get("renewTime")) or _moment(spec.get("acquireTime"))
-            expired, why = self._expired(lease, spec, renewed, now)
-            if not holder or holder == self.identity or expired:
-                transitions = _whole(spec.get("leaseTransitions")) + (0 if holder in (None, "", self.identity) else 1)
-                new = self._held_spec(now, transitions)
-                sent = self._monotonic()
-                if self._write(self.client.replace_lease(LEASE_NAME, new, _version_of(lease, self.where)), new, sent):
-                    if holder and holder != self.identity:
-                        log.warning("took over %s from %s, whose lease had expired%s", self.where, holder, why)
-                    return
-                continue  # 409: another planner wrote first
+            taken, holder, renewed, now = self.try_acquire()
+            if taken:
+                return
+            if holder is None:
+                continue  # another planner wrote first: look again at once
             if self._monotonic() + s.lease_poll_s > deadline:
                 age = f", renewed {now - renewed:.0f} s ago" if renewed and renewed <= now else ""
                 raise ClusterBusy(f"{self.client.where}: {self.where} is held by {holder}{age}; gave up after "
@@ -163,6 +147,30 @@ class PlanningLease:
             return True, f" (it says a renewTime in the future, but has not changed for {unchanged:.0f} s)"
         return False, ""
 
+    def try_acquire(self) -> tuple[bool, str | None, float | None, float]:
+        """One attempt: (taken, the other holder or None when a write conflicted, when it
+        renewed, now). `acquire` repeats it; a standby controller calls it each time it looks."""
+        lease = self.client.read_lease(LEASE_NAME)
+        now = self._clock()
+        if lease is None:
+            spec = self._held_spec(now, transitions=0)
+            sent = self._monotonic()
+            return self._write(self.client.create_lease(LEASE_NAME, spec), spec, sent), None, None, now
+        spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+        holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else None
+        renewed = _moment(spec.get("renewTime")) or _moment(spec.get("acquireTime"))
+        expired, why = self._expired(lease, spec, renewed, now)
+        if not holder or holder == self.identity or expired:
+            transitions = _whole(spec.get("leaseTransitions")) + (0 if holder in (None, "", self.identity) else 1)
+            new = self._held_spec(now, transitions)
+            sent = self._monotonic()
+            if self._write(self.client.replace_lease(LEASE_NAME, new, _version_of(lease, self.where)), new, sent):
+                if holder and holder != self.identity:
+                    log.warning("took over %s from %s, whose lease had expired%s", self.where, holder, why)
+                return True, None, None, now
+            return False, None, None, now  # 409: another planner wrote first
+        return False, holder, renewed, now
+
     def _held_spec(self, now: float, transitions: int) -> dict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.settings.lease_duration_s)),
                 "acquireTime": _stamp(now), "renewTime": _stamp(now), "leaseTransitions": transitions}
@@ -172,7 +180,7 @@ class PlanningLease:
             return False
         with self._lock:
             self._version, self._spec, self.lost = _version_of(answer, self.where), spec, None
-            self._renewal_sent = sent
+            self.renewed_at = sent
         return True
 
     def renew(self) -> None:
@@ -185,7 +193,7 @@ class PlanningLease:
                 self.lost = "another planner wrote it"
             else:
                 self._version, self._spec = _version_of(answer, self.where), spec
-                self._renewal_sent = sent
+                self.renewed_at = sent
 
     def release(self) -> None:
         """Clear the holder, so the next planner need not wait for the lease to expire."""
@@ -195,6 +203,7 @@ class PlanningLease:
             spec = {**self._spec, "holderIdentity": None, "renewTime": _stamp(self._clock())}
             if self.client.replace_lease(LEASE_NAME, spec, self._version) is None:
                 log.warning("could not release %s: another planner took it over", self.where)
+            self.lost, self.renewed_at = "released", None
 
     def _renew_until(self, stop: threading.Event) -> None:
         while not stop.wait(self.settings.lease_duration_s / 3):

@@ -17,8 +17,9 @@ from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.constraints import pod_constraints
 from gpu_policy.kubernetes.names import (
-    FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, JOB_LABEL, KAI_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
+    ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, JOB_LABEL,
+    KAI_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL,
+    QUEUE_LABEL, REPLICAS_ANNOTATION)
 from gpu_policy.kubernetes.quantity import parse_quantity
 
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
@@ -41,7 +42,7 @@ class PodView:
     namespace: str
     name: str
     uid: str
-    node: str | None  # spec.nodeName: bound to this node
+    node: str | None  # the node whose GPUs it holds: spec.nodeName, or the hostname it was released to
     gpus: float  # whole GPUs, or a fraction of one; 0 for a pod that asks for none
     cpu: float | None  # None: no container asks for it
     memory_gib: float | None
@@ -57,6 +58,9 @@ class PodView:
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
     marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
     constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
+    gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
+    bound: bool = False  # spec.nodeName is set (else `node` is a released pod's hostname selector)
+    replicas: int | None = None  # gpu-policy.io/replicas: the gang's size, when it says so
 
     @property
     def full_name(self) -> str:
@@ -90,8 +94,9 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)})
         if other:
             unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
+    gated = ADMISSION_GATE in gates_of(spec)
     return PodView(
-        namespace=ns, name=name, uid=meta.get("uid", ""), node=spec.get("nodeName") or None, gpus=gpus,
+        namespace=ns, name=name, uid=meta.get("uid", ""), node=_held_node(spec, gated), gpus=gpus,
         cpu=_effective(spec, "cpu", where, whole=False), memory_gib=_gib(_effective(spec, "memory", where, whole=False)),
         priority=_priority(spec, where),
         created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
@@ -101,7 +106,35 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
         unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
+        gated=gated, bound=bool(spec.get("nodeName")), replicas=_replicas(notes, where),
     )
+
+
+def gates_of(spec: dict) -> list[str]:
+    """The names of the pod's scheduling gates, in order."""
+    return [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+
+
+def host_selector(spec: dict) -> str | None:
+    """The node the pod's nodeSelector pins by hostname, if any."""
+    return (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL) or None
+
+
+def _held_node(spec: dict, gated: bool) -> str | None:
+    """The node whose GPUs the pod holds: where it is bound, else (not gated by gpu-policy)
+    the node its hostname selector names, since kube-scheduler can bind it nowhere else:
+    a pod gpu-policy released keeps its GPUs until it is bound or deleted."""
+    return spec.get("nodeName") or (None if gated else host_selector(spec))
+
+
+def _replicas(notes: dict, where: str) -> int | None:
+    text = notes.get(REPLICAS_ANNOTATION)
+    if text is None:
+        return None
+    if not str(text).isdigit() or int(text) < 1:
+        raise ClusterObjectError(where, f"metadata.annotations.{REPLICAS_ANNOTATION}",
+                                 f"must be a whole number >= 1, got {json.dumps(text)}")
+    return int(text)
 
 
 def _resource_names(spec: dict) -> set[str]:
@@ -229,4 +262,4 @@ def _time(text, where: str, field: str) -> float | None:
     return moment.timestamp()
 
 
-__all__ = ["PodRef", "PodView", "read_pod"]
+__all__ = ["PodRef", "PodView", "gates_of", "host_selector", "read_pod"]

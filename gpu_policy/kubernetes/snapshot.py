@@ -16,6 +16,10 @@ person should read. It does no I/O. What it decides where the contract is silent
 - CPU and memory left for GPU jobs are the node's allocatable minus what its
   non-GPU pods request.
 - A gang with some pods bound and some not is planned as the bound part.
+- A pod released by gpu-policy but not bound yet (no gate, a hostname selector) holds
+  that node's GPUs, as a bound pod does: nothing is promised twice.
+- A gated gang whose `gpu-policy.io/replicas` says more pods than exist is left out of
+  the plan (`incomplete` says why): it cannot start until all its pods exist.
 - A composable node is kept even with no GPUs: composition may give it some.
 """
 
@@ -72,6 +76,8 @@ class Snapshot:
     stale: set[str] = field(default_factory=set)  # reservation keys that no longer stand (expired, bound, invalid)
     composed: ComposedNodes | None = None  # composition as this look found it (None: no composable node)
     marked: dict[str, list[PodRef]] = field(default_factory=dict)  # job -> its pods still marked preempted
+    gated: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods held by gpu-policy's gate
+    incomplete: dict[str, str] = field(default_factory=dict)  # job name -> why it is not planned yet
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
@@ -89,12 +95,19 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
-    jobs, refs = [], {}
+    jobs, refs, gated, incomplete = [], {}, {}, {}
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
     for (namespace, group), members in sorted(managed.items()):
         name = f"{namespace}/{group}"
+        waiting = sorted((p for p in members if p.gated), key=lambda p: p.name)
+        if waiting:
+            gated[name] = [p.ref for p in waiting]
         if name in reserved:
             continue  # the reservation stands for the job until all its pods are bound
+        wanted = max((p.replicas or 0 for p in waiting), default=0)
+        if wanted > len(members):
+            incomplete[name] = f"waiting for its pods: {len(members)} of {wanted} exist (annotation replicas)"
+            continue
         job = _job(name, members, namespace_queues, known, now, warnings)
         if job is None:
             unmanaged.extend(members)
@@ -113,7 +126,7 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
         data["composable"] = composed.section
         warnings += composed.warnings
     return Snapshot(parse_scenario(data, source), warnings, refs, reserved,
-                    {r.key for r in reservations} - {r.key for r in reserved.values()}, composed)
+                    {r.key for r in reservations} - {r.key for r in reserved.values()}, composed, gated, incomplete)
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],

@@ -314,6 +314,16 @@ def calls(client: KubeClient) -> dict:
             attached_request("n", "m", 1), deadline_s=1),
         "patch_composability_request": lambda: client.patch_composability_request("r", {"spec": {}}, deadline_s=1),
         "delete_composability_request": lambda: client.delete_composability_request("r"),
+        "list_config_maps_versioned": lambda: client.list_config_maps_versioned(),
+        "watch_nodes": lambda: list(client.watch_nodes("1", 1)),
+        "watch_pods": lambda: list(client.watch_pods("1", 1)),
+        "watch_namespaces": lambda: list(client.watch_namespaces("1", 1)),
+        "watch_config_maps": lambda: list(client.watch_config_maps("1", 1)),
+        "watch_kai_queues": lambda: list(client.watch_kai_queues("1", 1)),
+        "patch_pod_json": lambda: client.patch_pod_json("ml", "p", [{"op": "test", "path": "/kind", "value": "Pod"}]),
+        "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"},
+                                                           "eventTime": "2026-01-01T00:00:00.000000Z"}),
+        "patch_event": lambda: client.patch_event("ml", "e", {"series": {"count": 2}}),
     }
 
 

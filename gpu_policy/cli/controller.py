@@ -1,0 +1,60 @@
+"""`gpu-policy controller`: the one decider on a live cluster (deploy/ runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from gpu_policy.cli._cluster import add_cluster_options, open_from_args
+from gpu_policy.cli._options import add_solver_options, number, planner_config, positive
+from gpu_policy.errors import GpuPolicyError
+
+
+def register(sub) -> None:
+    c = sub.add_parser("controller", help="admit, place and reclaim GPU pods on k8s:// as they come and go "
+                                          "(one leader, standbys wait)")
+    add_cluster_options(c)
+    c.add_argument("--metrics-port", type=number(0, 65535, whole=True), default=8080, metavar="PORT",
+                   help="port of /metrics, /healthz and /readyz (default 8080; 0: any free port)")
+    c.add_argument("--lease-duration", type=positive(float, 3600), default=15.0, metavar="S",
+                   help="seconds the Lease is valid without renewal; renewed every third of it (default 15)")
+    c.add_argument("--debounce", type=number(0, 60), default=0.2, metavar="S",
+                   help="seconds from the first change that can matter to the plan (default 0.2)")
+    c.add_argument("--resync", type=positive(float, 86400), default=60.0, metavar="S",
+                   help="with no change, plan the cached cluster again every S seconds (default 60; no LIST)")
+    c.add_argument("--bind-timeout", type=positive(float, 86400), default=120.0, metavar="S",
+                   help="report a released pod not bound within S seconds (default 120; it is never deleted)")
+    add_solver_options(c)
+    c.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpu_policy.controller import Controller, ControllerSettings
+    from gpu_policy.controller.metrics import serve
+    from gpu_policy.kubernetes import KubernetesCluster
+
+    cluster = open_from_args(args)
+    if not isinstance(cluster, KubernetesCluster):
+        raise GpuPolicyError(f"--cluster: the controller runs on a live cluster (k8s://), not on {args.cluster}")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    cluster.settings.lease_duration_s = args.lease_duration
+    controller = Controller(cluster, ControllerSettings(debounce_s=args.debounce, resync_s=args.resync,
+                                                        bind_timeout_s=args.bind_timeout), planner_config(args))
+    controller.metrics.count_requests(cluster.api_client)
+    try:
+        server = serve(controller.metrics, args.metrics_port, controller.ready)
+    except OSError as e:
+        raise GpuPolicyError(f"--metrics-port: cannot listen on {args.metrics_port}: {e.strerror or e}") from None
+    print(f"gpu-policy controller: metrics on port {server.server_address[1]}", file=sys.stderr, flush=True)
+    if threading.current_thread() is threading.main_thread():  # SIGTERM: finish the action in flight, then stop
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: controller.stop.set())
+    try:
+        controller.start()
+        controller.run()
+    finally:
+        server.shutdown()
+    return 0

@@ -1,0 +1,76 @@
+"""Release gated pods: ONE JSON patch per pod (spec "Admission", settled details).
+
+The patch `test`s that the gate at index i is gpu-policy's, `remove`s it (other
+controllers' gates stay), and adds the hostname selector (the whole nodeSelector when the
+pod has none; KEP-3838 allows additions while a pod is gated). A fraction also gets its
+GPU index annotation, in the same patch. A gang's pods are all checked before any is
+patched, so a gang that cannot be released where the plan put it stays gated whole.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from gpu_policy.kubernetes.client import KubeClient
+from gpu_policy.kubernetes.names import ADMISSION_GATE, GPU_INDEX_ANNOTATION, HOSTNAME_LABEL
+from gpu_policy.kubernetes.pods import PodRef, gates_of, host_selector
+from gpu_policy.plan import Placement
+
+
+def _escape(key: str) -> str:
+    """A map key as a JSON pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> list[dict] | str:
+    """The JSON patch that releases `pod` onto `node`; a reason (str) when it cannot be."""
+    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+    gates = gates_of(spec)
+    if ADMISSION_GATE not in gates:
+        return "it is no longer gated by gpu-policy"
+    pinned = host_selector(spec)
+    if pinned and pinned != node:
+        return f"pinned to node {pinned} by its nodeSelector, but the plan placed it on {node}"
+    at = gates.index(ADMISSION_GATE)
+    ops = [{"op": "test", "path": f"/spec/schedulingGates/{at}/name", "value": ADMISSION_GATE},
+           {"op": "remove", "path": f"/spec/schedulingGates/{at}"}]
+    if not pinned:
+        if spec.get("nodeSelector"):
+            ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(HOSTNAME_LABEL)}", "value": node})
+        else:
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: node}})
+    if gpu_index is not None:
+        value = ",".join(map(str, gpu_index))
+        if meta.get("annotations"):
+            ops.append({"op": "add", "path": f"/metadata/annotations/{_escape(GPU_INDEX_ANNOTATION)}", "value": value})
+        else:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {GPU_INDEX_ANNOTATION: value}})
+    return ops
+
+
+def release_job(client: KubeClient, pods: list[PodRef], placements: list[Placement], fractional: bool,
+                read: Callable[[str, str], dict | None], check: Callable[[], None],
+                ) -> tuple[list[tuple[PodRef, str, dict]], str | None]:
+    """Release each pod onto its placement (pods by name, placements in the plan's order).
+    Returns ([(pod, node, the pod as patched)], why the gang stays gated or None);
+    `read` gives a pod's object as cached; `check` runs before every write (fencing)."""
+    if len(pods) != len(placements):
+        return [], f"{len(pods)} of its pods are gated but the plan placed {len(placements)}"
+    patches = []
+    for ref, place in zip(pods, placements):
+        pod = read(ref.namespace, ref.name)
+        if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
+            return [], f"pod {ref} changed since the plan looked"
+        ops = release_operations(pod, place.node, list(place.gpu_indices) if fractional else None)
+        if isinstance(ops, str):
+            return [], f"pod {ref}: {ops}"
+        patches.append((ref, place.node, ops))
+    released, problems = [], []
+    for ref, node, ops in patches:
+        check()
+        answer = client.patch_pod_json(ref.namespace, ref.name, ops)
+        if answer.status == 200:
+            released.append((ref, node, answer.body))
+        else:
+            problems.append(f"pod {ref}: the API server answered {answer.status}: {answer.message}")
+    return released, "; ".join(problems) or None

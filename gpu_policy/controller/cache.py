@@ -1,0 +1,111 @@
+"""The informer cache: every watched object as the last LIST and the WATCH events since
+left it, with each pod and node read into its view once per change (not once per plan).
+
+It answers the reads of one look (gpu_policy.kubernetes.look) from memory, so a snapshot
+of the cache is what `gpu-policy snapshot` would print for the same objects. A pod or node
+gpu-policy cannot read (wrong JSON types, a bad annotation) is left out with a warning
+naming it and the field, as the one-shot commands do (gpu_policy.kubernetes.isolate).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from gpu_policy.kubernetes.isolate import ObjectWarning, read_one
+from gpu_policy.kubernetes.nodes import NodeView, read_node
+from gpu_policy.kubernetes.pods import PodView, read_pod
+from gpu_policy.kubernetes.shape import NODE, POD
+
+#: the kinds the controller watches, as KubeClient names them
+NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES = "nodes", "pods", "namespaces", "config_maps", "kai_queues"
+#: kind -> (the word warnings use, its type schema, its reader)
+_READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
+                                                                       PODS: ("pod", POD, read_pod)}
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _version(obj: dict) -> int | None:
+    text = (obj.get("metadata") or {}).get("resourceVersion") or ""
+    return int(text) if text.isdigit() else None
+
+
+class Cache:
+    """Objects by kind and (namespace, name); `views` holds what each node and pod reads as."""
+
+    def __init__(self, gpu_resource: str):
+        self.gpu_resource = gpu_resource
+        self.objects: dict[str, dict[tuple[str, str], dict]] = {}
+        self.views: dict[str, dict[tuple[str, str], object]] = {NODES: {}, PODS: {}}
+        self.served: dict[str, bool] = {}  # kind -> whether the cluster serves it (KAI queues may not exist)
+
+    @property
+    def synced(self) -> bool:
+        return NODES in self.objects and PODS in self.objects
+
+    def replace(self, kind: str, items: list[dict] | None) -> None:
+        """A LIST's answer: the kind is exactly these objects now (None: not served)."""
+        self.served[kind] = items is not None
+        self.objects[kind] = {}
+        if kind in self.views:
+            self.views[kind] = {}
+        for obj in items or []:
+            self.apply(kind, "ADDED", obj)
+
+    def apply(self, kind: str, kind_of_change: str, obj: dict) -> bool:
+        """One WATCH event (or a write's answer); True when it changes what a plan sees.
+        An event older than the object held (a write's answer arrived first) is ignored."""
+        store, key = self.objects.setdefault(kind, {}), _key(obj)
+        held = store.get(key)
+        if held is not None and kind_of_change != "DELETED":
+            mine, theirs = _version(held), _version(obj)
+            if mine is not None and theirs is not None and theirs < mine:
+                return False
+        if kind_of_change == "DELETED":
+            store.pop(key, None)
+            if kind in self.views:
+                return self.views[kind].pop(key, None) is not None
+            return held is not None
+        store[key] = obj
+        if kind not in self.views:
+            return True
+        before = self.views[kind].get(key)
+        word, schema, read = _READERS[kind]
+        view = read_one(obj, word, schema, lambda o: read(o, self.gpu_resource))
+        self.views[kind][key] = view
+        return before != view
+
+    def node_views(self) -> list[NodeView]:
+        return self._views(NODES)
+
+    def pod_views(self) -> list[PodView]:
+        return self._views(PODS)
+
+    def bad(self) -> list[ObjectWarning]:
+        """The nodes and pods left out because they cannot be read."""
+        return [v for kind in (NODES, PODS) for _, v in sorted(self.views[kind].items()) if isinstance(v, ObjectWarning)]
+
+    def _views(self, kind: str) -> list:
+        """In the order a LIST answers (namespace, then name), so the look maps as a LIST's would."""
+        return [v for _, v in sorted(self.views[kind].items()) if not isinstance(v, ObjectWarning)]
+
+    def pod(self, namespace: str, name: str) -> dict | None:
+        return self.objects.get(PODS, {}).get((namespace, name))
+
+    # -- the reads of one look (gpu_policy.kubernetes.look.Reads) -----------------------------
+    def read_config_map(self, name: str) -> dict | None:
+        return next((o for (_, n), o in self.objects.get(CONFIG_MAPS, {}).items() if n == name), None)
+
+    def list_kai_queues(self) -> list[dict] | None:
+        return list(self.objects[KAI_QUEUES].values()) if self.served.get(KAI_QUEUES) else None
+
+    def list_namespaces(self) -> list[dict]:
+        return list(self.objects.get(NAMESPACES, {}).values())
+
+    def list_composability_requests(self) -> list[dict] | None:
+        """The controller does not compose GPUs yet (docs/kubernetes.md): no requests served."""
+        return None
+

@@ -1,0 +1,118 @@
+"""Events on pods (events.k8s.io/v1): why a pod waits, starts or stops (spec "Events").
+
+`reason_code` is the one home of the short code a decision's reason goes by: the Event's
+`reason` label in the metrics and the key that tells a changed wait reason from a repeat.
+A waiting pod gets a new `GpuPolicyWaiting` Event only when its code changes; a repeat
+updates that Event's series (count, last time), at most once per `series_every_s`.
+Writes are best effort: a failure is counted (`failed`), never raised.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Callable
+
+from gpu_policy.errors import ClusterUnavailable
+from gpu_policy.kubernetes.client import Answer, KubeClient
+from gpu_policy.kubernetes.pods import PodRef
+from gpu_policy.plan import JobDecision
+
+CONTROLLER = "gpu-policy.io/controller"
+NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes
+
+#: (start of the reason text, code), first match wins; the planner's wording (planner/reasons.py)
+_CODES = (("can never fit", "never-fits"), ("waiting for its pods", "gang-incomplete"),
+          ("pinned to", "pinned"), ("the plan chose it, but placing", "unplaced"),
+          ("the plan's time limit", "time-limit"), ("non-preemptible", "nonpreemptible-quota"))
+
+
+def reason_code(decision: JobDecision) -> str:
+    """A short, stable code for why a job waits (or what the plan did to it)."""
+    text = decision.reason or ""
+    if decision.action != "wait":
+        return decision.action
+    for start, code in _CODES:
+        if text.startswith(start):
+            return code
+    if " is at its limit" in text:
+        return "limit"
+    if "above its fair share" in text:
+        return "fair-share"
+    if "no queue it may reclaim from" in text:
+        return "no-reclaim"
+    return "no-room"
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _note(text: str) -> str:
+    data = text.encode()
+    return text if len(data) <= NOTE_LIMIT else data[:NOTE_LIMIT - 3].decode(errors="ignore") + "..."
+
+
+class EventWriter:
+    """Writes gpu-policy's Events as `instance`; `check` runs before every write (fencing)."""
+
+    def __init__(self, client: KubeClient, instance: str, clock: Callable[[], float], check: Callable[[], None],
+                 series_every_s: float = 60.0, on_failure: Callable[[], None] = lambda: None):
+        self.client, self.instance, self._clock, self.check = client, instance, clock, check
+        self.series_every_s, self.on_failure = series_every_s, on_failure
+        self.failed = 0
+        self.written = 0
+        self._waiting: dict[str, tuple[str, str, int, float]] = {}  # pod uid -> (code, event name, count, written at)
+
+    def waiting(self, pod: PodRef, code: str, note: str, kind: str = "Normal",
+                reason: str = "GpuPolicyWaiting") -> None:
+        """Say why the pod waits: a new Event when the code changed, else its series grows."""
+        now = self._clock()
+        last = self._waiting.get(pod.uid)
+        if last is not None and last[0] == code:
+            _, name, count, written = last
+            if now - written < self.series_every_s:
+                return
+            self.check()
+            self._waiting[pod.uid] = (code, name, count + 1, now)
+            self._send(lambda: self.client.patch_event(pod.namespace, name, {
+                "series": {"count": count + 1, "lastObservedTime": _stamp(now)}}))
+            return
+        name = self.write(pod, reason, note, kind, "Wait")
+        if name:
+            self._waiting[pod.uid] = (code, name, 1, now)
+
+    def forget(self, uid: str) -> None:
+        """The pod no longer waits (released or gone)."""
+        self._waiting.pop(uid, None)
+
+    def keep_only(self, uids: set[str]) -> None:
+        """Forget the pods that no longer wait (released, or deleted while gated)."""
+        for uid in set(self._waiting) - uids:
+            del self._waiting[uid]
+
+    def write(self, pod: PodRef, reason: str, note: str, kind: str = "Normal", action: str = "Admit") -> str | None:
+        """One new Event on the pod; its name, or None when the write failed."""
+        self.check()
+        now = self._clock()
+        name = f"{pod.name}.{uuid.uuid4().hex[:16]}"[:253]
+        body = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": name, "namespace": pod.namespace},
+                "eventTime": _stamp(now), "reportingController": CONTROLLER, "reportingInstance": self.instance[:128],
+                "action": action, "reason": reason, "type": kind, "note": _note(note),
+                "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+                              "uid": pod.uid}}
+        return name if self._send(lambda: self.client.create_event(pod.namespace, body)) else None
+
+    def _send(self, write: Callable[[], Answer]) -> bool:
+        """Send one write; count it as written or failed (an API server that stays down included)."""
+        try:
+            ok = write().status < 300
+        except ClusterUnavailable:
+            ok = False
+        if ok:
+            self.written += 1
+        else:
+            self.failed += 1
+            self.on_failure()
+        return ok

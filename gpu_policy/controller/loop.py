@@ -1,0 +1,301 @@
+"""The controller's loop: take in watched changes, lead, plan on change, act.
+
+`step()` does one turn and never waits, so tests drive the loop turn by turn on an
+injected clock; `run()` calls it until stopped, waiting for the next change or the next
+thing due (a debounce ending, a renewal, a resync). Acting: Events on victims, then
+evictions, moves and reservations by the one-shot actuator (KubernetesCluster.carry_out),
+then releases of gated pods and Events on those that wait. Every write passes the fenced
+Lease's check: a replica whose last renewal is as old as the lease acts no more.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+from gpu_policy.cluster.compose import plan_observation
+from gpu_policy.cluster.source import Observation
+from gpu_policy.controller.admission import release_job
+from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.controller.events import EventWriter, reason_code
+from gpu_policy.controller.informer import Change, Informer
+from gpu_policy.controller.metrics import Metrics
+from gpu_policy.errors import ClusterBusy, GpuPolicyError
+from gpu_policy.kubernetes.client import KubeClient
+from gpu_policy.kubernetes.cluster import KubernetesCluster
+from gpu_policy.kubernetes.look import look
+from gpu_policy.kubernetes.pods import PodRef, PodView
+from gpu_policy.kubernetes.snapshot import Snapshot
+from gpu_policy.plan import Placement, Plan
+from gpu_policy.planner import PlannerConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ControllerSettings:
+    debounce_s: float = 0.2
+    """A plan starts this long after the first change that can matter (more may arrive meanwhile)."""
+    resync_s: float = 60.0
+    """With no change, plan the cached cluster again this often (no LIST)."""
+    bind_timeout_s: float = 120.0
+    """A released pod not bound within this is reported (Event and metric), never deleted."""
+    watch_timeout_s: float = 300.0
+    """Each WATCH asks the API server to end it after this; it is resumed at once."""
+
+
+@dataclass
+class Released:
+    pod: PodRef
+    node: str
+    at: float  # monotonic time of the release
+    reported: bool = False
+
+
+class Controller:
+    def __init__(self, cluster: KubernetesCluster, settings: ControllerSettings | None = None,
+                 config: PlannerConfig | None = None, metrics: Metrics | None = None):
+        self.cluster, self.settings, self.config = cluster, settings or ControllerSettings(), config
+        self.metrics = metrics or Metrics()
+        self.lease = cluster.lease
+        self._monotonic, self._clock = cluster._monotonic, cluster._clock
+        self.cache = Cache(cluster.settings.gpu_resource)
+        self.changes: queue.Queue[Change] = queue.Queue()
+        self.stop = threading.Event()
+        self.events = EventWriter(cluster.client, self.lease.identity, self._clock, self.lease.check,
+                                  self.settings.resync_s, self.metrics.event_failures.inc)
+        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS]
+        if cluster.settings.queues != "configmap":
+            kinds.append(KAI_QUEUES)
+        self.informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings), kinds, self.changes,
+                                 self.stop, self.settings.watch_timeout_s,
+                                 lambda kind: self.metrics.watch_restarts.labels(kind).inc())
+        self.leading = False
+        self.dirty_since: float | None = None
+        self.planned_at: float | None = None
+        self.plans = 0
+        self.released: dict[str, Released] = {}  # pod uid -> its release, until it is bound or gone
+        self.last_error: str | None = None
+        self._renew_sent = self._next_look = float("-inf")
+
+    # -- the loop -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """LIST every kind and start the watches (the cache is synced after the next step)."""
+        self.informer.start()
+
+    def ready(self) -> bool:
+        return self.cache.synced
+
+    def run(self) -> None:
+        """Turn until `stop` is set; then release the Lease (the action in flight finishes first)."""
+        try:
+            while not self.stop.is_set():
+                self.step()
+                self._wait(self._until_due())
+        finally:
+            self.shut_down()
+
+    def shut_down(self) -> None:
+        self.stop.set()
+        if self.leading:
+            self.leading = False
+            self.metrics.is_leader.set(0)
+            try:
+                self.lease.release()
+            except GpuPolicyError as e:
+                log.warning("could not release the Lease: %s", e)
+
+    def step(self) -> bool:
+        """One turn: take in changes, lead, and plan and act when due. True when it planned."""
+        self.take_changes()
+        now = self._monotonic()
+        self._lead(now)
+        if not (self.leading and self.cache.synced):
+            return False
+        self._check_binding(now)
+        changed = self.dirty_since is not None and now - self.dirty_since >= self.settings.debounce_s
+        if not changed and self.planned_at is not None and now - self.planned_at < self.settings.resync_s:
+            return False
+        self.dirty_since = None
+        self.planned_at = now
+        self.round()
+        return True
+
+    def take_changes(self, wait_s: float = 0.0) -> int:
+        """Move what the watches delivered into the cache (waiting up to `wait_s` for the first)."""
+        taken = 0
+        while True:
+            try:
+                change = self.changes.get(timeout=wait_s) if wait_s > 0 and not taken else self.changes.get_nowait()
+            except queue.Empty:
+                return taken
+            taken += 1
+            if change.change == "LISTED":
+                self.cache.replace(change.kind, change.objects)
+                matters = True
+            else:
+                matters = self.cache.apply(change.kind, change.change, change.obj)
+            if matters and self.dirty_since is None:
+                self.dirty_since = self._monotonic()
+
+    def _wait(self, seconds: float) -> None:
+        """Wait for the next change or `seconds`, whichever comes first."""
+        try:
+            change = self.changes.get(timeout=max(0.01, seconds))
+        except queue.Empty:
+            return
+        self.changes.put(change)
+
+    def _until_due(self) -> float:
+        now = self._monotonic()
+        s, due = self.settings, [self.lease.settings.lease_duration_s / 3 - (now - self._renew_sent)]
+        if self.dirty_since is not None:
+            due.append(s.debounce_s - (now - self.dirty_since))
+        if self.planned_at is not None:
+            due.append(s.resync_s - (now - self.planned_at))
+        return max(0.0, min(due + [1.0]))
+
+    # -- leadership -----------------------------------------------------------------------------
+    def _lead(self, now: float) -> None:
+        every = self.lease.settings.lease_duration_s / 3
+        if self.leading:
+            if now - self._renew_sent >= every:
+                self._renew_sent = now
+                try:
+                    self.lease.renew()
+                except GpuPolicyError as e:
+                    self.lease.lost = str(e)
+            if self.lease.lost:
+                self._stand_by(self.lease.lost)
+            return
+        if now < self._next_look:
+            return
+        self._next_look = now + every
+        try:
+            taken = self.lease.try_acquire()[0]
+        except GpuPolicyError as e:
+            log.warning("standby: cannot look at the Lease: %s", e)
+            return
+        if taken:
+            log.info("leading as %s", self.lease.identity)
+            self.leading, self._renew_sent, self.planned_at = True, now, None
+            self.metrics.is_leader.set(1)
+
+    def _stand_by(self, why: str) -> None:
+        log.warning("stopped acting: %s; standing by", why)
+        self.leading = False
+        self.metrics.is_leader.set(0)
+        self._next_look = float("-inf")
+
+    # -- one round: look, plan, act ---------------------------------------------------------------
+    def round(self) -> Plan | None:
+        began = time.perf_counter()
+        try:
+            snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
+                                       self.cache.pod_views(), self._clock(), self.cluster.url, self.cache.bad())
+        except GpuPolicyError as e:  # a bad object or queue definition: say so, plan again on its fix
+            self._failed(str(e))
+            return None
+        obs = Observation(snap.scenario, None, warnings + snap.warnings, backend=snap, object_warnings=bad)
+        plan = plan_observation(obs, self.config)
+        self.metrics.plan_seconds.observe(time.perf_counter() - began)
+        self.plans += 1
+        self.metrics.show_queues(plan.queues)
+        self._lead(self._monotonic())  # a long look and plan: renew (if due) before the first write
+        if not self.leading:
+            return plan
+        try:
+            self._act(plan, obs, snap)
+        except ClusterBusy as e:
+            self._stand_by(str(e))
+        except GpuPolicyError as e:  # the API server went away mid-round: the next round tries again
+            self._failed(str(e))
+        return plan
+
+    def _failed(self, error: str) -> None:
+        if error != self.last_error:
+            log.warning("round failed: %s", error)
+        self.last_error = error
+
+    def _act(self, plan: Plan, obs: Observation, snap: Snapshot) -> None:
+        self.lease.check()
+        for d in plan.jobs:
+            if d.action in ("preempt", "move") and d.name not in snap.reservations:
+                what = "GpuPolicyPreempted" if d.action == "preempt" else "GpuPolicyMoved"
+                for ref in snap.pods.get(d.name, []):
+                    self.events.write(ref, what, d.reason or d.action, action="Preempt")
+        for outcome in self.cluster.carry_out(plan, obs, execute=True):
+            log.info("%s", outcome.line())
+            if outcome.result == "done" and outcome.action in ("preempt", "move"):
+                d = plan.job(outcome.job)
+                if d.action == "preempt":
+                    self.metrics.preemptions.labels(d.queue, reason_code(d)).inc()
+                else:
+                    self.metrics.moves.labels(d.queue).inc()
+        self._admit(plan, snap)
+
+    def _admit(self, plan: Plan, snap: Snapshot) -> None:
+        """Release gated jobs the plan starts (or a moved job's replacements, where its
+        reservation stands); then say why the others wait (releases first: they are what
+        pods wait for, Events are not)."""
+        decided = {d.name: d for d in plan.jobs}
+        jobs = {j.name: j for j in snap.scenario.jobs}
+        waiting = []
+        for name, refs in snap.gated.items():
+            d = decided.get(name)
+            reservation = snap.reservations.get(name)
+            if reservation is not None:
+                places = [Placement(n, reservation.gpus, list(ix)) for n, ix in
+                          zip(reservation.nodes, reservation.gpu_indices or [[]] * len(reservation.nodes))]
+                why = self._release(name, refs, places, reservation.gpus < 1)
+            elif d is not None and d.action == "start":
+                why = self._release(name, refs, d.replicas, jobs[name].is_fractional)
+            else:
+                why = snap.incomplete.get(name) or (d.reason if d is not None else "not planned")
+            if why is not None:
+                waiting.append((name, refs, d, why))
+        self.metrics.pending.clear()
+        self.events.keep_only({ref.uid for _, refs, _, _ in waiting for ref in refs})
+        for name, refs, d, why in waiting:
+            code = "gang-incomplete" if name in snap.incomplete else reason_code(d) if d is not None and \
+                d.action == "wait" else "not-released"
+            queue_name = d.queue if d is not None else (jobs[name].queue if name in jobs else "")
+            self.metrics.pending.labels(queue_name, code).inc(len(refs))
+            never = code == "never-fits"
+            for ref in refs:
+                self.events.waiting(ref, code, why, "Warning" if never else "Normal",
+                                    "GpuPolicyNotAdmitted" if never else "GpuPolicyWaiting")
+
+    def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool) -> str | None:
+        released, why = release_job(self.cluster.client, refs, places, fractional, self.cache.pod, self.lease.check)
+        now, wall = self._monotonic(), self._clock()
+        for ref, node, pod in released:
+            self.cache.apply(PODS, "MODIFIED", pod)  # seen at once: the next round does not release it again
+            self.released[ref.uid] = Released(ref, node, now)
+            self.events.forget(ref.uid)
+            created = self.cache.views[PODS].get((ref.namespace, ref.name))
+            if isinstance(created, PodView):
+                self.metrics.admission_wait.observe(max(0.0, wall - created.created))
+            self.events.write(ref, "GpuPolicyAdmitted", f"released onto node {node} as a replica of {name}")
+        if released:
+            log.info("released %s: %d pod%s", name, len(released), "s" if len(released) > 1 else "")
+        return why
+
+    def _check_binding(self, now: float) -> None:
+        """Forget released pods once bound or gone; report those not bound in time."""
+        for uid, r in list(self.released.items()):
+            pod = self.cache.pod(r.pod.namespace, r.pod.name)
+            if pod is None or (pod.get("metadata") or {}).get("uid") != uid or (pod.get("spec") or {}).get("nodeName"):
+                del self.released[uid]
+            elif not r.reported and now - r.at >= self.settings.bind_timeout_s:
+                r.reported = True
+                self.metrics.bind_timeouts.inc()
+                try:
+                    self.events.write(r.pod, "GpuPolicyBindTimeout",
+                                      f"released onto node {r.node} {now - r.at:.0f} s ago and not bound yet; its GPUs "
+                                      "stay held until it is bound or deleted", "Warning", "Bind")
+                except ClusterBusy as e:
+                    self._stand_by(str(e))

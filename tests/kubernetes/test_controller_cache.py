@@ -1,0 +1,64 @@
+"""The controller's cache maps objects exactly as `gpu-policy snapshot` does, reading each
+pod once per change rather than once per plan."""
+
+import time
+
+import pytest
+
+from gpu_policy import load_scenario
+from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.look import look
+from gpu_policy.scenario import scenario_to_dict
+from tests.conftest import scenario_files
+from tests.kubernetes.objects import gpu_pod, load_into
+
+KINDS = (NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES)
+
+
+def filled(client) -> Cache:
+    cache = Cache(client.settings.gpu_resource)
+    for kind in KINDS:
+        cache.replace(kind, client.list_watched(kind)[0])
+    return cache
+
+
+def cached_look(cluster, cache):
+    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster._clock(), cluster.url)
+
+
+@pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
+def test_a_snapshot_of_the_cache_is_the_one_shot_snapshot(api, cluster, path):
+    load_into(api, load_scenario(path), time.time())
+    k8s = cluster()
+    one_shot = k8s.observe()
+    snap, warnings = cached_look(k8s, filled(k8s.client))
+    assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
+    assert warnings + snap.warnings == one_shot.warnings
+
+
+def test_events_change_the_cache_and_only_real_changes_matter(api, cluster):
+    api.put(gpu_pod("jobs", "a", gpus=2, node="n1", labels={"gpu-policy.io/queue": "q"}))
+    k8s = cluster()
+    cache = filled(k8s.client)
+    pod = api.get("pods", "a", "jobs")
+    assert not cache.apply(PODS, "MODIFIED", pod)  # same view: nothing for a plan to see
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"]["resourceVersion"]) + 1)
+    pod["spec"]["nodeName"] = "n2"
+    assert cache.apply(PODS, "MODIFIED", pod)
+    older = api.get("pods", "a", "jobs")
+    assert not cache.apply(PODS, "MODIFIED", older)  # an event older than what the cache holds
+    assert cache.pod_views()[0].node == "n2"
+    assert cache.apply(PODS, "DELETED", pod) and cache.pod_views() == []
+
+
+def test_a_pod_gpu_policy_cannot_read_fails_the_look_naming_it(api, cluster):
+    k8s = cluster()
+    cache = filled(k8s.client)
+    bad = gpu_pod("jobs", "bad", gpus=1)
+    bad["metadata"]["annotations"] = {"gpu-policy.io/replicas": "two"}
+    cache.apply(PODS, "ADDED", bad)
+    with pytest.raises(ClusterObjectError, match="pod jobs/bad.*gpu-policy.io/replicas"):
+        cache.pod_views()
+    cache.apply(PODS, "DELETED", bad)
+    assert cache.pod_views() == []
