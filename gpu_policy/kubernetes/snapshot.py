@@ -126,7 +126,8 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
         data["composable"] = composed.section
         warnings += composed.warnings
     return Snapshot(parse_scenario(data, source), warnings, refs, reserved,
-                    {r.key for r in reservations} - {r.key for r in reserved.values()}, composed, gated, incomplete)
+                    stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
+                    gated=gated, incomplete=incomplete)
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],
