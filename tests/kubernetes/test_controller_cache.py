@@ -7,7 +7,6 @@ import pytest
 
 from gpu_policy import load_scenario
 from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
-from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.look import look
 from gpu_policy.scenario import scenario_to_dict
 from tests.conftest import scenario_files
@@ -24,7 +23,8 @@ def filled(client) -> Cache:
 
 
 def cached_look(cluster, cache):
-    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster._clock(), cluster.url)
+    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster._clock(), cluster.url,
+                cache.bad())
 
 
 @pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
@@ -32,9 +32,9 @@ def test_a_snapshot_of_the_cache_is_the_one_shot_snapshot(api, cluster, path):
     load_into(api, load_scenario(path), time.time())
     k8s = cluster()
     one_shot = k8s.observe()
-    snap, warnings = cached_look(k8s, filled(k8s.client))
+    snap, warnings, bad = cached_look(k8s, filled(k8s.client))
     assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
-    assert warnings + snap.warnings == one_shot.warnings
+    assert warnings + snap.warnings == one_shot.warnings and bad == one_shot.object_warnings
 
 
 def test_events_change_the_cache_and_only_real_changes_matter(api, cluster):
@@ -52,13 +52,16 @@ def test_events_change_the_cache_and_only_real_changes_matter(api, cluster):
     assert cache.apply(PODS, "DELETED", pod) and cache.pod_views() == []
 
 
-def test_a_pod_gpu_policy_cannot_read_fails_the_look_naming_it(api, cluster):
+def test_a_pod_gpu_policy_cannot_read_is_left_out_naming_it(api, cluster):
+    """As in a one-shot look (issue 29): the pod is left out with a warning naming it and the
+    field, and everything else is still planned; its deletion clears the warning."""
     k8s = cluster()
     cache = filled(k8s.client)
     bad = gpu_pod("jobs", "bad", gpus=1)
     bad["metadata"]["annotations"] = {"gpu-policy.io/replicas": "two"}
     cache.apply(PODS, "ADDED", bad)
-    with pytest.raises(ClusterObjectError, match="pod jobs/bad.*gpu-policy.io/replicas"):
-        cache.pod_views()
+    cache.apply(PODS, "ADDED", gpu_pod("jobs", "good", gpus=1))
+    assert [p.name for p in cache.pod_views()] == ["good"]
+    assert [(w.object, w.field) for w in cache.bad()] == [("pod jobs/bad", "metadata.annotations.gpu-policy.io/replicas")]
     cache.apply(PODS, "DELETED", bad)
-    assert cache.pod_views() == []
+    assert cache.bad() == []
