@@ -396,7 +396,7 @@ class KubeClient:
             for event in stream:
                 yield event.get("type", ""), event.get("raw_object") or {}
         except ApiException as e:
-            answer = _answer_of(e)
+            answer = _answer_of(e, self.settings)
             if answer.status == 410:
                 raise WatchExpired(f"{self.where}: {what}: {answer.message or '410 Gone'}") from None
             if answer.status in (401, 403):

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from gpu_policy.checkpoint.lock import Unwritable
+
 from gpu_policy.checkpoint.serializers import MAGIC, _LENGTH, StateSerializer
 from gpu_policy.checkpoint.store import MANIFEST, CheckpointError, CheckpointStore
 
@@ -78,11 +80,12 @@ def test_a_crafted_state_with_a_matching_manifest_is_one_line(tmp_path, tree, pr
 
 
 def test_a_location_under_a_file_is_worded(tmp_path):
+    """The first write (the writer lock's) says the location cannot hold checkpoints, and why."""
     (tmp_path / "file").write_text("x")
     store = CheckpointStore(str(tmp_path / "file" / "ckpts"))
-    with pytest.raises(CheckpointError) as e:
+    with pytest.raises(Unwritable) as e:
         store.save(1, {"w": 1})
-    assert one_line(e).startswith(f"checkpoint of step 1 was not saved to {tmp_path}/file/ckpts: Not a directory")
+    assert one_line(e) == f"{tmp_path}/file/ckpts: checkpoints cannot be written there (Not a directory)"
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.ENOTDIR])
