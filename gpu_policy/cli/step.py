@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpu_policy._scenario_fields import INT64, MAX_GPUS_PER_NODE, MAX_REPLICAS, job_gpus, Invalid
+from gpu_policy._scenario_fields import INT64, MAX_GPUS_PER_NODE, MAX_REPLICAS, Invalid, job_gpus
 from gpu_policy.cli._cluster import add_cluster_options, add_execute_options, open_from_args
 from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, number, planner_config, positive,
                                      telemetry_settings)
@@ -28,10 +28,12 @@ def register(sub) -> None:
     add_cluster_options(p)
     p.add_argument("--job", required=True, metavar="NAME", help="the step's job: NAME or NAMESPACE/NAME")
     p.add_argument("--queue", required=True, metavar="Q", help="the team (queue) it runs for")
-    p.add_argument("--gpus", required=True, type=number(0, MAX_GPUS_PER_NODE, above=True, then=_job_gpus), metavar="N", help="GPUs per replica (below 1: a fraction)")
-    p.add_argument("--replicas", type=positive(int, MAX_REPLICAS), default=1, metavar="R", help="replicas, a gang (default 1)")
-    p.add_argument("--priority", type=number(*INT64, whole=True), default=50, metavar="P", help="the job's priority (default 50; 100 and above: "
-                                                             "not preemptible)")
+    p.add_argument("--gpus", required=True, type=number(0, MAX_GPUS_PER_NODE, above=True, then=_job_gpus),
+                   metavar="N", help="GPUs per replica (below 1: a fraction)")
+    p.add_argument("--replicas", type=positive(int, MAX_REPLICAS), default=1, metavar="R",
+                   help="replicas, a gang (default 1)")
+    p.add_argument("--priority", type=number(*INT64, whole=True), default=50, metavar="P",
+                   help="the job's priority (default 50; 100 and above: not preemptible)")
     p.add_argument("--max-wait", type=number(0, MAX_WAIT_S), default=0.0, metavar="S",
                    help="seconds to keep observing and planning while it may not start, and waiting for GPUs "
                         "being attached for it (default 0: decide once)")

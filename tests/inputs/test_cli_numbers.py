@@ -84,7 +84,7 @@ NUMBER_TEXT = st.one_of(
 
 
 @pytest.mark.parametrize("name, option, action", NUMERIC, ids=[f"{n} {o}" for n, o, _ in NUMERIC])
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(text=NUMBER_TEXT)
 def test_numeric_options_accept_only_bounded_numbers(name, option, action, text):
     """Through the whole parser: a value within the option's bounds parses to itself; any other
