@@ -12,7 +12,7 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import ComposableNode, ComposablePool, Job, Node, Queue
+from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, Node, Queue
 
 #: Bounds on what one scenario may describe (docs/scenario.md, "Limits"): far above any
 #: real cluster, low enough that no file can make the planner run out of memory.
@@ -158,11 +158,29 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
 
+#: how a node's GPUs may be shared (NVIDIA's device plugin `sharing` config: timeSlicing, mps)
+SHARING_STRATEGIES = ("time-slicing", "mps")
+MAX_SHARING_REPLICAS = 1024
+
+
+def _gpu_sharing(value: Any) -> GpuSharing:
+    """`{strategy, replicas}`: GPUs shared `replicas` ways by time-slicing or MPS."""
+    if not isinstance(value, dict) or set(value) != {"strategy", "replicas"}:
+        raise Invalid(f"must be a mapping with strategy and replicas, got {show(value)}")
+    if value["strategy"] not in SHARING_STRATEGIES:
+        raise Invalid(f"strategy must be one of {', '.join(SHARING_STRATEGIES)}, got {show(value['strategy'])}")
+    try:
+        replicas = _whole_in(2, MAX_SHARING_REPLICAS)(value["replicas"])
+    except Invalid as e:
+        raise Invalid(f"replicas {e}") from None
+    return GpuSharing(value["strategy"], replicas)
+
+
 # field name -> check; a field missing from the mapping keeps the dataclass default
 NODE_FIELDS = {
     "name": _text, "gpus": _whole_in(0, MAX_GPUS_PER_NODE), "gpu_model": optional(_text),
     "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
-    "labels": _labels, "unhealthy_gpus": _index_list,
+    "labels": _labels, "unhealthy_gpus": _index_list, "gpu_sharing": optional(_gpu_sharing),
 }
 QUEUE_FIELDS = {
     "name": _text, "parent": optional(_text), "deserved": _non_negative(_MAX_GPUS_OF_QUEUE),

@@ -12,15 +12,30 @@ from dataclasses import dataclass, field
 NON_PREEMPTIBLE_PRIORITY = 100
 
 
+@dataclass(frozen=True)
+class GpuSharing:
+    """A node whose GPUs are shared by time-slicing or MPS (NVIDIA's device plugin): each
+    physical GPU is offered as `replicas` places, each a place for fractional work only."""
+
+    strategy: str  # "time-slicing" or "mps"
+    replicas: int
+
+
 @dataclass
 class Node:
     name: str
-    gpus: int
+    gpus: int  # physical GPUs, however they are shared
     gpu_model: str | None = None
     cpu: float | None = None
     memory_gib: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
     unhealthy_gpus: list[int] = field(default_factory=list)
+    gpu_sharing: GpuSharing | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Its GPUs are time-sliced or shared by MPS: places for fractional work only."""
+        return self.gpu_sharing is not None
 
     @property
     def healthy_gpus(self) -> list[int]:
@@ -74,7 +89,15 @@ class Job:
         return self.gpus * self.replicas
 
     def fits_model(self, node: Node) -> bool:
-        return not self.gpu_model or node.gpu_model in self.gpu_model
+        """The node's GPUs are of a model, and a form, this job can use (`gpus_fit`)."""
+        return gpus_fit(self.gpu_model, self.is_fractional, node)
+
+
+def gpus_fit(models, fractional: bool, node) -> bool:
+    """Whether a replica asking for `models` (None: any) and a fraction or whole GPUs can use
+    the GPUs of `node` (a Node or a node kind): its model, and shared GPUs only for fractions
+    (the device plugin offers a time-sliced or MPS GPU as replicas, never whole)."""
+    return (not models or node.gpu_model in models) and (fractional or not node.shared)
 
 
 @dataclass

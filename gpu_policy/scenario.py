@@ -7,7 +7,7 @@ Everything is checked before any solving; the first problem found raises a
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -329,7 +329,7 @@ def scenario_to_dict(s: Scenario) -> dict:
             value = getattr(obj, f.name)
             if skip_defaults and f.name != "name" and value in (None, [], {}):
                 continue
-            out[f.name] = value
+            out[f.name] = asdict(value) if is_dataclass(value) else value
         return out
 
     out = {

@@ -9,6 +9,13 @@ BASE_NODES = "nodes: [{name: n1, gpus: 4}]\n"
 BASE_QUEUES = "queues: [{name: q1, deserved: 2}]\n"
 
 CASES = {
+    "sharing strategy": ("nodes: [{name: n1, gpus: 4, gpu_sharing: {strategy: vgpu, replicas: 4}}]\n" + BASE_QUEUES
+                         + "jobs: []\n", r"nodes\[0\]\.gpu_sharing: strategy must be one of time-slicing, mps, "
+                                          r"got \"vgpu\""),
+    "sharing replicas": ("nodes: [{name: n1, gpus: 4, gpu_sharing: {strategy: mps, replicas: 1}}]\n" + BASE_QUEUES
+                         + "jobs: []\n", r"nodes\[0\]\.gpu_sharing: replicas must be >= 2, got 1"),
+    "sharing shape": ("nodes: [{name: n1, gpus: 4, gpu_sharing: 4}]\n" + BASE_QUEUES + "jobs: []\n",
+                      r"nodes\[0\]\.gpu_sharing: must be a mapping with strategy and replicas, got 4"),
     "unknown top-level key": (BASE_NODES + BASE_QUEUES + "jobs: []\nextra: 1\n",
                               r"extra: unknown field"),
     "unknown job key": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, gpu: 2}]\n",

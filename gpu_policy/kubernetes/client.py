@@ -21,7 +21,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
-from gpu_policy.kubernetes.names import CRO_GROUP, CRO_PLURAL, CRO_VERSION, KAI_GROUP, KAI_PLURAL, KAI_VERSION
+from gpu_policy.kubernetes.names import (COSCHEDULING_GROUP, COSCHEDULING_VERSION, CRO_GROUP, CRO_PLURAL, CRO_VERSION,
+                                         KAI_GROUP, KAI_PLURAL, KAI_POD_GROUP_VERSION, KAI_VERSION, POD_GROUPS,
+                                         VOLCANO_GROUP, VOLCANO_VERSION)
 from gpu_policy.kubernetes.settings import KubernetesSettings
 
 #: finished pods hold nothing: the API server leaves them out
@@ -160,6 +162,23 @@ class KubeClient:
         """KAI-Scheduler's Queue objects; None when the cluster has no such resource."""
         return self._list("list KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
             group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), missing_ok=True)
+
+    @_needs("list", POD_GROUPS, group=KAI_GROUP)
+    def list_kai_pod_groups(self) -> list[dict] | None:
+        """KAI-Scheduler's PodGroups in all namespaces; None when the cluster has no such resource."""
+        return self._list_pod_groups(KAI_GROUP, KAI_POD_GROUP_VERSION)
+
+    @_needs("list", POD_GROUPS, group=VOLCANO_GROUP)
+    def list_volcano_pod_groups(self) -> list[dict] | None:
+        return self._list_pod_groups(VOLCANO_GROUP, VOLCANO_VERSION)
+
+    @_needs("list", POD_GROUPS, group=COSCHEDULING_GROUP)
+    def list_coscheduling_pod_groups(self) -> list[dict] | None:
+        return self._list_pod_groups(COSCHEDULING_GROUP, COSCHEDULING_VERSION)
+
+    def _list_pod_groups(self, group: str, version: str) -> list[dict] | None:
+        return self._list(f"list {group} PodGroups", lambda **kw: self._custom.list_cluster_custom_object(
+            group=group, version=version, plural=POD_GROUPS, **kw), missing_ok=True)
 
     @_needs("get", "configmaps", own_namespace=True)
     def read_config_map(self, name: str) -> dict | None:

@@ -27,18 +27,22 @@ from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.evict import evict_job
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY,
-                                         RESERVATIONS_CONFIGMAP)
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
+                                         QUEUE_LABEL, QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP,
+                                         VOLCANO_GROUP)
 from gpu_policy.kubernetes.nodes import NodeView, read_node
-from gpu_policy.kubernetes.pods import read_pod
+from gpu_policy.kubernetes.pods import PodRef, PodView, read_pod
 from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, needs_namespace_labels
+from gpu_policy.kubernetes.workloads import min_members
 from gpu_policy.model import Job, Queue
 from gpu_policy.plan import JobDecision, Plan
 
+#: why a broken gang's pods are evicted (gpu_policy.kubernetes.workloads)
+BROKEN_GANG_REASON = "broken gang: fewer of its pods hold GPUs than its minimum size; evicted whole to restart whole"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -81,7 +85,8 @@ class KubernetesCluster:
         reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
         namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
         composed = self._composition(nodes, warnings)
-        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed)
+        snap = build_scenario(nodes, pods, queues, namespace_queues, reservations, self._clock(), self.url, composed,
+                              self._pod_groups(pods))
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
@@ -95,6 +100,8 @@ class KubernetesCluster:
         snap: Snapshot = observation.backend
         check = self.lease.check if execute else (lambda: None)
         outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
+        outcomes += [self._evict(name, "preempt", BROKEN_GANG_REASON, pods, execute, check)
+                     for name, pods in sorted(snap.broken.items())]
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
                 continue
@@ -102,13 +109,7 @@ class KubernetesCluster:
                 stale.add(snap.reservations[d.name].key)
                 outcomes.append(Outcome(d.name, d.action, "done" if execute else "dry run", "its reservation is released"))
                 continue
-            pods = snap.pods.get(d.name, [])
-            if execute:
-                outcome = evict_job(self.client, d.name, d.action, d.reason or d.action, pods, check,
-                                    self._sleep, self._monotonic)
-            else:
-                outcome = Outcome(d.name, d.action, "dry run", f"would annotate and evict {len(pods)} pod"
-                                  f"{'s' if len(pods) != 1 else ''}: {d.reason}", [str(p) for p in pods])
+            outcome = self._evict(d.name, d.action, d.reason or d.action, snap.pods.get(d.name, []), execute, check)
             outcomes.append(outcome)
             if d.action == "move" and outcome.result != "blocked":
                 reserve.append(self._reservation(observation.scenario.jobs, d))
@@ -121,6 +122,13 @@ class KubernetesCluster:
                              f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
                              f"at most until {until} UTC") for r in reserve]
         return outcomes
+
+    def _evict(self, name: str, action: str, reason: str, pods: list[PodRef], execute: bool, check) -> Outcome:
+        """Annotate and evict every pod of a job (all of a gang's together), or say so in a dry run."""
+        if execute:
+            return evict_job(self.client, name, action, reason, pods, check, self._sleep, self._monotonic)
+        return Outcome(name, action, "dry run", f"would annotate and evict {len(pods)} pod"
+                       f"{'s' if len(pods) != 1 else ''}: {reason}", [str(p) for p in pods])
 
     def _composition(self, nodes: list[NodeView], warnings: list[str]) -> ComposedNodes | None:
         """Composition as the cluster has it: None unless a node is labelled composable and
@@ -211,6 +219,15 @@ class KubernetesCluster:
             return [], [f"no queues: neither the ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
                         "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
         return queues_from_kai(kai, cluster_gpus), []
+
+    def _pod_groups(self, pods: list[PodView]) -> dict[tuple[str, str, str], int]:
+        """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names."""
+        lists = {KAI_GROUP: self.client.list_kai_pod_groups, VOLCANO_GROUP: self.client.list_volcano_pod_groups,
+                 COSCHEDULING_GROUP: self.client.list_coscheduling_pod_groups}
+        sizes: dict[tuple[str, str, str], int] = {}
+        for api in sorted({p.pod_group[0] for p in pods if p.pod_group and p.asks_for_gpus}):
+            sizes.update(min_members(api, lists[api]() or []))
+        return sizes
 
     def _namespace_queues(self) -> dict[str, str]:
         out = {}

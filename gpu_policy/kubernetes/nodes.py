@@ -7,21 +7,24 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.devices import gpu_model, physical_gpus, read_sharing
 from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, GPU_TAINT_KEY, MAX_GPUS_ANNOTATION,
-                                         UNHEALTHY_GPUS_ANNOTATION)
+                                         SHARED_RESOURCE_SUFFIX, UNHEALTHY_GPUS_ANNOTATION)
 from gpu_policy.kubernetes.quantity import gib, parse_quantity
+from gpu_policy.model import GpuSharing
 
 
 @dataclass
 class NodeView:
     name: str
-    gpus: int  # status.allocatable of the GPU resource
+    gpus: int  # physical GPUs: status.allocatable of the GPU resource, less their sharing (devices.py)
     cpu: float | None
     memory_gib: float | None
     gpu_model: str | None
     no_new_work: str | None  # why the node takes no new work (cordoned, not Ready, tainted), else None
     unhealthy_gpus: list[int] = field(default_factory=list)
     max_gpus: int | None = None  # a composable node's most GPUs; None: not composable
+    sharing: GpuSharing | None = None  # time-slicing or MPS, from GPU feature discovery's labels
 
 
 def read_node(node: dict, gpu_resource: str) -> NodeView:
@@ -38,17 +41,21 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
         except ValueError as e:
             raise ClusterObjectError(where, f"status.allocatable.{key}", str(e)) from None
 
-    gpus = amount(gpu_resource) or 0
-    if gpus != int(gpus) or gpus < 0:
-        raise ClusterObjectError(where, f"status.allocatable.{gpu_resource}", f"must be a whole number >= 0, got {gpus}")
-    cpu, memory = amount("cpu"), amount("memory")
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    sharing = read_sharing(labels, where)
+    resource = gpu_resource + SHARED_RESOURCE_SUFFIX if sharing and gpu_resource not in allocatable else gpu_resource
+    devices = amount(resource) or 0
+    if devices != int(devices) or devices < 0:
+        raise ClusterObjectError(where, f"status.allocatable.{resource}", f"must be a whole number >= 0, got {devices}")
+    gpus = physical_gpus(int(devices), sharing)
+    cpu, memory = amount("cpu"), amount("memory")
     return NodeView(
-        name=name, gpus=int(gpus), cpu=None if cpu is None else float(cpu),
+        name=name, gpus=gpus, cpu=None if cpu is None else float(cpu),
         memory_gib=None if memory is None else gib(allocatable["memory"]),
-        gpu_model=labels.get(GPU_PRODUCT_LABEL), no_new_work=_no_new_work(spec, status),
-        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), int(gpus), where),
+        gpu_model=gpu_model(labels.get(GPU_PRODUCT_LABEL), sharing), no_new_work=_no_new_work(spec, status),
+        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), gpus, where),
         max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
+        sharing=sharing,
     )
 
 

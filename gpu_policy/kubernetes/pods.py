@@ -15,9 +15,10 @@ from datetime import datetime
 
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (
-    FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, JOB_LABEL, KAI_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL)
+    ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, KAI_FRACTION_ANNOTATION,
+    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL, SHARED_RESOURCE_SUFFIX)
 from gpu_policy.kubernetes.quantity import parse_quantity
+from gpu_policy.kubernetes.workloads import read_workload
 
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
 
@@ -47,12 +48,17 @@ class PodView:
     created: float  # metadata.creationTimestamp, seconds since the epoch
     deleting: bool  # metadata.deletionTimestamp is set
     queue_label: str | None  # gpu-policy.io/queue, else kai.scheduler/queue
-    group: str  # the job it belongs to: its job label, its controller's name, or its own name
+    group: str  # the job it belongs to: a gang's name (workloads.py), else its own name
     preemptible: bool | None
     gpu_model: list[str] | None
     gpu_indices: list[int] | None
     checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
+    shared_devices: int = 0  # replicas of shared GPUs asked for as `<gpu resource>.shared` (devices.py)
+    gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
+    gang: bool = False  # its group is a gang: all its pods start together or none does
+    replicas: int | None = None  # the gang's minimum size, when its workload says it
+    pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
 
     @property
     def full_name(self) -> str:
@@ -64,7 +70,7 @@ class PodView:
 
     @property
     def asks_for_gpus(self) -> bool:
-        return self.gpus > 0 or self.unreadable is not None
+        return self.gpus > 0 or self.shared_devices > 0 or self.unreadable is not None
 
 
 def read_pod(pod: dict, gpu_resource: str) -> PodView:
@@ -81,8 +87,10 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
             raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
                                      f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
         gpus = fraction
+    shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
+    workload = read_workload(meta, where)
     unreadable = None
-    if not gpus:
+    if not gpus and not shared:
         other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)})
         if other:
             unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
@@ -92,12 +100,18 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         priority=_priority(spec, where),
         created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
         deleting=bool(meta.get("deletionTimestamp")), queue_label=labels.get(QUEUE_LABEL) or labels.get(KAI_QUEUE_LABEL),
-        group=labels.get(JOB_LABEL) or _controller(meta) or name, preemptible=_preemptible(labels, where),
+        group=workload.group, preemptible=_preemptible(labels, where),
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable,
+        unreadable=unreadable, shared_devices=shared, gated=ADMISSION_GATE in _gates(spec), gang=workload.gang, replicas=workload.replicas,
+        pod_group=workload.pod_group,
     )
+
+
+def _gates(spec: dict) -> list[str]:
+    """The names of the pod's scheduling gates."""
+    return [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
 
 
 def _resource_names(spec: dict) -> set[str]:
@@ -162,13 +176,6 @@ def _priority(spec: dict, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ClusterObjectError(where, "spec.priority", f"must be a whole number, got {json.dumps(value)}")
     return value
-
-
-def _controller(meta: dict) -> str | None:
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("name"):
-            return ref["name"]
-    return None
 
 
 def _preemptible(labels: dict, where: str) -> bool | None:

@@ -13,7 +13,11 @@ person should read. It does no I/O. What it decides where the contract is silent
   jobs; all its GPUs are marked unhealthy (no new work), and its labels say why.
 - CPU and memory left for GPU jobs are the node's allocatable minus what its
   non-GPU pods request.
-- A gang with some pods bound and some not is planned as the bound part.
+- Which pods are one job, and which jobs are gangs: gpu_policy.kubernetes.workloads. A
+  gang with at least its minimum size bound and more pods waiting is planned as the bound
+  part; a broken gang (fewer hold GPUs than its minimum, and the others will not be bound
+  without gpu-policy) is evicted whole (`broken`), its GPUs held as terminating meanwhile;
+  a gang that has fewer pods than its minimum, none bound, is not planned yet.
 - A composable node is kept even with no GPUs: composition may give it some.
 """
 
@@ -25,6 +29,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.kubernetes.composable import ComposedNodes
+from gpu_policy.kubernetes.devices import shared_replicas
+from gpu_policy.kubernetes.workloads import gang_trouble, with_pod_groups
 from gpu_policy.kubernetes.names import GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, TERMINATING_QUEUE, UNMANAGED_QUEUE
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodRef, PodView
@@ -48,26 +54,39 @@ class Snapshot:
     reservations: dict[str, Reservation] = field(default_factory=dict)  # job name -> the reservation standing for it
     stale: set[str] = field(default_factory=set)  # reservation keys that no longer stand (expired, bound, invalid)
     composed: ComposedNodes | None = None  # composition as this look found it (None: no composable node)
+    broken: dict[str, list[PodRef]] = field(default_factory=dict)  # broken gang -> its pods that hold GPUs
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
-                   source: str, composed: ComposedNodes | None = None) -> Snapshot:
+                   source: str, composed: ComposedNodes | None = None,
+                   pod_groups: dict[tuple[str, str, str], int] | None = None) -> Snapshot:
     """The scenario of one look; with `composed`, its nodes are the composable nodes as
-    planned (gpu_policy.kubernetes.composable) and its section becomes `composable:`."""
+    planned (gpu_policy.kubernetes.composable) and its section becomes `composable:`;
+    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members)."""
     if composed is not None:
         nodes = composed.nodes
     warnings: list[str] = []
     node_views = {n.name: n for n in nodes}
+    pods = with_pod_groups(shared_replicas(pods, {n.name: n.sharing for n in nodes if n.sharing}), pod_groups or {})
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
-    jobs, refs = [], {}
+    jobs, refs, broken = [], {}, {}
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
     for (namespace, group), members in sorted(managed.items()):
         name = f"{namespace}/{group}"
         if name in reserved:
             continue  # the reservation stands for the job until all its pods are bound
+        trouble = gang_trouble(members)
+        if trouble is not None:
+            verdict, words = trouble
+            if verdict == "broken":
+                broken[name] = [p.ref for p in members if p.node]
+                terminating.extend(p for p in members if p.node)
+            warnings.append(f"job {name}: {verdict}: {words}; "
+                            f"{'its pods are evicted so that it restarts whole' if verdict == 'broken' else 'not planned yet'}")
+            continue
         job = _job(name, members, namespace_queues, known, now, warnings)
         if job is None:
             unmanaged.extend(members)
@@ -85,7 +104,7 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
         data["composable"] = composed.section
         warnings += composed.warnings
     return Snapshot(parse_scenario(data, source), warnings, refs, reserved,
-                    {r.key for r in reservations} - {r.key for r in reserved.values()}, composed)
+                    {r.key for r in reservations} - {r.key for r in reserved.values()}, composed, broken)
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],
@@ -232,7 +251,8 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
             if total is not None:  # what non-GPU pods leave, never less than the GPU jobs there already use
                 capacity[resource] = _round(max(total - others[v.name][resource], need[v.name][resource]))
         out.append(Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
-                        memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy))
+                        memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
+                        gpu_sharing=v.sharing))
     return out
 
 

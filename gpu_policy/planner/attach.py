@@ -116,9 +116,9 @@ class Composer:
             n = spot.node
             if not spot.rooms:
                 continue
-            kinds[NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib)] -= 1
+            kinds[NodeKind.of(n)] -= 1
             for model, room in spot.rooms.items():
-                kinds[NodeKind(model, len(n.healthy_gpus) + room, n.cpu, n.memory_gib)] += 1
+                kinds[dataclasses.replace(NodeKind.of(n), gpu_model=model, healthy=len(n.healthy_gpus) + room)] += 1
         return +kinds
 
     def extended(self, layout: Layout) -> Layout:

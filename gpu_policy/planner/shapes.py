@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gpu_policy.model import Job, Node, Scenario
+from gpu_policy.model import Job, Node, Scenario, gpus_fit
 
 _EPS = 1e-9
 
@@ -30,8 +30,9 @@ class Shape:
         """Whole GPUs one replica takes from its node's free GPUs (a fraction takes none)."""
         return 0 if self.fractional else int(self.gpus)
 
-    def fits_model(self, node: Node) -> bool:
-        return self.models is None or node.gpu_model in self.models
+    def fits_model(self, node: Node | NodeKind) -> bool:
+        """The node's GPUs are of a model, and a form, the shape can use."""
+        return gpus_fit(self.models, self.fractional, node)
 
     def fits(self, node: Node | NodeKind) -> bool:
         """Could one replica ever run on `node` (model, CPUs, memory, healthy GPUs)?"""
@@ -63,11 +64,16 @@ class NodeKind:
     healthy: int
     cpu: float | None
     memory_gib: float | None
+    shared: bool = False  # time-sliced or MPS GPUs: places for fractions only
+
+    @classmethod
+    def of(cls, n: Node) -> NodeKind:
+        return cls(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib, n.shared)
 
 
 def node_kinds(s: Scenario) -> Counter[NodeKind]:
     """How many nodes of each kind the cluster has (a few kinds, however many nodes)."""
-    return Counter(NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib) for n in s.nodes)
+    return Counter(NodeKind.of(n) for n in s.nodes)
 
 
 @dataclass(frozen=True)

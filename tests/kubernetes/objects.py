@@ -27,14 +27,20 @@ def quantity_gib(value: float) -> str:
 
 
 def node_object(n: Node, ready: bool = True) -> dict:
-    allocatable = {"nvidia.com/gpu": str(n.gpus)}
+    """The node as the kubelet, NVIDIA's device plugin and GPU feature discovery show it: a
+    shared node offers `replicas` devices per GPU, and GFD labels its count and sharing."""
+    sharing = n.gpu_sharing
+    allocatable = {"nvidia.com/gpu": str(n.gpus * (sharing.replicas if sharing else 1))}
     if n.cpu is not None:
         allocatable["cpu"] = f"{round(n.cpu * 1000)}m"
     if n.memory_gib is not None:
         allocatable["memory"] = quantity_gib(n.memory_gib)
     labels = {names.HOSTNAME_LABEL: n.name}
     if n.gpu_model:
-        labels[names.GPU_PRODUCT_LABEL] = n.gpu_model
+        labels[names.GPU_PRODUCT_LABEL] = n.gpu_model + ("-SHARED" if sharing else "")
+    if sharing:
+        labels.update({"nvidia.com/gpu.count": str(n.gpus), "nvidia.com/gpu.replicas": str(sharing.replicas),
+                       "nvidia.com/gpu.sharing-strategy": sharing.strategy})
     meta = {"name": n.name, "labels": labels}
     if n.unhealthy_gpus:
         meta["annotations"] = {names.UNHEALTHY_GPUS_ANNOTATION: ",".join(map(str, n.unhealthy_gpus))}
@@ -85,16 +91,21 @@ def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> 
             "data": {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}}
 
 
-def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
-    """One pod per replica of the job."""
-    pods = []
+def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str, int] | None = None) -> list[dict]:
+    """One pod per replica of the job. `shared`: node -> replicas per GPU of the shared nodes;
+    a fraction there (or, waiting, in a cluster that has them) asks for its replicas of a GPU."""
+    pods, shared = [], shared or {}
     for r in range(job.replicas):
+        replicas = shared.get(job.running[r]) if job.running else min(shared.values(), default=None)
         labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: job.name}
         if job.preemptible is not None:
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
         notes = {}
         resources: dict = {}
-        if job.is_fractional:
+        if job.is_fractional and replicas and float(job.gpus * replicas).is_integer():
+            resource = "nvidia.com/gpu" if job.running else "nvidia.com/gpu" + names.SHARED_RESOURCE_SUFFIX
+            resources = {"limits": {resource: str(int(job.gpus * replicas))}}
+        elif job.is_fractional:
             notes[names.FRACTION_ANNOTATION] = f"{job.gpus:g}"
         else:
             resources = {"limits": {"nvidia.com/gpu": str(int(job.gpus))}}
@@ -149,8 +160,9 @@ def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
                                        "idle_detach_s": c.idle_detach_s, "before_preemption": c.before_preemption}))
     api.put({"kind": "Namespace", "metadata": {"name": namespace}})
     api.put(queues_config_map(s))
+    shared = {n.name: n.gpu_sharing.replicas for n in s.nodes if n.gpu_sharing}
     for job in s.jobs:
-        for pod in pod_objects(job, now, namespace):
+        for pod in pod_objects(job, now, namespace, shared):
             api.put(pod)
 
 

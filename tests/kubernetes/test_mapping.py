@@ -43,7 +43,9 @@ def test_gang_by_job_label(seeded, cluster):
     assert (job.name, job.replicas, job.gpus, job.running) == ("ml/train", 3, 2, ["node-1"] * 3)
 
 
-def test_gang_by_controller_and_single_pods(seeded, cluster):
+def test_a_controller_alone_makes_no_gang(seeded, cluster):
+    """Pods of one controller are independent jobs unless the workload says it is a gang
+    (tests/kubernetes/test_workloads.py has each kind)."""
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "bert", "uid": "u1", "controller": True}]
     other = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "not-a-controller", "uid": "u2"}]
     for r in range(2):
@@ -54,8 +56,9 @@ def test_gang_by_controller_and_single_pods(seeded, cluster):
     alone["metadata"]["ownerReferences"] = other
     seeded.put(alone)
     got = jobs(look(cluster)[0])
-    assert (got["ml/bert"].replicas, got["ml/bert"].running) == (2, [])
-    assert got["ml/notebook"].replicas == 1 and got["ml/notebook"].queue == "team-b"
+    assert sorted(got) == ["ml/bert-x0", "ml/bert-x1", "ml/notebook"]
+    assert all(j.replicas == 1 and j.running == [] for j in got.values())
+    assert got["ml/notebook"].queue == "team-b"
 
 
 def test_fractions_and_gpu_indices(seeded, cluster):
