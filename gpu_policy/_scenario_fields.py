@@ -176,11 +176,32 @@ def _gpu_sharing(value: Any) -> GpuSharing:
     return GpuSharing(value["strategy"], replicas)
 
 
+def _mig_profile(value: Any) -> str:
+    """A MIG profile name as NVIDIA writes it: 1g.10gb, 3g.40gb, 1g.10gb+me."""
+    if not isinstance(value, str) or not value or len(value) > 40 or not all(c.isalnum() or c in ".+-" for c in value):
+        raise Invalid(f"must be a MIG profile name such as 1g.10gb, got {show(value)}")
+    return value
+
+
+def _mig_layout(value: Any) -> dict[str, int]:
+    """A node's MIG slices: profile -> how many the node has."""
+    if not isinstance(value, dict) or len(value) > 64:
+        raise Invalid(f"must be a mapping of MIG profiles to slice counts, got {show(value)}")
+    out = {}
+    for profile, count in value.items():
+        try:
+            out[_mig_profile(profile)] = _whole_in(0, 8 * MAX_GPUS_PER_NODE)(count)
+        except Invalid as e:
+            raise Invalid(f"{profile}: {e}") from None
+    return out
+
+
 # field name -> check; a field missing from the mapping keeps the dataclass default
 NODE_FIELDS = {
     "name": _text, "gpus": _whole_in(0, MAX_GPUS_PER_NODE), "gpu_model": optional(_text),
     "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "labels": _labels, "unhealthy_gpus": _index_list, "gpu_sharing": optional(_gpu_sharing),
+    "mig": _mig_layout,
 }
 QUEUE_FIELDS = {
     "name": _text, "parent": optional(_text), "deserved": _non_negative(_MAX_GPUS_OF_QUEUE),
@@ -193,6 +214,7 @@ JOB_FIELDS = {
     "cpu": optional(_non_negative(_MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "running": optional(_node_names), "gpu_indices": optional(_indices_per_replica),
     "submitted_at": _non_negative(_MAX_SECONDS), "checkpoint_age_s": optional(_non_negative(_MAX_SECONDS)),
+    "mig_profile": optional(_mig_profile),
 }
 # the optional `composable:` section (docs/composition.md)
 POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}

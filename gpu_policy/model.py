@@ -31,11 +31,17 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     unhealthy_gpus: list[int] = field(default_factory=list)
     gpu_sharing: GpuSharing | None = None
+    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices: its GPUs are partitioned
 
     @property
     def shared(self) -> bool:
         """Its GPUs are time-sliced or shared by MPS: places for fractional work only."""
         return self.gpu_sharing is not None
+
+    @property
+    def mig_profiles(self) -> tuple[str, ...]:
+        """The MIG profiles it has slices of (none: its GPUs are not partitioned)."""
+        return tuple(sorted(self.mig))
 
     @property
     def healthy_gpus(self) -> list[int]:
@@ -68,6 +74,7 @@ class Job:
     gpu_indices: list[list[int]] | None = None
     submitted_at: float = 0
     checkpoint_age_s: float | None = None
+    mig_profile: str | None = None  # one MIG slice of this profile per replica; `gpus` is its share of a GPU
 
     @property
     def is_running(self) -> bool:
@@ -75,7 +82,8 @@ class Job:
 
     @property
     def is_fractional(self) -> bool:
-        return self.gpus < 1
+        """A part of one GPU: a fraction, or a MIG slice (a 7g slice is a whole GPU's worth)."""
+        return self.gpus < 1 or self.mig_profile is not None
 
     @property
     def is_preemptible(self) -> bool:
@@ -90,14 +98,19 @@ class Job:
 
     def fits_model(self, node: Node) -> bool:
         """The node's GPUs are of a model, and a form, this job can use (`gpus_fit`)."""
-        return gpus_fit(self.gpu_model, self.is_fractional, node)
+        return gpus_fit(self.gpu_model, self.is_fractional, self.mig_profile, node)
 
 
-def gpus_fit(models, fractional: bool, node) -> bool:
-    """Whether a replica asking for `models` (None: any) and a fraction or whole GPUs can use
-    the GPUs of `node` (a Node or a node kind): its model, and shared GPUs only for fractions
+def gpus_fit(models, fractional: bool, mig_profile: str | None, node) -> bool:
+    """Whether a replica asking for `models` (None: any), a fraction or whole GPUs, or a MIG
+    slice of `mig_profile`, can use the GPUs of `node` (a Node or a node kind): its model; a
+    node with MIG slices only for MIG jobs of its profiles; shared GPUs only for fractions
     (the device plugin offers a time-sliced or MPS GPU as replicas, never whole)."""
-    return (not models or node.gpu_model in models) and (fractional or not node.shared)
+    if models and node.gpu_model not in models:
+        return False
+    if mig_profile is not None or node.mig_profiles:
+        return mig_profile in node.mig_profiles
+    return fractional or not node.shared
 
 
 @dataclass

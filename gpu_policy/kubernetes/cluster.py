@@ -25,6 +25,7 @@ from gpu_policy.errors import ClusterObjectError, ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
+from gpu_policy.kubernetes.dra import DraView, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.evict import evict_job
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
@@ -81,7 +82,11 @@ class KubernetesCluster:
         gpu = self.settings.gpu_resource
         nodes = [read_node(n, gpu) for n in self.client.list_nodes()]
         pods = [read_pod(p, gpu) for p in self.client.list_pods()]
+        dra = self._dra(pods)
+        if dra is not None:
+            nodes, pods = with_dra_nodes(nodes, dra), with_dra(pods, dra)
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
+        warnings += dra.warnings if dra is not None else []
         reservations = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
         namespace_queues = self._namespace_queues() if needs_namespace_labels(pods) else {}
         composed = self._composition(nodes, warnings)
@@ -219,6 +224,17 @@ class KubernetesCluster:
             return [], [f"no queues: neither the ConfigMap {self.settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
                         "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
         return queues_from_kai(kai, cluster_gpus), []
+
+    def _dra(self, pods: list[PodView]) -> DraView | None:
+        """DRA as the cluster has it, when some pod has resourceClaims: one LIST of ResourceSlices,
+        ResourceClaims and DeviceClasses, and of ResourceClaimTemplates when a pod's claim is not
+        made yet. None when no pod has claims."""
+        if not any(p.claims for p in pods):
+            return None
+        templates = (self.client.list_resource_claim_templates() or []
+                     if any(claim is None for p in pods for claim, _ in p.claims) else [])
+        return read_dra(self.client.list_resource_slices() or [], self.client.list_resource_claims() or [],
+                        templates, self.client.list_device_classes() or [], pods)
 
     def _pod_groups(self, pods: list[PodView]) -> dict[tuple[str, str, str], int]:
         """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names."""

@@ -57,6 +57,9 @@ PREVIOUS_SIZE_ANNOTATION = "gpu-policy.io/previous-size"
 # KAI-Scheduler's Queue custom resource (cluster-scoped)
 KAI_GROUP, KAI_VERSION, KAI_PLURAL = "scheduling.run.ai", "v2", "queues"
 
+# Dynamic Resource Allocation, read when a pod has resourceClaims
+DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
+
 # PodGroups (namespaced), read when a pod names one: its spec.minMember says whether it is a gang
 POD_GROUPS = "podgroups"
 KAI_POD_GROUP_VERSION = "v2alpha2"  # scheduling.run.ai

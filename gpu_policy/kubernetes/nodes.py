@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_policy.errors import ClusterObjectError
-from gpu_policy.kubernetes.devices import gpu_model, physical_gpus, read_sharing
+from gpu_policy.kubernetes.devices import gpu_memory_gb, gpu_model, mig_gpus, mig_slices, physical_gpus, read_sharing
 from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, GPU_TAINT_KEY, MAX_GPUS_ANNOTATION,
                                          SHARED_RESOURCE_SUFFIX, UNHEALTHY_GPUS_ANNOTATION)
 from gpu_policy.kubernetes.quantity import gib, parse_quantity
@@ -25,6 +25,8 @@ class NodeView:
     unhealthy_gpus: list[int] = field(default_factory=list)
     max_gpus: int | None = None  # a composable node's most GPUs; None: not composable
     sharing: GpuSharing | None = None  # time-slicing or MPS, from GPU feature discovery's labels
+    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices it advertises
+    memory_gb: float | None = None  # one GPU's memory (GFD), for the share of a MIG slice
 
 
 def read_node(node: dict, gpu_resource: str) -> NodeView:
@@ -48,6 +50,9 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
     if devices != int(devices) or devices < 0:
         raise ClusterObjectError(where, f"status.allocatable.{resource}", f"must be a whole number >= 0, got {devices}")
     gpus = physical_gpus(int(devices), sharing)
+    mig, gpu_memory = mig_slices(allocatable, gpu_resource), gpu_memory_gb(labels)
+    if mig:
+        gpus = mig_gpus(mig, gpus, labels, gpu_memory)
     cpu, memory = amount("cpu"), amount("memory")
     return NodeView(
         name=name, gpus=gpus, cpu=None if cpu is None else float(cpu),
@@ -55,7 +60,7 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
         gpu_model=gpu_model(labels.get(GPU_PRODUCT_LABEL), sharing), no_new_work=_no_new_work(spec, status),
         unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), gpus, where),
         max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
-        sharing=sharing,
+        sharing=sharing, mig=mig, memory_gb=gpu_memory,
     )
 
 

@@ -58,6 +58,9 @@ class PodView:
     gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
     gang: bool = False  # its group is a gang: all its pods start together or none does
     replicas: int | None = None  # the gang's minimum size, when its workload says it
+    mig_request: tuple[str, int] | None = None  # (MIG profile, slices) asked for as `<vendor>/mig-<profile>`
+    mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
+    claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
     pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
 
     @property
@@ -70,7 +73,7 @@ class PodView:
 
     @property
     def asks_for_gpus(self) -> bool:
-        return self.gpus > 0 or self.shared_devices > 0 or self.unreadable is not None
+        return self.gpus > 0 or self.shared_devices > 0 or self.mig_request is not None or self.unreadable is not None
 
 
 def read_pod(pod: dict, gpu_resource: str) -> PodView:
@@ -89,9 +92,14 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpus = fraction
     shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
     workload = read_workload(meta, where)
+    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
+    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
+    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
+    mig_request = next(iter(mig.items())) if len(mig) == 1 and not gpus and not shared else None
     unreadable = None
     if not gpus and not shared:
-        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)})
+        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)}
+                       - ({mig_prefix + mig_request[0]} if mig_request else set()))
         if other:
             unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
     return PodView(
@@ -104,9 +112,23 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable, shared_devices=shared, gated=ADMISSION_GATE in _gates(spec), gang=workload.gang, replicas=workload.replicas,
+        unreadable=unreadable, shared_devices=shared,
+        mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}), gated=ADMISSION_GATE in _gates(spec),
+        gang=workload.gang, replicas=workload.replicas,
         pod_group=workload.pod_group,
     )
+
+
+def _claims(spec: dict, status: dict) -> tuple[tuple[str | None, str | None], ...]:
+    """The pod's DRA claims: its ResourceClaim's name (given, or made for it from a template and
+    named in `status.resourceClaimStatuses`), else the template's name."""
+    made = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+            if isinstance(s, dict)}
+    out = []
+    for c in spec.get("resourceClaims") or []:
+        if isinstance(c, dict):
+            out.append((c.get("resourceClaimName") or made.get(c.get("name")), c.get("resourceClaimTemplateName")))
+    return tuple(out)
 
 
 def _gates(spec: dict) -> list[str]:

@@ -29,12 +29,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.kubernetes.composable import ComposedNodes
-from gpu_policy.kubernetes.devices import shared_replicas
-from gpu_policy.kubernetes.workloads import gang_trouble, with_pod_groups
+from gpu_policy.kubernetes.devices import physical_requests
 from gpu_policy.kubernetes.names import GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, TERMINATING_QUEUE, UNMANAGED_QUEUE
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.reservations import Reservation
+from gpu_policy.kubernetes.workloads import gang_trouble, with_pod_groups
 from gpu_policy.model import Job, Node, Queue, Scenario
 from gpu_policy.scenario import parse_scenario, scenario_to_dict
 
@@ -68,7 +68,9 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
         nodes = composed.nodes
     warnings: list[str] = []
     node_views = {n.name: n for n in nodes}
-    pods = with_pod_groups(shared_replicas(pods, {n.name: n.sharing for n in nodes if n.sharing}), pod_groups or {})
+    pods = physical_requests(pods, {n.name: n.sharing for n in nodes if n.sharing},
+                             {n.name: (n.mig, n.memory_gb) for n in nodes if n.mig})
+    pods = with_pod_groups(pods, pod_groups or {})
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
@@ -84,8 +86,8 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
             if verdict == "broken":
                 broken[name] = [p.ref for p in members if p.node]
                 terminating.extend(p for p in members if p.node)
-            warnings.append(f"job {name}: {verdict}: {words}; "
-                            f"{'its pods are evicted so that it restarts whole' if verdict == 'broken' else 'not planned yet'}")
+            then = "its pods are evicted so that it restarts whole" if verdict == "broken" else "not planned yet"
+            warnings.append(f"job {name}: {verdict}: {words}; {then}")
             continue
         job = _job(name, members, namespace_queues, known, now, warnings)
         if job is None:
@@ -213,7 +215,8 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
     return Job(
         name=name, queue=queue, gpus=first.gpus, replicas=len(pods),
         priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
-        gpu_model=first.gpu_model, cpu=_most(p.cpu for p in pods), memory_gib=_most(p.memory_gib for p in pods),
+        gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in pods),
+        memory_gib=_most(p.memory_gib for p in pods),
         running=[p.node for p in pods] if bound else [],
         gpu_indices=[p.gpu_indices for p in pods] if bound and all(p.gpu_indices for p in pods) else None,
         submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=max(0, round(max(ages))) if ages else None,
@@ -252,7 +255,7 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
                 capacity[resource] = _round(max(total - others[v.name][resource], need[v.name][resource]))
         out.append(Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
                         memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
-                        gpu_sharing=v.sharing))
+                        gpu_sharing=v.sharing, mig=dict(v.mig)))
     return out
 
 

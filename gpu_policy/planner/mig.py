@@ -37,3 +37,12 @@ def slice_rows(m, s: Scenario, nl: NodeLayout, n: str, stays: Callable[[str], pu
         if terms[profile]:
             # slices of the profile kept and placed on node n <= its slices of the profile
             m.add(pulp.LpAffineExpression(list(terms[profile].items()), fixed[profile]) <= count, "mig")
+
+
+def free_slices(s: Scenario, layout, profile: str) -> int:
+    """Slices of `profile` that no job holds in `layout`, over the whole cluster."""
+    held: dict[str, int] = defaultdict(int)
+    jobs = {j.name for j in s.jobs if j.mig_profile == profile}
+    for n, nl in layout.nodes.items():
+        held[n] = sum(1 for slot in nl.slots for name, _ in slot.fractions if name in jobs)
+    return sum(max(0, n.mig.get(profile, 0) - held[n.name]) for n in s.nodes)

@@ -10,7 +10,7 @@ from functools import cached_property
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Placement
-from gpu_policy.planner import rules
+from gpu_policy.planner import mig, rules
 from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.shapes import NodeKind
@@ -53,6 +53,9 @@ def _entity(tree: rules.QueueTree, name: str, queue: str) -> str:
 def never_fits(job: Job, kinds: Counter[NodeKind]) -> str | None:
     """Why no node of the cluster (`shapes.node_kinds`) could ever run one replica, or None."""
     nodes = {k: c for k, c in kinds.items() if job.fits_model(k)}
+    if not nodes and job.mig_profile:
+        return f"no node{' of GPU model ' + ' or '.join(job.gpu_model) if job.gpu_model else ''} has " \
+               f"{job.mig_profile} MIG slices"
     if not nodes:
         return f"no node has GPU model {' or '.join(job.gpu_model or [])}"
     need = 1 if job.is_fractional else job.gpus
@@ -87,6 +90,9 @@ def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> str:
             return (f"non-preemptible jobs start only within deserved: {_entity(j.tree, blocker, q)}'s would "
                     f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
                     f"{j.shares.deserved[blocker]:g} deserved GPUs")
+    if job.mig_profile and mig.free_slices(j.s, j.layout, job.mig_profile) < job.replicas:
+        return (f"needs {job.replicas} MIG slice{'s' if job.replicas > 1 else ''} of {job.mig_profile}; "
+                f"{mig.free_slices(j.s, j.layout, job.mig_profile)} free after this plan")
     room = _room(job, j)
     if room is None:  # it would fit on the GPUs the plan leaves free
         if j.cut_off:

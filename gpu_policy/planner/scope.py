@@ -247,7 +247,7 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
     cuts = {n: rankings.cut(n) for n in (n.name for n in s.nodes) if n in used_for_reclaim and n not in detailed}
     pools: dict[str | None, list[str]] = defaultdict(list)
     for n in s.nodes:
-        if n.name not in detailed and not n.shared and safe[n.name] and (free[n.name] > 0 or cuts.get(n.name)):
+        if n.name not in detailed and not n.shared and not n.mig and safe[n.name] and (free[n.name] > 0 or cuts.get(n.name)):
             pools[n.gpu_model].append(n.name)
     victims = [j for j in legal if on_detailed(j)]
     movers = [j for j in movable if on_detailed(j)]

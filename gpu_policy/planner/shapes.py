@@ -20,10 +20,11 @@ class Shape:
     cpu: float = 0.0
     memory_gib: float = 0.0
     models: tuple[str, ...] | None = None
+    mig_profile: str | None = None  # one MIG slice of this profile (gpus: its share of a GPU)
 
     @property
     def fractional(self) -> bool:
-        return self.gpus < 1
+        return self.gpus < 1 or self.mig_profile is not None
 
     @property
     def whole_gpus(self) -> int:
@@ -32,7 +33,7 @@ class Shape:
 
     def fits_model(self, node: Node | NodeKind) -> bool:
         """The node's GPUs are of a model, and a form, the shape can use."""
-        return gpus_fit(self.models, self.fractional, node)
+        return gpus_fit(self.models, self.fractional, self.mig_profile, node)
 
     def fits(self, node: Node | NodeKind) -> bool:
         """Could one replica ever run on `node` (model, CPUs, memory, healthy GPUs)?"""
@@ -48,12 +49,12 @@ class Shape:
     def representative(self, name: str = "shape") -> Job:
         """A job of this shape, for pricing a placement."""
         return Job(name=name, queue="", gpus=self.gpus, cpu=self.cpu or None, memory_gib=self.memory_gib or None,
-                   gpu_model=list(self.models) if self.models is not None else None)
+                   gpu_model=list(self.models) if self.models is not None else None, mig_profile=self.mig_profile)
 
 
 def shape_of(job: Job) -> Shape:
     models = tuple(sorted(job.gpu_model)) if job.gpu_model else None
-    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models)
+    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models, job.mig_profile)
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,11 @@ class NodeKind:
     cpu: float | None
     memory_gib: float | None
     shared: bool = False  # time-sliced or MPS GPUs: places for fractions only
+    mig_profiles: tuple[str, ...] = ()  # MIG-partitioned GPUs: places for slices of these profiles only
 
     @classmethod
     def of(cls, n: Node) -> NodeKind:
-        return cls(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib, n.shared)
+        return cls(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib, n.shared, n.mig_profiles)
 
 
 def node_kinds(s: Scenario) -> Counter[NodeKind]:

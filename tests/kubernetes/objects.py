@@ -28,9 +28,11 @@ def quantity_gib(value: float) -> str:
 
 def node_object(n: Node, ready: bool = True) -> dict:
     """The node as the kubelet, NVIDIA's device plugin and GPU feature discovery show it: a
-    shared node offers `replicas` devices per GPU, and GFD labels its count and sharing."""
+    shared node offers `replicas` devices per GPU, and GFD labels its count and sharing; a MIG
+    node (the `mixed` strategy) offers its slices as `nvidia.com/mig-<profile>`."""
     sharing = n.gpu_sharing
-    allocatable = {"nvidia.com/gpu": str(n.gpus * (sharing.replicas if sharing else 1))}
+    allocatable = {"nvidia.com/gpu": "0" if n.mig else str(n.gpus * (sharing.replicas if sharing else 1))}
+    allocatable.update({f"nvidia.com/mig-{profile}": str(count) for profile, count in n.mig.items()})
     if n.cpu is not None:
         allocatable["cpu"] = f"{round(n.cpu * 1000)}m"
     if n.memory_gib is not None:
@@ -38,6 +40,9 @@ def node_object(n: Node, ready: bool = True) -> dict:
     labels = {names.HOSTNAME_LABEL: n.name}
     if n.gpu_model:
         labels[names.GPU_PRODUCT_LABEL] = n.gpu_model + ("-SHARED" if sharing else "")
+    if n.mig:
+        labels.update({"nvidia.com/gpu.count": str(n.gpus), "nvidia.com/mig.strategy": "mixed",
+                       "nvidia.com/mig.config": "custom-config"})
     if sharing:
         labels.update({"nvidia.com/gpu.count": str(n.gpus), "nvidia.com/gpu.replicas": str(sharing.replicas),
                        "nvidia.com/gpu.sharing-strategy": sharing.strategy})
@@ -102,7 +107,9 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str,
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
         notes = {}
         resources: dict = {}
-        if job.is_fractional and replicas and float(job.gpus * replicas).is_integer():
+        if job.mig_profile:
+            resources = {"limits": {f"nvidia.com/mig-{job.mig_profile}": "1"}}
+        elif job.is_fractional and replicas and float(job.gpus * replicas).is_integer():
             resource = "nvidia.com/gpu" if job.running else "nvidia.com/gpu" + names.SHARED_RESOURCE_SUFFIX
             resources = {"limits": {resource: str(int(job.gpus * replicas))}}
         elif job.is_fractional:

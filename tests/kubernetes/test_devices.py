@@ -85,3 +85,49 @@ def test_a_bad_replicas_label_names_the_node_and_the_label(api, cluster):
     with pytest.raises(ClusterObjectError, match="node shared-0: metadata.labels.nvidia.com/gpu.replicas: "
                                                  'must be a whole number from 1 to 1,024, got "four"'):
         look(cluster)
+
+
+@pytest.fixture
+def mig(api):
+    """Two A100-80GB GPUs cut into 14 slices of 1g.10gb, as the device plugin's mixed strategy
+    and GFD show them (nvidia.com/gpu.memory in MiB)."""
+    node = node_object(Node("mig-0", 2, "NVIDIA-A100-SXM4-80GB", mig={"1g.10gb": 14}))
+    node["metadata"]["labels"].update({"nvidia.com/gpu.memory": "81920", "nvidia.com/mig.config": "all-1g.10gb"})
+    api.put(node)
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=2)], jobs=[])))
+    return api
+
+
+def slice_pod(name: str, node: str | None = None, slices: int = 1) -> dict:
+    pod = gpu_pod("ml", name, gpus=None, node=node, labels=TEAM)
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": str(slices)}}
+    return pod
+
+
+def test_a_mig_node_counts_its_physical_gpus_and_its_pods_their_slices(mig, cluster):
+    mig.put(slice_pod("running", node="mig-0"))
+    mig.put(slice_pod("waiting"))
+    scenario, warnings = look(cluster)
+    (node,) = scenario.nodes
+    assert (node.gpus, node.mig) == (2, {"1g.10gb": 14}) and not warnings
+    got = {j.name: j for j in scenario.jobs}
+    assert {n: (j.gpus, j.mig_profile) for n, j in got.items()} == {"ml/running": (0.125, "1g.10gb"),
+                                                                    "ml/waiting": (0.125, "1g.10gb")}
+    result = plan(scenario)
+    assert result.job("ml/waiting").action == "start" and result.job("ml/waiting").replicas[0].node == "mig-0"
+    assert result.summary["gpus_total"] == 2
+
+
+def test_a_mig_slice_request_waits_where_no_slice_is_free(mig, cluster):
+    for i in range(14):
+        mig.put(slice_pod(f"held-{i}", node="mig-0"))
+    mig.put(slice_pod("one-more"))
+    decided = plan(look(cluster)[0]).job("ml/one-more")
+    assert decided.action == "wait" and decided.reason == "needs 1 MIG slice of 1g.10gb; 0 free after this plan"
+
+
+def test_a_pod_asking_for_two_slices_is_unmanaged_with_a_warning(mig, cluster):
+    mig.put(slice_pod("two", node="mig-0", slices=2))
+    scenario, warnings = look(cluster)
+    assert scenario.jobs == []  # unmanaged; its slices are not counted (docs/kubernetes.md, "MIG")
+    assert any("ml/two asks for 2 MIG slices of 1g.10gb: one slice per pod is planned" in w for w in warnings)

@@ -108,11 +108,11 @@ def test_unmanaged_pods_hold_gpus_and_warn_once_per_namespace(seeded, cluster):
 
 
 def test_a_pod_with_an_unknown_gpu_resource_is_unmanaged(seeded, cluster):
-    pod = gpu_pod("ml", "mig", gpus=None, node="node-1", labels=queue_label("team-a"))
-    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": "1"}}
+    pod = gpu_pod("ml", "amd", gpus=None, node="node-1", labels=queue_label("team-a"))
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": "1"}}
     seeded.put(pod)
     scenario, warnings = look(cluster)
-    assert warnings == ["pod ml/mig asks for nvidia.com/mig-1g.10gb, not nvidia.com/gpu: counted as unmanaged"]
+    assert warnings == ["pod ml/amd asks for amd.com/gpu, not nvidia.com/gpu: counted as unmanaged"]
     assert [j.name for j in scenario.jobs] == []  # it holds none of the GPUs planned here
 
 
