@@ -128,3 +128,23 @@ def test_a_gpu_claim_and_a_gpu_limit_together_count_both_once_each(api, cluster)
     api.put(pod)
     (job,) = look(cluster)[0].jobs
     assert job.gpus == 2
+
+
+def test_allocation_mode_all_counts_a_node_and_a_bridged_claim_is_not_counted_twice(api, cluster):
+    cluster_with(api)
+    whole = gpu_claim("ml", "whole-node", 1)
+    whole["spec"]["devices"]["requests"][0]["exactly"] = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}
+    api.put(whole)
+    api.put(claiming(gpu_pod("ml", "everything", labels=TEAM), "whole-node"))
+    # the scheduler's claim for a pod's nvidia.com/gpu request (the extended-resource bridge)
+    bridged = allocate(gpu_claim("ml", "classic-extended-resources-x", 1), "dra-0", ["gpu-0"], [("classic", "uid-c")])
+    bridged["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    api.put(bridged)
+    classic = gpu_pod("ml", "classic", gpus=1, node="dra-0", labels=TEAM)
+    classic["metadata"]["uid"] = "uid-c"
+    classic["spec"]["resourceClaims"] = [{"name": "x", "resourceClaimName": "classic-extended-resources-x"}]
+    api.put(classic)
+    scenario, warnings = look(cluster)
+    got = {j.name: j.gpus for j in scenario.jobs}
+    assert got == {"ml/everything": 4, "ml/classic": 1}  # the limit once, not the limit and the claim
+    assert any("allocationMode All is counted as a whole node's GPUs (4)" in w for w in warnings)
