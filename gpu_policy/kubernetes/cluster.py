@@ -25,11 +25,12 @@ from gpu_policy.errors import ClusterObjectError, ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
+from gpu_policy.kubernetes.dra import DraView, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.evict import evict_job, unmark
 from gpu_policy.kubernetes.isolate import placeable, read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUES_CONFIGMAP, QUEUES_KEY,
-                                         RESERVATIONS_CONFIGMAP)
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
+                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
 from gpu_policy.kubernetes.nodes import NodeView, read_node
 from gpu_policy.kubernetes.pods import PodRef, PodView, read_pod
 from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
@@ -38,9 +39,12 @@ from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reserva
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.shape import NODE, POD
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.workloads import min_members
 from gpu_policy.model import Job, Queue
 from gpu_policy.plan import JobDecision, Plan
 
+#: why a broken gang's pods are evicted (gpu_policy.kubernetes.workloads)
+BROKEN_GANG_REASON = "broken gang: fewer of its pods hold GPUs than its minimum size; evicted whole to restart whole"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -80,15 +84,19 @@ class KubernetesCluster:
         gpu = self.settings.gpu_resource
         nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
         pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
+        dra = self._dra(pods)
+        if dra is not None:
+            nodes, pods = with_dra_nodes(nodes, dra), with_dra(pods, dra)
         pods, unplaceable = placeable(pods, nodes, gpu)
         bad = bad_nodes + bad_pods + unplaceable
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
+        warnings += dra.warnings if dra is not None else []
         reservations, unreadable = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
         warnings += unreadable.values()
         namespace_labels = self._namespace_labels() if needs_namespace_list(pods, queues) else {}
         composed = self._composition(nodes, warnings)
         snap = build_scenario(nodes, pods, queues, namespace_queues(namespace_labels), reservations, self._clock(),
-                              self.url, composed, namespace_labels)
+                              self.url, composed, namespace_labels, self._pod_groups(pods))
         snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
         snap.marked = _marked(pods, snap.pods)
         cost = self.client.stats.since(before)
@@ -114,7 +122,9 @@ class KubernetesCluster:
         outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
         victims = {d.name for d in plan.jobs if d.action in ("preempt", "move")}
         outcomes += [unmark(self.client, job, refs, check, execute) for job, refs in sorted(snap.marked.items())
-                     if job not in victims]
+                     if job not in victims and job not in snap.broken]
+        outcomes += [self._evict(name, "preempt", BROKEN_GANG_REASON, pods, execute, check)
+                     for name, pods in sorted(snap.broken.items())]
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
                 continue
@@ -122,13 +132,7 @@ class KubernetesCluster:
                 stale.add(snap.reservations[d.name].key)
                 outcomes.append(Outcome(d.name, d.action, "done" if execute else "dry run", "its reservation is released"))
                 continue
-            pods = snap.pods.get(d.name, [])
-            if execute:
-                outcome = evict_job(self.client, d.name, d.action, d.reason or d.action, pods, check,
-                                    self._sleep, self._monotonic)
-            else:
-                outcome = Outcome(d.name, d.action, "dry run", f"would annotate and evict {len(pods)} pod"
-                                  f"{'s' if len(pods) != 1 else ''}: {d.reason}", [str(p) for p in pods])
+            outcome = self._evict(d.name, d.action, d.reason or d.action, snap.pods.get(d.name, []), execute, check)
             outcomes.append(outcome)
             if d.action == "move" and outcome.result != "blocked":
                 reserve.append(moved[d.name])
@@ -141,6 +145,13 @@ class KubernetesCluster:
                              f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
                              f"at most until {until} UTC") for r in reserve]
         return outcomes
+
+    def _evict(self, name: str, action: str, reason: str, pods: list[PodRef], execute: bool, check) -> Outcome:
+        """Annotate and evict every pod of a job (all of a gang's together), or say so in a dry run."""
+        if execute:
+            return evict_job(self.client, name, action, reason, pods, check, self._sleep, self._monotonic)
+        return Outcome(name, action, "dry run", f"would annotate and evict {len(pods)} pod"
+                       f"{'s' if len(pods) != 1 else ''}: {reason}", [str(p) for p in pods])
 
     def _composition(self, nodes: list[NodeView], warnings: list[str]) -> ComposedNodes | None:
         """Composition as the cluster has it: None unless a node is labelled composable and
@@ -235,6 +246,26 @@ class KubernetesCluster:
     def _namespace_labels(self) -> dict[str, dict[str, str]]:
         return {(ns.get("metadata") or {}).get("name", ""): dict((ns.get("metadata") or {}).get("labels") or {})
                 for ns in self.client.list_namespaces()}
+
+    def _dra(self, pods: list[PodView]) -> DraView | None:
+        """DRA as the cluster has it, when some pod has resourceClaims: one LIST of ResourceSlices,
+        ResourceClaims and DeviceClasses, and of ResourceClaimTemplates when a pod's claim is not
+        made yet. None when no pod has claims."""
+        if not any(p.claims for p in pods):
+            return None
+        templates = (self.client.list_resource_claim_templates() or []
+                     if any(claim is None for p in pods for claim, _ in p.claims) else [])
+        return read_dra(self.client.list_resource_slices() or [], self.client.list_resource_claims() or [],
+                        templates, self.client.list_device_classes() or [], pods)
+
+    def _pod_groups(self, pods: list[PodView]) -> dict[tuple[str, str, str], int]:
+        """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names."""
+        lists = {KAI_GROUP: self.client.list_kai_pod_groups, VOLCANO_GROUP: self.client.list_volcano_pod_groups,
+                 COSCHEDULING_GROUP: self.client.list_coscheduling_pod_groups}
+        sizes: dict[tuple[str, str, str], int] = {}
+        for api in sorted({p.pod_group[0] for p in pods if p.pod_group and p.asks_for_gpus}):
+            sizes.update(min_members(api, lists[api]() or []))
+        return sizes
 
 
 def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:

@@ -23,14 +23,15 @@ _REQUIREMENTS = [{"key": str, "operator": str, "values": [str]}]
 
 POD = {
     "metadata": {"name": str, "namespace": str, "uid": str, "labels": {"*": str}, "annotations": {"*": str},
-                 "ownerReferences": [{"controller": bool, "name": str}], "creationTimestamp": str,
+                 "ownerReferences": [{"controller": bool, "name": str, "kind": str, "apiVersion": str}], "creationTimestamp": str,
                  "deletionTimestamp": str},
     "spec": {"nodeName": str, "priority": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
              "nodeSelector": {"*": str}, "tolerations": [{"key": str, "operator": str, "value": str, "effect": str}],
              "schedulingGates": [{"name": str}],
+             "resourceClaims": [{"name": str, "resourceClaimName": str, "resourceClaimTemplateName": str}],
              "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                  "nodeSelectorTerms": [{"matchExpressions": _REQUIREMENTS, "matchFields": _REQUIREMENTS}]}}}},
-    "status": {"phase": str},
+    "status": {"phase": str, "resourceClaimStatuses": [{"name": str, "resourceClaimName": str}]},
 }
 
 NODE = {

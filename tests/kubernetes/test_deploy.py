@@ -298,6 +298,13 @@ def calls(client: KubeClient) -> dict:
     return {
         "list_nodes": lambda: client.list_nodes(), "list_pods": lambda: client.list_pods(),
         "list_namespaces": lambda: client.list_namespaces(), "list_kai_queues": lambda: client.list_kai_queues(),
+        "list_kai_pod_groups": lambda: client.list_kai_pod_groups(),
+        "list_resource_slices": lambda: client.list_resource_slices(),
+        "list_resource_claims": lambda: client.list_resource_claims(),
+        "list_resource_claim_templates": lambda: client.list_resource_claim_templates(),
+        "list_device_classes": lambda: client.list_device_classes(),
+        "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
+        "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
         "create_config_map": lambda: client.create_config_map("x", {"a": "b"}),
         "replace_config_map": lambda: client.replace_config_map("x", {"a": "c"}, "1"),
