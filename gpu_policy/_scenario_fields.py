@@ -291,21 +291,21 @@ def _gpu_sharing(value: Any) -> GpuSharing:
     return GpuSharing(value["strategy"], replicas)
 
 
-def _mig_profile(value: Any) -> str:
+def mig_profile_name(value: Any) -> str:
     """A MIG profile name as NVIDIA writes it: 1g.10gb, 3g.40gb, 1g.10gb+me."""
     if not isinstance(value, str) or not value or len(value) > 40 or not all(c.isalnum() or c in ".+-" for c in value):
         raise Invalid(f"must be a MIG profile name such as 1g.10gb, got {show(value)}")
     return value
 
 
-def _mig_layout(value: Any) -> dict[str, int]:
+def mig_layout(value: Any) -> dict[str, int]:
     """A node's MIG slices: profile -> how many the node has."""
     if not isinstance(value, dict) or len(value) > 64:
         raise Invalid(f"must be a mapping of MIG profiles to slice counts, got {show(value)}")
     out = {}
     for profile, count in value.items():
         try:
-            out[_mig_profile(profile)] = _whole_in(0, 8 * MAX_GPUS_PER_NODE)(count)
+            out[mig_profile_name(profile)] = _whole_in(0, 8 * MAX_GPUS_PER_NODE)(count)
         except Invalid as e:
             raise Invalid(f"{profile}: {e}") from None
     return out
@@ -316,7 +316,7 @@ NODE_FIELDS = {
     "name": _text, "gpus": _whole_in(0, MAX_GPUS_PER_NODE), "gpu_model": optional(_text),
     "cpu": optional(_non_negative(MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "labels": _labels, "unhealthy_gpus": _index_list, "taints": _items(_taint, "taints"),
-    "gpu_sharing": optional(_gpu_sharing), "mig": _mig_layout,
+    "gpu_sharing": optional(_gpu_sharing), "mig": mig_layout,
 }
 QUEUE_FIELDS = {
     "name": _text, "parent": optional(_text), "deserved": _non_negative(_MAX_GPUS_OF_QUEUE),
@@ -333,7 +333,7 @@ JOB_FIELDS = {
     "namespace": optional(_text), "node_selector": _labels,
     "node_affinity": optional(_non_empty(_items(_affinity_term, "node-affinity terms"))),
     "tolerations": _items(_checked_toleration, "tolerations"),
-    "mig_profile": optional(_mig_profile),
+    "mig_profile": optional(mig_profile_name),
 }
 NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
 # the optional `composable:` section (docs/composition.md)

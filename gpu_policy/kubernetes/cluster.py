@@ -27,7 +27,7 @@ from gpu_policy.kubernetes.client import KubeClient, connect
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
 from gpu_policy.kubernetes.dra import DraView, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.evict import evict_job, unmark
-from gpu_policy.kubernetes.isolate import placeable, read_each
+from gpu_policy.kubernetes.isolate import ObjectWarning, placeable, read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
                                          QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
@@ -37,7 +37,8 @@ from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import RequestView, read_request
 from gpu_policy.kubernetes.reservations import Reservation, key_of, read_reservations, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.shape import NODE, POD
+from gpu_policy.kubernetes.shape import (DEVICE_CLASS, NODE, POD, POD_GROUP, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
+                                         RESOURCE_SLICE)
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
 from gpu_policy.kubernetes.workloads import min_members
 from gpu_policy.model import Job, Queue
@@ -84,11 +85,13 @@ class KubernetesCluster:
         gpu = self.settings.gpu_resource
         nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
         pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
-        dra = self._dra(pods)
+        bad = bad_nodes + bad_pods
+        dra = self._dra(pods, bad)
         if dra is not None:
             nodes, pods = with_dra_nodes(nodes, dra), with_dra(pods, dra)
         pods, unplaceable = placeable(pods, nodes, gpu)
-        bad = bad_nodes + bad_pods + unplaceable
+        bad += unplaceable
+        pod_groups = self._pod_groups(pods, bad)
         queues, warnings = self._queues(sum(n.gpus for n in nodes))
         warnings += dra.warnings if dra is not None else []
         reservations, unreadable = read_reservations(self.client.read_config_map(RESERVATIONS_CONFIGMAP))
@@ -96,7 +99,7 @@ class KubernetesCluster:
         namespace_labels = self._namespace_labels() if needs_namespace_list(pods, queues) else {}
         composed = self._composition(nodes, warnings)
         snap = build_scenario(nodes, pods, queues, namespace_queues(namespace_labels), reservations, self._clock(),
-                              self.url, composed, namespace_labels, self._pod_groups(pods))
+                              self.url, composed, namespace_labels, pod_groups)
         snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
         snap.marked = _marked(pods, snap.pods)
         cost = self.client.stats.since(before)
@@ -247,26 +250,37 @@ class KubernetesCluster:
         return {(ns.get("metadata") or {}).get("name", ""): dict((ns.get("metadata") or {}).get("labels") or {})
                 for ns in self.client.list_namespaces()}
 
-    def _dra(self, pods: list[PodView]) -> DraView | None:
+    def _dra(self, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
         """DRA as the cluster has it, when some pod has resourceClaims: one LIST of ResourceSlices,
         ResourceClaims and DeviceClasses, and of ResourceClaimTemplates when a pod's claim is not
-        made yet. None when no pod has claims."""
+        made yet; an object of the wrong shape is left out with a warning in `bad`. None when no
+        pod has claims."""
         if not any(p.claims for p in pods):
             return None
-        templates = (self.client.list_resource_claim_templates() or []
-                     if any(claim is None for p in pods for claim, _ in p.claims) else [])
-        return read_dra(self.client.list_resource_slices() or [], self.client.list_resource_claims() or [],
-                        templates, self.client.list_device_classes() or [], pods)
 
-    def _pod_groups(self, pods: list[PodView]) -> dict[tuple[str, str, str], int]:
-        """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names."""
+        def read(kind: str, schema: dict, listed: list[dict] | None) -> list[dict]:
+            objects, warnings = read_each(listed or [], kind, schema, lambda o: o)
+            bad.extend(warnings)
+            return objects
+
+        c = self.client
+        templates = (read("ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE, c.list_resource_claim_templates())
+                     if any(claim is None for p in pods for claim, _ in p.claims) else [])
+        return read_dra(read("ResourceSlice", RESOURCE_SLICE, c.list_resource_slices()),
+                        read("ResourceClaim", RESOURCE_CLAIM, c.list_resource_claims()), templates,
+                        read("DeviceClass", DEVICE_CLASS, c.list_device_classes()), pods)
+
+    def _pod_groups(self, pods: list[PodView], bad: list[ObjectWarning]) -> dict[tuple[str, str, str], int]:
+        """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names; a
+        PodGroup of the wrong shape is left out with a warning in `bad`."""
         lists = {KAI_GROUP: self.client.list_kai_pod_groups, VOLCANO_GROUP: self.client.list_volcano_pod_groups,
                  COSCHEDULING_GROUP: self.client.list_coscheduling_pod_groups}
         sizes: dict[tuple[str, str, str], int] = {}
         for api in sorted({p.pod_group[0] for p in pods if p.pod_group and p.asks_for_gpus}):
-            sizes.update(min_members(api, lists[api]() or []))
+            groups, warnings = read_each(lists[api]() or [], f"PodGroup ({api})", POD_GROUP, lambda o: o)
+            bad.extend(warnings)
+            sizes.update(min_members(api, groups))
         return sizes
-
 
 def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:
     """The pods still marked preempted and not on their way out, by job (the pod's own name

@@ -23,10 +23,10 @@ asking for one slice of a profile is a MIG job of that profile.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 
+from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, Invalid, mig_layout, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.pods import PodView
 from gpu_policy.model import GpuSharing
@@ -36,8 +36,8 @@ SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB of one GPU
 MIG_RESOURCE_PREFIX = "mig-"  # after the GPU resource's vendor: nvidia.com/mig-1g.10gb
-_PROFILE = re.compile(r"^\d+g\.(\d+)gb")
-_MODEL_MEMORY = re.compile(r"(\d+)GB", re.IGNORECASE)
+_PROFILE = re.compile(r"^\d{1,3}g\.(\d{1,6})gb")
+_MODEL_MEMORY = re.compile(r"(?<!\d)(\d{1,6})GB", re.IGNORECASE)
 SHARED_SUFFIX = "-SHARED"  # appended to nvidia.com/gpu.product on a shared node
 _STRATEGIES = ("time-slicing", "mps")
 
@@ -49,9 +49,9 @@ def read_sharing(labels: dict, where: str) -> GpuSharing | None:
     if text is None or str(text).strip() in ("", "1") or strategy == "none":
         return None
     value = str(text).strip()
-    if not (value.isascii() and value.isdigit() and 2 <= int(value) <= 1024):
+    if not (value.isascii() and value.isdigit() and len(value) <= 4 and 2 <= int(value) <= 1024):
         raise ClusterObjectError(where, f"metadata.labels.{REPLICAS_LABEL}",
-                                 f"must be a whole number from 1 to 1,024, got {json.dumps(text)}")
+                                 f"must be a whole number from 1 to 1,024, got {show(text)}")
     if strategy not in _STRATEGIES:  # GFD before the strategy label: replicas were time-slicing only
         strategy = "time-slicing"
     return GpuSharing(strategy, int(value))
@@ -69,20 +69,30 @@ def gpu_model(product: str | None, sharing: GpuSharing | None) -> str | None:
     return product
 
 
-def mig_slices(allocatable: dict, gpu_resource: str) -> dict[str, int]:
-    """MIG profile -> slices the node advertises (`<vendor>/mig-<profile>` in allocatable)."""
+def mig_slices(allocatable: dict, gpu_resource: str, where: str) -> dict[str, int]:
+    """MIG profile -> slices the node advertises (`<vendor>/mig-<profile>` in allocatable),
+    within what a scenario's `mig:` may describe (else the node is bad input)."""
     prefix = gpu_resource.split("/")[0] + "/" + MIG_RESOURCE_PREFIX
     out = {}
     for key, value in allocatable.items():
-        if key.startswith(prefix) and str(value).isdigit() and int(value) > 0:
-            out[key[len(prefix):]] = int(value)
-    return out
+        if not key.startswith(prefix):
+            continue
+        text = str(value)
+        if not (text.isascii() and text.isdigit() and len(text) <= 5 and int(text) <= 8 * MAX_GPUS_PER_NODE):
+            raise ClusterObjectError(where, f"status.allocatable.{key}", f"must be a whole number of MIG slices "
+                                     f"from 0 to {8 * MAX_GPUS_PER_NODE:,}, got {show(value)}")
+        if int(text) > 0:
+            out[key[len(prefix):]] = int(text)
+    try:
+        return mig_layout(out)
+    except Invalid as e:
+        raise ClusterObjectError(where, "status.allocatable", f"MIG slices {e}") from None
 
 
 def gpu_memory_gb(labels: dict) -> float | None:
     """One GPU's memory in GB: GFD's `nvidia.com/gpu.memory` (MiB), else the product name's "80GB"."""
     text = str(labels.get(GPU_MEMORY_LABEL, ""))
-    if text.isdigit() and int(text) > 0:
+    if text.isascii() and text.isdigit() and len(text) <= 9 and int(text) > 0:
         return int(text) / 1024
     found = _MODEL_MEMORY.search(str(labels.get("nvidia.com/gpu.product", "")))
     return float(found.group(1)) if found else None
@@ -102,7 +112,7 @@ def mig_fraction(profile: str, memory_gb: float | None) -> float | None:
 def mig_gpus(slices: dict[str, int], whole: int, labels: dict, memory_gb: float | None) -> int:
     """Physical GPUs of a node with MIG slices: GFD's count, else whole GPUs plus the slices' shares."""
     text = str(labels.get(GPU_COUNT_LABEL, ""))
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) <= 6:
         return int(text)
     return whole + math.ceil(sum(n * (mig_fraction(p, memory_gb) or 1) for p, n in slices.items()) - 1e-9)
 

@@ -28,6 +28,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, show
 from gpu_policy.kubernetes.devices import gpu_memory_gb, mig_fraction
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodView
@@ -69,17 +70,21 @@ def _gpu_drivers(classes: list[dict]) -> dict[str, str]:
     return out
 
 
+def _pool(slice_: dict) -> dict:
+    return ((slice_.get("spec") or {}).get("pool")) or {}
+
+
 def _complete_slices(slices: list[dict], warnings: list[str]) -> list[dict]:
     """The slices of each pool at its highest generation; pools missing slices are skipped."""
     pools: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for s in slices:
         spec = s.get("spec") or {}
-        pools[(str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))].append(s)
+        pools[(str(spec.get("driver", "")), str(_pool(s).get("name", "")))].append(s)
     out = []
     for (driver, pool), members in sorted(pools.items()):
-        top = max(int((m["spec"].get("pool") or {}).get("generation", 0) or 0) for m in members)
-        current = [m for m in members if int((m["spec"].get("pool") or {}).get("generation", 0) or 0) == top]
-        want = max(int((m["spec"].get("pool") or {}).get("resourceSliceCount", 1) or 1) for m in current)
+        top = max(int(_pool(m).get("generation", 0) or 0) for m in members)
+        current = [m for m in members if int(_pool(m).get("generation", 0) or 0) == top]
+        want = max(int(_pool(m).get("resourceSliceCount", 1) or 1) for m in current)
         if len(current) < want:
             warnings.append(f"ResourceSlice pool {driver}/{pool}: {len(current)} of {want} slices of generation "
                             f"{top} are published: skipped until it is complete")
@@ -97,13 +102,13 @@ def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], clas
     physical: dict[tuple[str, str, str], tuple[str, float]] = {}  # (driver, pool, device) -> (GPU key, share)
     per_node: dict[str, set[str]] = defaultdict(set)
     for s in _complete_slices(slices, view.warnings):
-        spec = s["spec"]
+        spec = s.get("spec") or {}
         driver, pool = str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", ""))
         node = spec.get("nodeName")
         if driver != NVIDIA_DRIVER:
             continue
         if not node:
-            view.warnings.append(f"ResourceSlice {s.get('metadata', {}).get('name', '')}: devices not bound to one "
+            view.warnings.append(f"ResourceSlice {(s.get('metadata') or {}).get('name', '')}: devices not bound to one "
                                  "node (nodeSelector, allNodes) are not planned")
             continue
         for device in spec.get("devices") or []:
@@ -114,15 +119,17 @@ def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], clas
                 share = mig_fraction(str(_attr(device, "profile") or ""), memory) or 1.0
             physical[(driver, pool, str(device.get("name", "")))] = (key, share)
             per_node[node].add(key)
-            if _attr(device, "productName"):
+            if model_name(_attr(device, "productName") or ""):
                 view.node_model.setdefault(node, model_name(_attr(device, "productName")))
     view.node_gpus = {node: len(keys) for node, keys in per_node.items()}
-    by_name = {(str(c.get("metadata", {}).get("namespace", "")), str(c.get("metadata", {}).get("name", ""))): c
-               for c in claims}
     _holders(view, claims, physical)
-    _demand(view, pods, by_name, {(str(t.get("metadata", {}).get("namespace", "")),
-                                   str(t.get("metadata", {}).get("name", ""))): t for t in templates}, gpu_classes)
+    _demand(view, pods, {_key(c): c for c in claims}, {_key(t): t for t in templates}, gpu_classes)
     return view
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
 def _physical_key(device: dict, pool: str) -> str:
@@ -184,12 +191,15 @@ def _demand(view: DraView, pods: list[PodView], claims: dict, templates: dict, g
                     gpus += largest
                     view.warnings.append(f"pod {pod.full_name}: a claim with allocationMode All is counted as a "
                                          f"whole node's GPUs ({largest})")
+                elif not 1 <= (exactly.get("count") or 1) <= MAX_GPUS_PER_NODE:
+                    view.warnings.append(f"pod {pod.full_name}: a claim asks for {show(exactly.get('count'))} "
+                                         f"devices, not 1 to {MAX_GPUS_PER_NODE:,}: not counted")
                 else:
-                    gpus += int(exactly.get("count", 1) or 1)
+                    gpus += exactly.get("count") or 1
                 for sel in exactly.get("selectors") or []:
                     expression = str((sel.get("cel") or {}).get("expression", ""))
                     found = _PRODUCT.search(expression)
-                    if found and found.group(1) == NVIDIA_DRIVER:
+                    if found and found.group(1) == NVIDIA_DRIVER and model_name(found.group(2)):
                         models = [model_name(found.group(2))]
                     else:
                         view.warnings.append(f"pod {pod.full_name}: CEL selector {expression[:80]!r} is counted, "

@@ -52,15 +52,16 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
     sharing = read_sharing(labels, where)
     resource = gpu_resource + SHARED_RESOURCE_SUFFIX if sharing and gpu_resource not in allocatable else gpu_resource
     devices = amount(resource) or 0
+    whole = f"must be a whole number from 0 to {MAX_GPUS_PER_NODE:,}"
     if devices != int(devices) or devices < 0:
-        raise ClusterObjectError(where, f"status.allocatable.{resource}", f"must be a whole number >= 0, got {devices}")
+        raise ClusterObjectError(where, f"status.allocatable.{resource}", f"{whole}, got {devices}")
     gpus = physical_gpus(int(devices), sharing)
-    mig, gpu_memory = mig_slices(allocatable, gpu_resource), gpu_memory_gb(labels)
+    mig, gpu_memory = mig_slices(allocatable, gpu_resource, where), gpu_memory_gb(labels)
     if mig:
         gpus = mig_gpus(mig, gpus, labels, gpu_memory)
-    if not 0 <= gpus <= MAX_GPUS_PER_NODE:
+    if gpus > MAX_GPUS_PER_NODE:
         raise ClusterObjectError(where, f"status.allocatable.{resource}",
-                                 f"must come to 0 to {MAX_GPUS_PER_NODE:,} physical GPUs, got {gpus}")
+                                 f"{whole}{' physical GPUs' if gpus != devices else ''}, got {gpus}")
     cpu, memory = amount("cpu"), amount("memory")
     for key, value, most in (("cpu", cpu, MAX_CPU), ("memory", memory, MAX_MEMORY * 2 ** 30)):
         if value is not None and not 0 <= value <= most:

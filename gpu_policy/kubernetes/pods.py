@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
+from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION, Invalid, mig_profile_name, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.constraints import pod_constraints
 from gpu_policy.kubernetes.names import (
@@ -101,6 +101,12 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
     mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
     mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
     mig_request = next(iter(mig.items())) if len(mig) == 1 and not gpus and not shared else None
+    if mig_request:
+        try:
+            mig_profile_name(mig_request[0])
+        except Invalid as e:
+            raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
+                                     f"{show(mig_prefix + mig_request[0])}: its {e}") from None
     unreadable = None
     if not gpus and not shared:
         other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)}

@@ -41,6 +41,26 @@ NODE = {
 }
 
 
+# Dynamic Resource Allocation (resource.k8s.io/v1) and PodGroups: what dra.py and workloads.py read
+_CEL = [{"cel": {"expression": str}}]
+_DEVICE_REQUESTS = {"devices": {"requests": [{"exactly": {"deviceClassName": str, "allocationMode": str, "count": int,
+                                                          "selectors": _CEL}}]}}
+RESOURCE_SLICE = {
+    "metadata": {"name": str},
+    "spec": {"driver": str, "nodeName": str, "pool": {"name": str, "generation": int, "resourceSliceCount": int},
+             "devices": [{"name": str, "attributes": {"*": {"string": str, "int": int, "bool": bool, "version": str}},
+                          "consumesCounters": [{"counterSet": str}]}]},
+}
+RESOURCE_CLAIM = {
+    "metadata": {"name": str, "namespace": str, "annotations": {"*": str}},
+    "spec": _DEVICE_REQUESTS,
+    "status": {"allocation": {"devices": {"results": [{"driver": str, "pool": str, "device": str}]}},
+               "reservedFor": [{"resource": str, "name": str, "uid": str}]},
+}
+RESOURCE_CLAIM_TEMPLATE = {"metadata": {"name": str, "namespace": str}, "spec": {"spec": _DEVICE_REQUESTS}}
+DEVICE_CLASS = {"metadata": {"name": str}, "spec": {"selectors": _CEL}}
+POD_GROUP = {"metadata": {"name": str, "namespace": str}, "spec": {"minMember": int}}
+
 def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, str] | None:
     """(field path, value, what it must be) of the first field of the wrong type, else None."""
     if value is None:
