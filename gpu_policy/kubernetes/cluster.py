@@ -101,7 +101,7 @@ class KubernetesCluster:
         snap = build_scenario(nodes, pods, queues, namespace_queues(namespace_labels), reservations, self._clock(),
                               self.url, composed, namespace_labels, pod_groups)
         snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
-        snap.marked = _marked(pods, snap.pods)
+        snap.marked = _marked(pods, {**snap.pods, **snap.broken})  # a broken gang's pods: evicted, not unmarked
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
