@@ -5,11 +5,13 @@ at 1,000 nodes / 4,200 pods (the seed talk's 4,000-workload scale) and at 5,000 
 Prints, per size: the API calls, objects and bytes of one observation, the seconds of one
 observation and of one whole plan from the cluster (observe + plan; medians of --runs),
 and how many requests went to Secrets. The fake server runs in its own process, so its
-work (paging, JSON) counts as an API server's would. The figures go to docs/benchmarks.md
+work (paging, JSON) counts as an API server's would. With --dra the cluster is DRA-only
+(NVIDIA's DRA driver: a ResourceSlice per node, a ResourceClaim per pod) and the requests of
+each kind are printed: one paginated LIST per kind. The figures go to docs/benchmarks.md
 with this command:
 
     .venv/bin/python bench/observe_scale.py [--runs 5] [--sizes 1000x4200,5000x21000] [--plan-sizes ...]
-                                            [--time-limit 60]
+                                            [--time-limit 60] [--dra]
 
 Each plan's time budget is 60 s here (the CLI's default is 10 s), so that the timed plans
 are whole on a busy machine too.
@@ -60,27 +62,36 @@ def busy_cluster(nodes: int, pods: int, seed: int = 0) -> Scenario:
                     queues=[Queue(f"team-{q}", deserved=nodes * GPUS // QUEUES) for q in range(QUEUES)], jobs=jobs)
 
 
-def serve(nodes: int, pods: int, conn) -> None:
-    """In the child process: load the cluster into a fake API server and serve it until told to stop."""
+def serve(nodes: int, pods: int, dra: bool, conn) -> None:
+    """In the child process: load the cluster into a fake API server and serve it until told to
+    stop; then answer the requests to Secrets and the requests of the last observation per path."""
+    from tests.kubernetes.dra_objects import load_dra
     from tests.kubernetes.fake_api import FakeKubernetes
     from tests.kubernetes.objects import load_into
 
     with FakeKubernetes() as api:
-        load_into(api, busy_cluster(nodes, pods), time.time())
+        (load_dra if dra else load_into)(api, busy_cluster(nodes, pods), time.time())
         conn.send((api.url, api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")))
-        conn.recv()  # stop
-        conn.send(sum(1 for r in api.requests if "secrets" in r.path))
+        while conn.recv() == "reset":  # before the last observation
+            api.reset_log()
+            conn.send("ok")
+        per_path: dict[str, int] = {}
+        for r in api.requests:
+            per_path[r.path] = per_path.get(r.path, 0) + 1
+        conn.send((sum(1 for r in api.requests if "secrets" in r.path), per_path))
 
 
-def measure(nodes: int, pods: int, runs: int, plan_runs: int, config: PlannerConfig) -> dict:
+def measure(nodes: int, pods: int, runs: int, plan_runs: int, config: PlannerConfig, dra: bool = False) -> dict:
     parent, child = multiprocessing.Pipe()
-    server = multiprocessing.Process(target=serve, args=(nodes, pods, child), daemon=True)
+    server = multiprocessing.Process(target=serve, args=(nodes, pods, dra, child), daemon=True)
     server.start()
     try:
         _, kubeconfig = parent.recv()
         cluster = KubernetesCluster("k8s://", kubeconfig=kubeconfig)
         looks = []
         for _ in range(runs):
+            parent.send("reset")
+            parent.recv()
             began = time.perf_counter()
             obs = observe(cluster)
             looks.append((time.perf_counter() - began, obs.observed))
@@ -90,14 +101,14 @@ def measure(nodes: int, pods: int, runs: int, plan_runs: int, config: PlannerCon
             result = plan_observation(observe(cluster), config)
             plans.append((time.perf_counter() - began, result))
         parent.send("stop")
-        secrets = parent.recv()
+        secrets, per_path = parent.recv()
     finally:
         server.join(timeout=30)
     observed = looks[-1][1]
     return {"nodes": nodes, "pods": pods, "api_calls": observed["api_calls"], "objects": observed["objects"],
             "bytes": observed["bytes"], "observe_s": statistics.median(t for t, _ in looks),
             "plan_s": statistics.median(t for t, _ in plans) if plans else None,
-            "plan": plans[-1][1] if plans else None, "secrets": secrets}
+            "plan": plans[-1][1] if plans else None, "secrets": secrets, "per_path": per_path}
 
 
 def sizes(text: str) -> list[tuple[int, int]]:
@@ -111,19 +122,22 @@ def main() -> int:
     parser.add_argument("--plan-sizes", type=sizes, default=sizes("1000x4200,5000x21000"),
                         help="sizes at which whole plans are timed too (NODESxPODS,...)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="each plan's time budget in seconds (default 60)")
+    parser.add_argument("--dra", action="store_true", help="a DRA-only cluster; prints the requests per kind")
     args = parser.parse_args()
     config = PlannerConfig(time_limit_s=args.time_limit)
     print(f"fake API server in its own process, page size 500; median of {args.runs}; "
           f"plan time budget {args.time_limit:g} s")
     print("nodes    pods  API calls  objects     MiB  observe s  plan s  secrets  plan")
     for nodes, pods in args.sizes:
-        m = measure(nodes, pods, args.runs, args.runs if (nodes, pods) in args.plan_sizes else 0, config)
+        m = measure(nodes, pods, args.runs, args.runs if (nodes, pods) in args.plan_sizes else 0, config, args.dra)
         plan = m["plan"]
         what = (f"{plan.summary['starts']} starts, {plan.summary['preemptions']} preemptions, {plan.solver.status}"
                 if plan else "-")
         plan_s = f"{m['plan_s']:.2f}" if m["plan_s"] is not None else "-"
         print(f"{nodes:5d} {pods:7d} {m['api_calls']:10d} {m['objects']:8d} {m['bytes'] / 2 ** 20:7.1f} "
               f"{m['observe_s']:10.2f} {plan_s:>7} {m['secrets']:8d}  {what}", flush=True)
+        if args.dra:  # since the last observation began (timed plans after it observe too)
+            print("  requests per path: " + ", ".join(f"{p} {n}" for p, n in sorted(m["per_path"].items())))
     return 0
 
 

@@ -12,7 +12,7 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import ComposableNode, ComposablePool, Job, Namespace, Node, Queue
+from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, Namespace, Node, Queue
 from gpu_policy.placement import FIELD_OPERATORS, LABEL_OPERATORS, NAME_FIELD, TAINT_EFFECTS, TOLERATION_OPERATORS
 
 #: Bounds on what one scenario may describe (docs/scenario.md, "Limits"): far above any
@@ -273,11 +273,50 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
 
+#: how a node's GPUs may be shared (NVIDIA's device plugin `sharing` config: timeSlicing, mps)
+SHARING_STRATEGIES = ("time-slicing", "mps")
+MAX_SHARING_REPLICAS = 1024
+
+
+def _gpu_sharing(value: Any) -> GpuSharing:
+    """`{strategy, replicas}`: GPUs shared `replicas` ways by time-slicing or MPS."""
+    if not isinstance(value, dict) or set(value) != {"strategy", "replicas"}:
+        raise Invalid(f"must be a mapping with strategy and replicas, got {show(value)}")
+    if value["strategy"] not in SHARING_STRATEGIES:
+        raise Invalid(f"strategy must be one of {', '.join(SHARING_STRATEGIES)}, got {show(value['strategy'])}")
+    try:
+        replicas = _whole_in(2, MAX_SHARING_REPLICAS)(value["replicas"])
+    except Invalid as e:
+        raise Invalid(f"replicas {e}") from None
+    return GpuSharing(value["strategy"], replicas)
+
+
+def mig_profile_name(value: Any) -> str:
+    """A MIG profile name as NVIDIA writes it: 1g.10gb, 3g.40gb, 1g.10gb+me."""
+    if not isinstance(value, str) or not value or len(value) > 40 or not all(c.isalnum() or c in ".+-" for c in value):
+        raise Invalid(f"must be a MIG profile name such as 1g.10gb, got {show(value)}")
+    return value
+
+
+def mig_layout(value: Any) -> dict[str, int]:
+    """A node's MIG slices: profile -> how many the node has."""
+    if not isinstance(value, dict) or len(value) > 64:
+        raise Invalid(f"must be a mapping of MIG profiles to slice counts, got {show(value)}")
+    out = {}
+    for profile, count in value.items():
+        try:
+            out[mig_profile_name(profile)] = _whole_in(0, 8 * MAX_GPUS_PER_NODE)(count)
+        except Invalid as e:
+            raise Invalid(f"{profile}: {e}") from None
+    return out
+
+
 # field name -> check; a field missing from the mapping keeps the dataclass default
 NODE_FIELDS = {
     "name": _text, "gpus": _whole_in(0, MAX_GPUS_PER_NODE), "gpu_model": optional(_text),
     "cpu": optional(_non_negative(MAX_CPU)), "memory_gib": optional(_non_negative(MAX_MEMORY)),
     "labels": _labels, "unhealthy_gpus": _index_list, "taints": _items(_taint, "taints"),
+    "gpu_sharing": optional(_gpu_sharing), "mig": mig_layout,
 }
 QUEUE_FIELDS = {
     "name": _text, "parent": optional(_text), "deserved": _non_negative(_MAX_GPUS_OF_QUEUE),
@@ -294,6 +333,7 @@ JOB_FIELDS = {
     "namespace": optional(_text), "node_selector": _labels,
     "node_affinity": optional(_non_empty(_items(_affinity_term, "node-affinity terms"))),
     "tolerations": _items(_checked_toleration, "tolerations"),
+    "mig_profile": optional(mig_profile_name),
 }
 NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
 # the optional `composable:` section (docs/composition.md)

@@ -16,16 +16,37 @@ NON_PREEMPTIBLE_PRIORITY = 100
 TERMINATING_QUEUE = "gpu-policy.io/terminating"
 
 
+@dataclass(frozen=True)
+class GpuSharing:
+    """A node whose GPUs are shared by time-slicing or MPS (NVIDIA's device plugin): each
+    physical GPU is offered as `replicas` places, each a place for fractional work only."""
+
+    strategy: str  # "time-slicing" or "mps"
+    replicas: int
+
+
 @dataclass
 class Node:
     name: str
-    gpus: int
+    gpus: int  # physical GPUs, however they are shared
     gpu_model: str | None = None
     cpu: float | None = None
     memory_gib: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
     unhealthy_gpus: list[int] = field(default_factory=list)
     taints: list[dict] = field(default_factory=list)  # {key, value, effect} (gpu_policy.placement)
+    gpu_sharing: GpuSharing | None = None
+    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices: its GPUs are partitioned
+
+    @property
+    def shared(self) -> bool:
+        """Its GPUs are time-sliced or shared by MPS: places for fractional work only."""
+        return self.gpu_sharing is not None
+
+    @property
+    def mig_profiles(self) -> tuple[str, ...]:
+        """The MIG profiles it has slices of (none: its GPUs are not partitioned)."""
+        return tuple(sorted(self.mig))
 
     @property
     def healthy_gpus(self) -> list[int]:
@@ -64,6 +85,7 @@ class Job:
     node_selector: dict[str, str] = field(default_factory=dict)
     node_affinity: list[dict] | None = None  # required terms, ORed (gpu_policy.placement)
     tolerations: list[dict] = field(default_factory=list)
+    mig_profile: str | None = None  # one MIG slice of this profile per replica; `gpus` is its share of a GPU
 
     @property
     def is_running(self) -> bool:
@@ -71,7 +93,8 @@ class Job:
 
     @property
     def is_fractional(self) -> bool:
-        return self.gpus < 1
+        """A part of one GPU: a fraction, or a MIG slice (a 7g slice is a whole GPU's worth)."""
+        return self.gpus < 1 or self.mig_profile is not None
 
     @property
     def is_preemptible(self) -> bool:
@@ -85,7 +108,20 @@ class Job:
         return self.gpus * self.replicas
 
     def fits_model(self, node: Node) -> bool:
-        return not self.gpu_model or node.gpu_model in self.gpu_model
+        """The node's GPUs are of a model, and a form, this job can use (`gpus_fit`)."""
+        return gpus_fit(self.gpu_model, self.is_fractional, self.mig_profile, node)
+
+
+def gpus_fit(models, fractional: bool, mig_profile: str | None, node) -> bool:
+    """Whether a replica asking for `models` (None: any), a fraction or whole GPUs, or a MIG
+    slice of `mig_profile`, can use the GPUs of `node` (a Node or a node kind): its model; a
+    node with MIG slices only for MIG jobs of its profiles; shared GPUs only for fractions
+    (the device plugin offers a time-sliced or MPS GPU as replicas, never whole)."""
+    if models and node.gpu_model not in models:
+        return False
+    if mig_profile is not None or node.mig_profiles:
+        return mig_profile in node.mig_profiles
+    return fractional or not node.shared
 
 
 @dataclass

@@ -7,7 +7,8 @@ Everything is checked before any solving; the first problem found raises a
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections import defaultdict
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -205,10 +206,15 @@ def _check_placements(s: Scenario) -> None:
             if g >= n.gpus:
                 raise ScenarioError(s.source, f"nodes[{i}].unhealthy_gpus[{k}]",
                                     f"must be below the node's {n.gpus} GPUs, got {g}")
+        if n.mig and n.gpu_sharing:
+            raise ScenarioError(s.source, f"nodes[{i}].mig", "a node's GPUs are MIG slices or shared, not both")
     load: dict[str, dict[str, float]] = {n: {"gpus": 0.0, "cpu": 0.0, "memory_gib": 0.0} for n in nodes}
     per_gpu: dict[tuple[str, int], float] = {}
+    slices: dict[tuple[str, str], int] = defaultdict(int)
     for i, job in enumerate(s.jobs):
         path = job_path(i, job.name)
+        if job.mig_profile and job.gpus > 1:
+            raise ScenarioError(s.source, f"{path}.gpus", f"a MIG slice is at most one GPU, got {show(job.gpus)}")
         if len(job.running) > job.replicas:
             raise ScenarioError(s.source, f"{path}.running",
                                 f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
@@ -223,6 +229,7 @@ def _check_placements(s: Scenario) -> None:
             if node_name not in nodes:
                 raise ScenarioError(s.source, f"{path}.running[{r}]", f"unknown node {show(node_name)}")
             node = nodes[node_name]
+            _check_slice(s, f"{path}.running[{r}]", job, node, slices)
             load[node_name]["gpus"] += job.gpus
             load[node_name]["cpu"] += job.cpu or 0
             load[node_name]["memory_gib"] += job.memory_gib or 0
@@ -236,6 +243,18 @@ def _check_placements(s: Scenario) -> None:
                 raise ScenarioError(s.source, f"{job_path(culprit, s.jobs[culprit].name)}.running",
                                     f"node {show(name)} has no room: its running jobs use "
                                     f"{used[resource]:g} {resource} of {capacity:g}")
+
+
+def _check_slice(s: Scenario, path: str, job: Job, node: Node, slices: dict[tuple[str, str], int]) -> None:
+    """A MIG job runs on a slice of its profile that the node has; other jobs not on MIG GPUs."""
+    if not job.mig_profile and not node.mig:
+        return
+    if not job.mig_profile:
+        raise ScenarioError(s.source, path, f"node {show(node.name)} has MIG slices only; the job asks for none")
+    slices[node.name, job.mig_profile] += 1
+    if slices[node.name, job.mig_profile] > node.mig.get(job.mig_profile, 0):
+        raise ScenarioError(s.source, path, f"node {show(node.name)} has {node.mig.get(job.mig_profile, 0)} "
+                                            f"{job.mig_profile} slices; its running jobs use more")
 
 
 def _check_indices(s: Scenario, path: str, job: Job, node: Node, idx: list[int],
@@ -335,7 +354,7 @@ def scenario_to_dict(s: Scenario) -> dict:
             value = getattr(obj, f.name)
             if skip_defaults and f.name != "name" and value in (None, [], {}):
                 continue
-            out[f.name] = value
+            out[f.name] = asdict(value) if is_dataclass(value) else value
         return out
 
     out = {

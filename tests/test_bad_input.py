@@ -9,6 +9,26 @@ BASE_NODES = "nodes: [{name: n1, gpus: 4}]\n"
 BASE_QUEUES = "queues: [{name: q1, deserved: 2}]\n"
 
 CASES = {
+    "mig layout": ("nodes: [{name: n1, gpus: 1, mig: {1g.10gb: -1}}]\n" + BASE_QUEUES + "jobs: []\n",
+                   r"nodes\[0\]\.mig: 1g.10gb: must be >= 0, got -1"),
+    "mig profile": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 0.5, mig_profile: [3g]}]\n",
+                    r"jobs\[0\] \(name: j\)\.mig_profile: must be a MIG profile name such as 1g.10gb, got \['3g'\]"),
+    "mig slice above one gpu": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 2, mig_profile: 7g.80gb}]\n",
+                                r"jobs\[0\] \(name: j\)\.gpus: a MIG slice is at most one GPU, got 2"),
+    "mig slices overused": ("nodes: [{name: n1, gpus: 1, mig: {3g.40gb: 2}}]\n" + BASE_QUEUES +
+                            "jobs: [{name: j, queue: q1, gpus: 0.5, mig_profile: 3g.40gb, replicas: 3, "
+                            "running: [n1, n1, n1]}]\n",
+                            r"jobs\[0\] \(name: j\)\.running\[2\]: node \"n1\" has 2 3g.40gb slices; its running jobs use more"),
+    "whole job on mig node": ("nodes: [{name: n1, gpus: 1, mig: {3g.40gb: 2}}]\n" + BASE_QUEUES +
+                              "jobs: [{name: j, queue: q1, gpus: 1, running: [n1]}]\n",
+                              r"jobs\[0\] \(name: j\)\.running\[0\]: node \"n1\" has MIG slices only; the job asks for none"),
+    "sharing strategy": ("nodes: [{name: n1, gpus: 4, gpu_sharing: {strategy: vgpu, replicas: 4}}]\n" + BASE_QUEUES
+                         + "jobs: []\n", r"nodes\[0\]\.gpu_sharing: strategy must be one of time-slicing, mps, "
+                                          r"got \"vgpu\""),
+    "sharing replicas": ("nodes: [{name: n1, gpus: 4, gpu_sharing: {strategy: mps, replicas: 1}}]\n" + BASE_QUEUES
+                         + "jobs: []\n", r"nodes\[0\]\.gpu_sharing: replicas must be >= 2, got 1"),
+    "sharing shape": ("nodes: [{name: n1, gpus: 4, gpu_sharing: 4}]\n" + BASE_QUEUES + "jobs: []\n",
+                      r"nodes\[0\]\.gpu_sharing: must be a mapping with strategy and replicas, got 4"),
     "unknown top-level key": (BASE_NODES + BASE_QUEUES + "jobs: []\nextra: 1\n",
                               r"extra: unknown field"),
     "unknown job key": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, gpu: 2}]\n",

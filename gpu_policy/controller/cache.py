@@ -36,8 +36,9 @@ def _version(obj: dict) -> int | None:
 class Cache:
     """Objects by kind and (namespace, name); `views` holds what each node and pod reads as."""
 
-    def __init__(self, gpu_resource: str):
+    def __init__(self, gpu_resource: str, unwatched=None):
         self.gpu_resource = gpu_resource
+        self.unwatched = unwatched  # a KubeClient: LISTs the kinds not watched (DRA, PodGroups) when a look needs them
         self.objects: dict[str, dict[tuple[str, str], dict]] = {}
         self.views: dict[str, dict[tuple[str, str], object]] = {NODES: {}, PODS: {}}
         self.served: dict[str, bool] = {}  # kind -> whether the cluster serves it (KAI queues may not exist)
@@ -109,3 +110,25 @@ class Cache:
         """The controller does not compose GPUs yet (docs/kubernetes.md): no requests served."""
         return None
 
+    # DRA objects and PodGroups are not watched yet: LISTed, once per look, only when a GPU pod
+    # has resourceClaims or names a PodGroup (docs/kubernetes.md, "The controller")
+    def list_resource_slices(self) -> list[dict] | None:
+        return self.unwatched.list_resource_slices()
+
+    def list_resource_claims(self) -> list[dict] | None:
+        return self.unwatched.list_resource_claims()
+
+    def list_resource_claim_templates(self) -> list[dict] | None:
+        return self.unwatched.list_resource_claim_templates()
+
+    def list_device_classes(self) -> list[dict] | None:
+        return self.unwatched.list_device_classes()
+
+    def list_kai_pod_groups(self) -> list[dict] | None:
+        return self.unwatched.list_kai_pod_groups()
+
+    def list_volcano_pod_groups(self) -> list[dict] | None:
+        return self.unwatched.list_volcano_pod_groups()
+
+    def list_coscheduling_pod_groups(self) -> list[dict] | None:
+        return self.unwatched.list_coscheduling_pod_groups()

@@ -62,7 +62,7 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.lease = cluster.lease
         self._monotonic, self._clock = cluster._monotonic, cluster._clock
-        self.cache = Cache(cluster.settings.gpu_resource)
+        self.cache = Cache(cluster.settings.gpu_resource, cluster.client)
         self.changes: queue.Queue[Change] = queue.Queue()
         self.stop = threading.Event()
         self.events = EventWriter(cluster.client, self.lease.identity, self._clock, self.lease.check,

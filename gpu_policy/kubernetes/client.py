@@ -25,7 +25,9 @@ from typing import Any, Callable, Iterator
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
 from gpu_policy.kubernetes.bounded import BodyRefused, bounded_pool, parse_json, retry_after
-from gpu_policy.kubernetes.names import CRO_GROUP, CRO_PLURAL, CRO_VERSION, KAI_GROUP, KAI_PLURAL, KAI_VERSION
+from gpu_policy.kubernetes.names import (COSCHEDULING_GROUP, COSCHEDULING_VERSION, CRO_GROUP, CRO_PLURAL, CRO_VERSION,
+                                         DRA_GROUP, DRA_VERSION, KAI_GROUP, KAI_PLURAL, KAI_POD_GROUP_VERSION,
+                                         KAI_VERSION, POD_GROUPS, VOLCANO_GROUP, VOLCANO_VERSION)
 from gpu_policy.kubernetes.settings import KubernetesSettings
 
 #: finished pods hold nothing: the API server leaves them out
@@ -188,6 +190,45 @@ class KubeClient:
         """KAI-Scheduler's Queue objects; None when the cluster has no such resource."""
         return self._list("list KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
             group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), missing_ok=True)
+
+    @_needs("list", "resourceslices", group=DRA_GROUP)
+    def list_resource_slices(self) -> list[dict] | None:
+        """DRA ResourceSlices; None when the cluster has no resource.k8s.io/v1."""
+        return self._list_dra("resourceslices")
+
+    @_needs("list", "resourceclaims", group=DRA_GROUP)
+    def list_resource_claims(self) -> list[dict] | None:
+        """DRA ResourceClaims of all namespaces."""
+        return self._list_dra("resourceclaims")
+
+    @_needs("list", "resourceclaimtemplates", group=DRA_GROUP)
+    def list_resource_claim_templates(self) -> list[dict] | None:
+        return self._list_dra("resourceclaimtemplates")
+
+    @_needs("list", "deviceclasses", group=DRA_GROUP)
+    def list_device_classes(self) -> list[dict] | None:
+        return self._list_dra("deviceclasses")
+
+    def _list_dra(self, plural: str) -> list[dict] | None:
+        return self._list(f"list {plural}", lambda **kw: self._custom.list_cluster_custom_object(
+            group=DRA_GROUP, version=DRA_VERSION, plural=plural, **kw), missing_ok=True)
+
+    @_needs("list", POD_GROUPS, group=KAI_GROUP)
+    def list_kai_pod_groups(self) -> list[dict] | None:
+        """KAI-Scheduler's PodGroups in all namespaces; None when the cluster has no such resource."""
+        return self._list_pod_groups(KAI_GROUP, KAI_POD_GROUP_VERSION)
+
+    @_needs("list", POD_GROUPS, group=VOLCANO_GROUP)
+    def list_volcano_pod_groups(self) -> list[dict] | None:
+        return self._list_pod_groups(VOLCANO_GROUP, VOLCANO_VERSION)
+
+    @_needs("list", POD_GROUPS, group=COSCHEDULING_GROUP)
+    def list_coscheduling_pod_groups(self) -> list[dict] | None:
+        return self._list_pod_groups(COSCHEDULING_GROUP, COSCHEDULING_VERSION)
+
+    def _list_pod_groups(self, group: str, version: str) -> list[dict] | None:
+        return self._list(f"list {group} PodGroups", lambda **kw: self._custom.list_cluster_custom_object(
+            group=group, version=version, plural=POD_GROUPS, **kw), missing_ok=True)
 
     @_needs("get", "configmaps", own_namespace=True)
     def read_config_map(self, name: str) -> dict | None:

@@ -29,7 +29,7 @@ from gpu_policy.kubernetes.isolate import read_each
 from gpu_policy.kubernetes.lease import PlanningLease, new_identity
 from gpu_policy.kubernetes.look import look
 from gpu_policy.kubernetes.nodes import read_node
-from gpu_policy.kubernetes.pods import read_pod
+from gpu_policy.kubernetes.pods import PodRef, read_pod
 from gpu_policy.kubernetes.requests import RequestView
 from gpu_policy.kubernetes.reservations import Reservation, key_of, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
@@ -38,6 +38,8 @@ from gpu_policy.kubernetes.snapshot import Snapshot
 from gpu_policy.model import Job
 from gpu_policy.plan import JobDecision, Plan
 
+#: why a broken gang's pods are evicted (gpu_policy.kubernetes.workloads)
+BROKEN_GANG_REASON = "broken gang: fewer of its pods hold GPUs than its minimum size; evicted whole to restart whole"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -102,7 +104,9 @@ class KubernetesCluster:
         outcomes, reserve, stale = self._compose(plan, snap, execute, check), [], set(snap.stale)
         victims = {d.name for d in plan.jobs if d.action in ("preempt", "move")}
         outcomes += [unmark(self.client, job, refs, check, execute) for job, refs in sorted(snap.marked.items())
-                     if job not in victims]
+                     if job not in victims and job not in snap.broken]
+        outcomes += [self._evict(name, "preempt", BROKEN_GANG_REASON, pods, execute, check)
+                     for name, pods in sorted(snap.broken.items())]
         for d in plan.jobs:
             if d.action not in ("preempt", "move"):
                 continue
@@ -110,13 +114,7 @@ class KubernetesCluster:
                 stale.add(snap.reservations[d.name].key)
                 outcomes.append(Outcome(d.name, d.action, "done" if execute else "dry run", "its reservation is released"))
                 continue
-            pods = snap.pods.get(d.name, [])
-            if execute:
-                outcome = evict_job(self.client, d.name, d.action, d.reason or d.action, pods, check,
-                                    self._sleep, self._monotonic)
-            else:
-                outcome = Outcome(d.name, d.action, "dry run", f"would annotate and evict {len(pods)} pod"
-                                  f"{'s' if len(pods) != 1 else ''}: {d.reason}", [str(p) for p in pods])
+            outcome = self._evict(d.name, d.action, d.reason or d.action, snap.pods.get(d.name, []), execute, check)
             outcomes.append(outcome)
             if d.action == "move" and outcome.result != "blocked":
                 reserve.append(moved[d.name])
@@ -129,6 +127,13 @@ class KubernetesCluster:
                              f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "
                              f"at most until {until} UTC") for r in reserve]
         return outcomes
+
+    def _evict(self, name: str, action: str, reason: str, pods: list[PodRef], execute: bool, check) -> Outcome:
+        """Annotate and evict every pod of a job (all of a gang's together), or say so in a dry run."""
+        if execute:
+            return evict_job(self.client, name, action, reason, pods, check, self._sleep, self._monotonic)
+        return Outcome(name, action, "dry run", f"would annotate and evict {len(pods)} pod"
+                       f"{'s' if len(pods) != 1 else ''}: {reason}", [str(p) for p in pods])
 
     def _compose(self, plan: Plan, snap: Snapshot, execute: bool, check) -> list[Outcome]:
         """Roll back gpu-policy's requests that missed their deadline, then attach and detach."""

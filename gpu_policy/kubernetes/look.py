@@ -2,10 +2,11 @@
 (objects LISTed now) and the controller (objects from its informer cache) use, so a
 snapshot of the cache is what `gpu-policy snapshot` prints.
 
-`reads` answers the few reads a look needs besides nodes and pods: `read_config_map`,
-`list_kai_queues`, `list_namespaces` and `list_composability_requests`. KubeClient asks
-the API server; the controller's cache answers from memory. Namespaces, KAI queues,
-the composable ConfigMap and ComposabilityRequests are read only when the look needs them.
+`reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
+asks the API server; the controller's cache answers from memory what it watches and LISTs
+the rest (DRA kinds, PodGroups) when a look needs them. Namespaces, KAI queues, the
+composable ConfigMap, ComposabilityRequests, DRA objects and PodGroups are read only when
+the look needs them (a pod with resourceClaims, a pod naming a PodGroup).
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from typing import Protocol
 
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
-from gpu_policy.kubernetes.isolate import ObjectWarning, placeable
-from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, QUEUES_CONFIGMAP, QUEUES_KEY,
-                                         RESERVATIONS_CONFIGMAP)
+from gpu_policy.kubernetes.dra import DraView, read_dra, with_dra, with_dra_nodes
+from gpu_policy.kubernetes.isolate import ObjectWarning, placeable, read_each
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
+                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import read_request
 from gpu_policy.kubernetes.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.shape import DEVICE_CLASS, POD_GROUP, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.workloads import min_members
 from gpu_policy.model import Queue
 
 
@@ -32,6 +36,13 @@ class Reads(Protocol):
     def list_kai_queues(self) -> list[dict] | None: ...
     def list_namespaces(self) -> list[dict]: ...
     def list_composability_requests(self) -> list[dict] | None: ...
+    def list_resource_slices(self) -> list[dict] | None: ...
+    def list_resource_claims(self) -> list[dict] | None: ...
+    def list_resource_claim_templates(self) -> list[dict] | None: ...
+    def list_device_classes(self) -> list[dict] | None: ...
+    def list_kai_pod_groups(self) -> list[dict] | None: ...
+    def list_volcano_pod_groups(self) -> list[dict] | None: ...
+    def list_coscheduling_pod_groups(self) -> list[dict] | None: ...
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
@@ -39,16 +50,23 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     """The snapshot of these nodes and pods; the warnings of reading the rest (one line
     each, the objects left out first); and the objects left out or left waiting (`bad`,
     the nodes and pods that could not be read, and the pods no node could ever hold)."""
+    bad = list(bad)
+    dra = _dra(reads, pods, bad)
+    if dra is not None:
+        nodes, pods = with_dra_nodes(nodes, dra), with_dra(pods, dra)
     pods, unplaceable = placeable(pods, nodes, settings.gpu_resource)
-    bad = list(bad) + unplaceable
+    bad += unplaceable
+    pod_groups = _pod_groups(reads, pods, bad)
     queues, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
+    warnings += dra.warnings if dra is not None else []
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
     warnings += unreadable.values()
     labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
     composed = _composition(reads, settings, nodes, now, warnings)
-    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed, labels)
+    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed, labels,
+                          pod_groups)
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
-    snap.marked = _marked(pods, snap.pods)
+    snap.marked = _marked(pods, {**snap.pods, **snap.broken})  # a broken gang's pods: evicted, not unmarked
     return snap, [b.line() for b in bad] + warnings, bad
 
 
@@ -79,6 +97,39 @@ def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
         labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
         out[meta["name"]] = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
     return out
+
+
+def _dra(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
+    """DRA as the cluster has it, when some pod has resourceClaims: one LIST of ResourceSlices,
+    ResourceClaims and DeviceClasses, and of ResourceClaimTemplates when a pod's claim is not
+    made yet; an object of the wrong shape is left out with a warning in `bad`. None when no
+    pod has claims."""
+    if not any(p.claims for p in pods):
+        return None
+
+    def read(kind: str, schema: dict, listed: list[dict] | None) -> list[dict]:
+        objects, warnings = read_each(listed or [], kind, schema, lambda o: o)
+        bad.extend(warnings)
+        return objects
+
+    templates = (read("ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE, reads.list_resource_claim_templates())
+                 if any(claim is None for p in pods for claim, _ in p.claims) else [])
+    return read_dra(read("ResourceSlice", RESOURCE_SLICE, reads.list_resource_slices()),
+                    read("ResourceClaim", RESOURCE_CLAIM, reads.list_resource_claims()), templates,
+                    read("DeviceClass", DEVICE_CLASS, reads.list_device_classes()), pods)
+
+
+def _pod_groups(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> dict[tuple[str, str, str], int]:
+    """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names; a
+    PodGroup of the wrong shape is left out with a warning in `bad`."""
+    lists = {KAI_GROUP: reads.list_kai_pod_groups, VOLCANO_GROUP: reads.list_volcano_pod_groups,
+             COSCHEDULING_GROUP: reads.list_coscheduling_pod_groups}
+    sizes: dict[tuple[str, str, str], int] = {}
+    for api in sorted({p.pod_group[0] for p in pods if p.pod_group and p.asks_for_gpus}):
+        groups, warnings = read_each(lists[api]() or [], f"PodGroup ({api})", POD_GROUP, lambda o: o)
+        bad.extend(warnings)
+        sizes.update(min_members(api, groups))
+    return sizes
 
 
 def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], now: float,

@@ -24,9 +24,12 @@ PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
 ADMISSION_GATE = "gpu-policy.io/admission"
 #: on a gang's pods: how many pods the gang has (it waits until that many exist)
 REPLICAS_ANNOTATION = "gpu-policy.io/replicas"
+#: "true" on the pods of an Indexed batch Job: they are one gang (a batch Job's pods are otherwise independent)
+GANG_LABEL = "gpu-policy.io/gang"
 
 # on nodes
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+SHARED_RESOURCE_SUFFIX = ".shared"  # NVIDIA's device plugin renames shared GPUs `<resource>.shared` (renameByDefault)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint GPU nodes commonly carry and GPU pods tolerate
 UNHEALTHY_GPUS_ANNOTATION = "gpu-policy.io/unhealthy-gpus"  # our extension: GPU indices that take no new work
@@ -55,6 +58,15 @@ PREVIOUS_SIZE_ANNOTATION = "gpu-policy.io/previous-size"
 
 # KAI-Scheduler's Queue custom resource (cluster-scoped)
 KAI_GROUP, KAI_VERSION, KAI_PLURAL = "scheduling.run.ai", "v2", "queues"
+
+# Dynamic Resource Allocation, read when a pod has resourceClaims
+DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
+
+# PodGroups (namespaced), read when a pod names one: its spec.minMember says whether it is a gang
+POD_GROUPS = "podgroups"
+KAI_POD_GROUP_VERSION = "v2alpha2"  # scheduling.run.ai
+VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
+COSCHEDULING_GROUP, COSCHEDULING_VERSION = "scheduling.x-k8s.io", "v1alpha1"  # the scheduler-plugins' coscheduling
 
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"

@@ -10,14 +10,17 @@ from dataclasses import dataclass, field
 from gpu_policy._scenario_fields import MAX_CPU, MAX_GPUS_PER_NODE, MAX_MEMORY, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.constraints import node_taints
-from gpu_policy.kubernetes.names import COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, MAX_GPUS_ANNOTATION, UNHEALTHY_GPUS_ANNOTATION
+from gpu_policy.kubernetes.devices import gpu_memory_gb, gpu_model, mig_gpus, mig_slices, physical_gpus, read_sharing
+from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, MAX_GPUS_ANNOTATION,
+                                         SHARED_RESOURCE_SUFFIX, UNHEALTHY_GPUS_ANNOTATION)
 from gpu_policy.kubernetes.quantity import gib, parse_quantity
+from gpu_policy.model import GpuSharing
 
 
 @dataclass
 class NodeView:
     name: str
-    gpus: int  # status.allocatable of the GPU resource
+    gpus: int  # physical GPUs: status.allocatable of the GPU resource, less their sharing (devices.py)
     cpu: float | None
     memory_gib: float | None
     gpu_model: str | None
@@ -26,6 +29,9 @@ class NodeView:
     max_gpus: int | None = None  # a composable node's most GPUs; None: not composable
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict] = field(default_factory=list)  # NoSchedule/NoExecute, but the GPU and lifecycle ones
+    sharing: GpuSharing | None = None  # time-slicing or MPS, from GPU feature discovery's labels
+    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices it advertises
+    memory_gb: float | None = None  # one GPU's memory (GFD), for the share of a MIG slice
 
 
 def read_node(node: dict, gpu_resource: str) -> NodeView:
@@ -42,22 +48,32 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
         except ValueError as e:
             raise ClusterObjectError(where, f"status.allocatable.{key}", str(e)) from None
 
-    gpus = amount(gpu_resource) or 0
-    if gpus != int(gpus) or not 0 <= gpus <= MAX_GPUS_PER_NODE:
-        raise ClusterObjectError(where, f"status.allocatable.{gpu_resource}",
-                                 f"must be a whole number from 0 to {MAX_GPUS_PER_NODE:,}, got {gpus}")
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    sharing = read_sharing(labels, where)
+    resource = gpu_resource + SHARED_RESOURCE_SUFFIX if sharing and gpu_resource not in allocatable else gpu_resource
+    devices = amount(resource) or 0
+    whole = f"must be a whole number from 0 to {MAX_GPUS_PER_NODE:,}"
+    if devices != int(devices) or devices < 0:
+        raise ClusterObjectError(where, f"status.allocatable.{resource}", f"{whole}, got {devices}")
+    gpus = physical_gpus(int(devices), sharing)
+    mig, gpu_memory = mig_slices(allocatable, gpu_resource, where), gpu_memory_gb(labels)
+    if mig:
+        gpus = mig_gpus(mig, gpus, labels, gpu_memory)
+    if gpus > MAX_GPUS_PER_NODE:
+        raise ClusterObjectError(where, f"status.allocatable.{resource}",
+                                 f"{whole}{' physical GPUs' if gpus != devices else ''}, got {gpus}")
     cpu, memory = amount("cpu"), amount("memory")
     for key, value, most in (("cpu", cpu, MAX_CPU), ("memory", memory, MAX_MEMORY * 2 ** 30)):
         if value is not None and not 0 <= value <= most:
             raise ClusterObjectError(where, f"status.allocatable.{key}", f"must be from 0 to {most:,.0f}, got {value}")
-    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     return NodeView(
-        name=name, gpus=int(gpus), cpu=None if cpu is None else float(cpu),
+        name=name, gpus=gpus, cpu=None if cpu is None else float(cpu),
         memory_gib=None if memory is None else gib(allocatable["memory"]),
-        gpu_model=labels.get(GPU_PRODUCT_LABEL), no_new_work=_no_new_work(spec, status),
-        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), int(gpus), where),
+        gpu_model=gpu_model(labels.get(GPU_PRODUCT_LABEL), sharing), no_new_work=_no_new_work(spec, status),
+        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), gpus, where),
         max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
         labels=dict(labels), taints=node_taints(spec, where),
+        sharing=sharing, mig=mig, memory_gb=gpu_memory,
     )
 
 

@@ -13,14 +13,15 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION
+from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION, Invalid, mig_profile_name, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.constraints import pod_constraints
 from gpu_policy.kubernetes.names import (
-    ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, JOB_LABEL,
-    KAI_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL,
-    QUEUE_LABEL, REPLICAS_ANNOTATION)
+    ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, KAI_FRACTION_ANNOTATION,
+    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL,
+    SHARED_RESOURCE_SUFFIX)
 from gpu_policy.kubernetes.quantity import parse_quantity
+from gpu_policy.kubernetes.workloads import read_workload
 
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
 
@@ -50,7 +51,7 @@ class PodView:
     created: float  # metadata.creationTimestamp, seconds since the epoch
     deleting: bool  # metadata.deletionTimestamp is set
     queue_label: str | None  # gpu-policy.io/queue, else kai.scheduler/queue
-    group: str  # the job it belongs to: its job label, its controller's name, or its own name
+    group: str  # the job it belongs to: a gang's name (workloads.py), else its own name
     preemptible: bool | None
     gpu_model: list[str] | None
     gpu_indices: list[int] | None
@@ -58,9 +59,15 @@ class PodView:
     unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
     marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
     constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
+    shared_devices: int = 0  # replicas of shared GPUs asked for as `<gpu resource>.shared` (devices.py)
     gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
     bound: bool = False  # spec.nodeName is set (else `node` is a released pod's hostname selector)
-    replicas: int | None = None  # gpu-policy.io/replicas: the gang's size, when it says so
+    gang: bool = False  # its group is a gang: all its pods start together or none does
+    replicas: int | None = None  # the gang's minimum size, when its workload says it
+    mig_request: tuple[str, int] | None = None  # (MIG profile, slices) asked for as `<vendor>/mig-<profile>`
+    mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
+    claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
+    pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
 
     @property
     def full_name(self) -> str:
@@ -72,7 +79,7 @@ class PodView:
 
     @property
     def asks_for_gpus(self) -> bool:
-        return self.gpus > 0 or self.unreadable is not None
+        return self.gpus > 0 or self.shared_devices > 0 or self.mig_request is not None or self.unreadable is not None
 
 
 def read_pod(pod: dict, gpu_resource: str) -> PodView:
@@ -89,9 +96,22 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
             raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
                                      f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
         gpus = fraction
+    shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
+    workload = read_workload(meta, where)
+    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
+    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
+    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
+    mig_request = next(iter(mig.items())) if len(mig) == 1 and not gpus and not shared else None
+    if mig_request:
+        try:
+            mig_profile_name(mig_request[0])
+        except Invalid as e:
+            raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
+                                     f"{show(mig_prefix + mig_request[0])}: its {e}") from None
     unreadable = None
-    if not gpus:
-        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)})
+    if not gpus and not shared:
+        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)}
+                       - ({mig_prefix + mig_request[0]} if mig_request else set()))
         if other:
             unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
     gated = ADMISSION_GATE in gates_of(spec)
@@ -101,12 +121,14 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         priority=_priority(spec, where),
         created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
         deleting=bool(meta.get("deletionTimestamp")), queue_label=labels.get(QUEUE_LABEL) or labels.get(KAI_QUEUE_LABEL),
-        group=labels.get(JOB_LABEL) or _controller(meta) or name, preemptible=_preemptible(labels, where),
+        group=workload.group, preemptible=_preemptible(labels, where),
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
         unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
-        gated=gated, bound=bool(spec.get("nodeName")), replicas=_replicas(notes, where),
+        shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
+        gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
+        pod_group=workload.pod_group,
     )
 
 
@@ -127,14 +149,16 @@ def _held_node(spec: dict, gated: bool) -> str | None:
     return spec.get("nodeName") or (None if gated else host_selector(spec))
 
 
-def _replicas(notes: dict, where: str) -> int | None:
-    text = notes.get(REPLICAS_ANNOTATION)
-    if text is None:
-        return None
-    if not str(text).isdigit() or int(text) < 1:
-        raise ClusterObjectError(where, f"metadata.annotations.{REPLICAS_ANNOTATION}",
-                                 f"must be a whole number >= 1, got {json.dumps(text)}")
-    return int(text)
+def _claims(spec: dict, status: dict) -> tuple[tuple[str | None, str | None], ...]:
+    """The pod's DRA claims: its ResourceClaim's name (given, or made for it from a template and
+    named in `status.resourceClaimStatuses`), else the template's name."""
+    made = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+            if isinstance(s, dict)}
+    out = []
+    for c in spec.get("resourceClaims") or []:
+        if isinstance(c, dict):
+            out.append((c.get("resourceClaimName") or made.get(c.get("name")), c.get("resourceClaimTemplateName")))
+    return tuple(out)
 
 
 def _resource_names(spec: dict) -> set[str]:
@@ -199,13 +223,6 @@ def _priority(spec: dict, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ClusterObjectError(where, "spec.priority", f"must be a whole number, got {json.dumps(value)}")
     return value
-
-
-def _controller(meta: dict) -> str | None:
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("name"):
-            return ref["name"]
-    return None
 
 
 def _preemptible(labels: dict, where: str) -> bool | None:

@@ -23,14 +23,15 @@ _REQUIREMENTS = [{"key": str, "operator": str, "values": [str]}]
 
 POD = {
     "metadata": {"name": str, "namespace": str, "uid": str, "labels": {"*": str}, "annotations": {"*": str},
-                 "ownerReferences": [{"controller": bool, "name": str}], "creationTimestamp": str,
+                 "ownerReferences": [{"controller": bool, "name": str, "kind": str, "apiVersion": str}], "creationTimestamp": str,
                  "deletionTimestamp": str},
     "spec": {"nodeName": str, "priority": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
              "nodeSelector": {"*": str}, "tolerations": [{"key": str, "operator": str, "value": str, "effect": str}],
              "schedulingGates": [{"name": str}],
+             "resourceClaims": [{"name": str, "resourceClaimName": str, "resourceClaimTemplateName": str}],
              "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                  "nodeSelectorTerms": [{"matchExpressions": _REQUIREMENTS, "matchFields": _REQUIREMENTS}]}}}},
-    "status": {"phase": str},
+    "status": {"phase": str, "resourceClaimStatuses": [{"name": str, "resourceClaimName": str}]},
 }
 
 NODE = {
@@ -39,6 +40,26 @@ NODE = {
     "status": {"allocatable": {"*": QUANTITY}, "conditions": [{"type": str, "status": str}]},
 }
 
+
+# Dynamic Resource Allocation (resource.k8s.io/v1) and PodGroups: what dra.py and workloads.py read
+_CEL = [{"cel": {"expression": str}}]
+_DEVICE_REQUESTS = {"devices": {"requests": [{"exactly": {"deviceClassName": str, "allocationMode": str, "count": int,
+                                                          "selectors": _CEL}}]}}
+RESOURCE_SLICE = {
+    "metadata": {"name": str},
+    "spec": {"driver": str, "nodeName": str, "pool": {"name": str, "generation": int, "resourceSliceCount": int},
+             "devices": [{"name": str, "attributes": {"*": {"string": str, "int": int, "bool": bool, "version": str}},
+                          "consumesCounters": [{"counterSet": str}]}]},
+}
+RESOURCE_CLAIM = {
+    "metadata": {"name": str, "namespace": str, "annotations": {"*": str}},
+    "spec": _DEVICE_REQUESTS,
+    "status": {"allocation": {"devices": {"results": [{"driver": str, "pool": str, "device": str}]}},
+               "reservedFor": [{"resource": str, "name": str, "uid": str}]},
+}
+RESOURCE_CLAIM_TEMPLATE = {"metadata": {"name": str, "namespace": str}, "spec": {"spec": _DEVICE_REQUESTS}}
+DEVICE_CLASS = {"metadata": {"name": str}, "spec": {"selectors": _CEL}}
+POD_GROUP = {"metadata": {"name": str, "namespace": str}, "spec": {"minMember": int}}
 
 def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, str] | None:
     """(field path, value, what it must be) of the first field of the wrong type, else None."""

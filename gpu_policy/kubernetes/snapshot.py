@@ -15,11 +15,14 @@ person should read. It does no I/O. What it decides where the contract is silent
   those some job's node selector or affinity looks at.
 - CPU and memory left for GPU jobs are the node's allocatable minus what its
   non-GPU pods request.
-- A gang with some pods bound and some not is planned as the bound part.
+- Which pods are one job, and which jobs are gangs: gpu_policy.kubernetes.workloads. A
+  gang with at least its minimum size bound and more pods waiting is planned as the bound
+  part; a broken gang (fewer hold GPUs than its minimum, and the others will not be bound
+  without gpu-policy) is evicted whole (`broken`), its GPUs held as terminating meanwhile;
+  a gang that has fewer pods than its minimum, none bound, is not planned yet (`incomplete`
+  says why): a gated gang cannot start until all its pods exist.
 - A pod released by gpu-policy but not bound yet (no gate, a hostname selector) holds
   that node's GPUs, as a bound pod does: nothing is promised twice.
-- A gated gang whose `gpu-policy.io/replicas` says more pods than exist is left out of
-  the plan (`incomplete` says why): it cannot start until all its pods exist.
 - A composable node is kept even with no GPUs: composition may give it some.
 """
 
@@ -31,12 +34,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.kubernetes.composable import ComposedNodes
+from gpu_policy.kubernetes.constraints import selected_labels
+from gpu_policy.kubernetes.devices import physical_requests
 from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, QUEUE_LABEL, TERMINATING_QUEUE,
                                          UNMANAGED_QUEUE)
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.reservations import Reservation
-from gpu_policy.kubernetes.constraints import selected_labels
+from gpu_policy.kubernetes.workloads import gang_trouble, with_pod_groups
 from gpu_policy.model import Job, Namespace, Node, Queue, Scenario
 from gpu_policy.scenario import parse_scenario, scenario_to_dict
 
@@ -78,24 +83,30 @@ class Snapshot:
     marked: dict[str, list[PodRef]] = field(default_factory=dict)  # job -> its pods still marked preempted
     gated: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods held by gpu-policy's gate
     incomplete: dict[str, str] = field(default_factory=dict)  # job name -> why it is not planned yet
+    broken: dict[str, list[PodRef]] = field(default_factory=dict)  # broken gang -> its pods that hold GPUs
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
                    source: str, composed: ComposedNodes | None = None,
-                   namespace_labels: dict[str, dict[str, str]] | None = None) -> Snapshot:
+                   namespace_labels: dict[str, dict[str, str]] | None = None,
+                   pod_groups: dict[tuple[str, str, str], int] | None = None) -> Snapshot:
     """The scenario of one look; with `composed`, its nodes are the composable nodes as
     planned (gpu_policy.kubernetes.composable) and its section becomes `composable:`.
     `namespace_labels` (read when a queue chooses its users by label, `needs_namespace_list`):
-    the labels of the namespaces that hold jobs go into the scenario's `namespaces:`."""
+    the labels of the namespaces that hold jobs go into the scenario's `namespaces:`;
+    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members)."""
     if composed is not None:
         nodes = composed.nodes
     warnings: list[str] = []
     node_views = {n.name: n for n in nodes}
+    pods = physical_requests(pods, {n.name: n.sharing for n in nodes if n.sharing},
+                             {n.name: (n.mig, n.memory_gb) for n in nodes if n.mig})
+    pods = with_pod_groups(pods, pod_groups or {})
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
-    jobs, refs, gated, incomplete = [], {}, {}, {}
+    jobs, refs, gated, incomplete, broken = [], {}, {}, {}, {}
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
     for (namespace, group), members in sorted(managed.items()):
         name = f"{namespace}/{group}"
@@ -104,9 +115,16 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
             gated[name] = [p.ref for p in waiting]
         if name in reserved:
             continue  # the reservation stands for the job until all its pods are bound
-        wanted = max((p.replicas or 0 for p in waiting), default=0)
-        if wanted > len(members):
-            incomplete[name] = f"waiting for its pods: {len(members)} of {wanted} exist (annotation replicas)"
+        trouble = gang_trouble(members)
+        if trouble is not None:
+            verdict, words = trouble
+            if verdict == "broken":
+                broken[name] = [p.ref for p in members if p.node]
+                terminating.extend(p for p in members if p.node)
+            else:
+                incomplete[name] = words
+            then = "its pods are evicted so that it restarts whole" if verdict == "broken" else "not planned yet"
+            warnings.append(f"job {name}: {verdict}: {words}; {then}")
             continue
         job = _job(name, members, namespace_queues, known, now, warnings)
         if job is None:
@@ -127,7 +145,7 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
         warnings += composed.warnings
     return Snapshot(parse_scenario(data, source), warnings, refs, reserved,
                     stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
-                    gated=gated, incomplete=incomplete)
+                    gated=gated, incomplete=incomplete, broken=broken)
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],
@@ -236,7 +254,8 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
     return Job(
         name=name, queue=queue, gpus=first.gpus, replicas=len(pods),
         priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
-        gpu_model=first.gpu_model, cpu=_most(p.cpu for p in pods), memory_gib=_most(p.memory_gib for p in pods),
+        gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in pods),
+        memory_gib=_most(p.memory_gib for p in pods),
         running=[p.node for p in pods] if bound else [],
         gpu_indices=[p.gpu_indices for p in pods] if bound and all(p.gpu_indices for p in pods) else None,
         submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=max(0, round(max(ages))) if ages else None,
@@ -279,7 +298,7 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
                 capacity[resource] = _round(max(total - others[v.name][resource], need[v.name][resource]))
         out.append(Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
                         memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
-                        taints=list(v.taints)))
+                        taints=list(v.taints), gpu_sharing=v.sharing, mig=dict(v.mig)))
     return out
 
 

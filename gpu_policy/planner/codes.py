@@ -25,6 +25,7 @@ CODES: dict[str, str] = {
     "FragmentedNoBlock": "enough GPUs are free in all, but no node has a free block as large as one replica",
     "NotEnoughFreeGpus": "fewer GPUs are free than one replica needs",
     "GangDoesNotFit": "the free GPUs hold some replicas of the gang, not all",
+    "NoFreeMigSlice": "fewer MIG slices of its profile are free than its replicas need",
     "NoGpuShareFits": "no GPU has room for the fraction it asks",
     "SharedGpusBusy": "GPUs with room for the fraction are busy or lack the memory it needs",
     "NotEnoughCpuOrMemory": "no node has the CPUs or memory one replica asks",

@@ -25,6 +25,7 @@ from typing import Callable
 import pulp
 
 from gpu_policy.model import Job, Scenario
+from gpu_policy.planner import mig
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, shape_of
@@ -326,6 +327,7 @@ def _node_capacity(m: PlanProgram, s: Scenario, layout: Layout, n: str, limits: 
         m.add(affine(terms, fixed_frac) <= 1, "gpu")
         m.gpu_used[n, i] = (dict(terms), fixed_frac)
         _telemetry_room(m, n, i, slot, fresh, limits)
+    mig.slice_rows(m, s, nl, n, stays)
     for lower, higher in zip(opened_free, opened_free[1:]):
         # free GPUs of a node are interchangeable: open them for fractions in index order
         m.add(affine({lower: 1, higher: -1}) >= 0, "order")

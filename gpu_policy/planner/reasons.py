@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gpu_policy import placement
 from gpu_policy.model import TERMINATING_QUEUE, Job, Node, Scenario
 from gpu_policy.plan import Placement
-from gpu_policy.planner import rules
+from gpu_policy.planner import mig, rules
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.shapes import Eligible, NodeKind, shape_of
@@ -80,6 +80,11 @@ def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> Reaso
     if not admitted:
         return Reason("NoNodeMatches", placement.unmet(job, cluster))
     nodes = {k: c for k, c in admitted.items() if job.fits_model(k)}
+    if not nodes and job.mig_profile:
+        where = "no node" if len(admitted) == len(kinds) else "no node its placement constraints allow"
+        code = "NoNodeFits" if len(admitted) == len(kinds) else "NoNodeMatches"
+        model = f" of GPU model {' or '.join(job.gpu_model)}" if job.gpu_model else ""
+        return Reason(code, f"{where}{model} has {job.mig_profile} MIG slices")
     if not nodes:
         where = "no node" if len(admitted) == len(kinds) else "no node its placement constraints allow"
         code = "NoNodeFits" if len(admitted) == len(kinds) else "NoNodeMatches"
@@ -121,6 +126,10 @@ def wait_reason(job: Job, j: Judged, unplaced: bool = False) -> Reason:
                           f"non-preemptible jobs start only within deserved: {_entity(j.tree, blocker, q)}'s would "
                           f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
                           f"{j.shares.deserved[blocker]:g} deserved GPUs")
+    free = mig.free_slices(j.s, j.layout, job.mig_profile) if job.mig_profile else None
+    if free is not None and free < job.replicas:
+        return Reason("NoFreeMigSlice", f"needs {job.replicas} MIG slice{'s' if job.replicas > 1 else ''} of "
+                                        f"{job.mig_profile}; {free} free after this plan")
     room = _room(job, j)
     if room is None:  # it would fit on the GPUs the plan leaves free
         if j.cut_off:

@@ -256,7 +256,7 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
     pools: dict[object, list[str]] = defaultdict(list)
     constraints = scenario_constraints(s)
     for n in s.nodes:
-        if n.name not in detailed and safe[n.name] and (free[n.name] > 0 or cuts.get(n.name)):
+        if n.name not in detailed and not n.shared and not n.mig and safe[n.name] and (free[n.name] > 0 or cuts.get(n.name)):
             pools[_pool_key(n, constraints)].append(n.name)
     victims = [j for j in legal if on_detailed(j)]
     movers = [j for j in movable if on_detailed(j)]

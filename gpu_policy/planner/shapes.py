@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gpu_policy.model import Job, Node, Scenario
+from gpu_policy.model import Job, Node, Scenario, gpus_fit
 from gpu_policy.placement import Constraints, admits, constraints_of
 
 _EPS = 1e-9
@@ -23,18 +23,20 @@ class Shape:
     memory_gib: float = 0.0
     models: tuple[str, ...] | None = None
     constraints: Constraints | None = None
+    mig_profile: str | None = None  # one MIG slice of this profile (gpus: its share of a GPU)
 
     @property
     def fractional(self) -> bool:
-        return self.gpus < 1
+        return self.gpus < 1 or self.mig_profile is not None
 
     @property
     def whole_gpus(self) -> int:
         """Whole GPUs one replica takes from its node's free GPUs (a fraction takes none)."""
         return 0 if self.fractional else int(self.gpus)
 
-    def fits_model(self, node: Node) -> bool:
-        return self.models is None or node.gpu_model in self.models
+    def fits_model(self, node: Node | NodeKind) -> bool:
+        """The node's GPUs are of a model, and a form, the shape can use."""
+        return gpus_fit(self.models, self.fractional, self.mig_profile, node)
 
     def admitted(self, node: Node | NodeKind) -> bool:
         """Do the placement constraints let a replica on `node` (gpu_policy.placement.admits)?"""
@@ -57,12 +59,12 @@ class Shape:
     def representative(self, name: str = "shape") -> Job:
         """A job of this shape, for pricing a placement."""
         return Job(name=name, queue="", gpus=self.gpus, cpu=self.cpu or None, memory_gib=self.memory_gib or None,
-                   gpu_model=list(self.models) if self.models is not None else None)
+                   gpu_model=list(self.models) if self.models is not None else None, mig_profile=self.mig_profile)
 
 
 def shape_of(job: Job) -> Shape:
     models = tuple(sorted(job.gpu_model)) if job.gpu_model else None
-    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models, constraints_of(job))
+    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models, constraints_of(job), job.mig_profile)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class NodeKind:
     cpu: float | None
     memory_gib: float | None
     admits: frozenset | None = None
+    shared: bool = False  # time-sliced or MPS GPUs: places for fractions only
+    mig_profiles: tuple[str, ...] = ()  # MIG-partitioned GPUs: places for slices of these profiles only
 
 
 def node_kinds(s: Scenario, constraints: frozenset | None = None) -> Counter[NodeKind]:
@@ -89,7 +93,7 @@ def node_kinds(s: Scenario, constraints: frozenset | None = None) -> Counter[Nod
 def node_kind(n: Node, constraints: frozenset | None) -> NodeKind:
     """`constraints`: those of the scenario's jobs (`scenario_constraints`), None when nothing constrains."""
     admitted = None if constraints is None else frozenset(c for c in constraints if admits(n, c))
-    return NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib, admitted)
+    return NodeKind(n.gpu_model, len(n.healthy_gpus), n.cpu, n.memory_gib, admitted, n.shared, n.mig_profiles)
 
 
 def scenario_constraints(s: Scenario) -> frozenset | None:

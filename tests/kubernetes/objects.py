@@ -27,14 +27,25 @@ def quantity_gib(value: float) -> str:
 
 
 def node_object(n: Node, ready: bool = True) -> dict:
-    allocatable = {"nvidia.com/gpu": str(n.gpus)}
+    """The node as the kubelet, NVIDIA's device plugin and GPU feature discovery show it: a
+    shared node offers `replicas` devices per GPU, and GFD labels its count and sharing; a MIG
+    node (the `mixed` strategy) offers its slices as `nvidia.com/mig-<profile>`."""
+    sharing = n.gpu_sharing
+    allocatable = {"nvidia.com/gpu": "0" if n.mig else str(n.gpus * (sharing.replicas if sharing else 1))}
+    allocatable.update({f"nvidia.com/mig-{profile}": str(count) for profile, count in n.mig.items()})
     if n.cpu is not None:
         allocatable["cpu"] = f"{round(n.cpu * 1000)}m"
     if n.memory_gib is not None:
         allocatable["memory"] = quantity_gib(n.memory_gib)
     labels = {names.HOSTNAME_LABEL: n.name, **{k: v for k, v in n.labels.items() if k != names.NO_NEW_WORK_LABEL}}
     if n.gpu_model:
-        labels[names.GPU_PRODUCT_LABEL] = n.gpu_model
+        labels[names.GPU_PRODUCT_LABEL] = n.gpu_model + ("-SHARED" if sharing else "")
+    if n.mig:
+        labels.update({"nvidia.com/gpu.count": str(n.gpus), "nvidia.com/mig.strategy": "mixed",
+                       "nvidia.com/mig.config": "custom-config"})
+    if sharing:
+        labels.update({"nvidia.com/gpu.count": str(n.gpus), "nvidia.com/gpu.replicas": str(sharing.replicas),
+                       "nvidia.com/gpu.sharing-strategy": sharing.strategy})
     meta = {"name": n.name, "labels": labels}
     if n.unhealthy_gpus:
         meta["annotations"] = {names.UNHEALTHY_GPUS_ANNOTATION: ",".join(map(str, n.unhealthy_gpus))}
@@ -86,18 +97,26 @@ def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> 
             "data": {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}}
 
 
-def pod_objects(job: Job, now: float, namespace: str = "jobs") -> list[dict]:
-    """One pod per replica of the job; a job named NAMESPACE/NAME goes to its own namespace."""
-    pods = []
+def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str, int] | None = None) -> list[dict]:
+    """One pod per replica of the job; a job named NAMESPACE/NAME goes to its own namespace.
+    `shared`: node -> replicas per GPU of the shared nodes; a fraction there (or, waiting, in a
+    cluster that has them) asks for its replicas of a GPU."""
+    pods, shared = [], shared or {}
     prefix, slash, short = job.name.partition("/")
     namespace, name = (prefix, short) if slash else (namespace, job.name)
     for r in range(job.replicas):
+        replicas = shared.get(job.running[r]) if job.running else min(shared.values(), default=None)
         labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: name}
         if job.preemptible is not None:
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
         notes = {}
         resources: dict = {}
-        if job.is_fractional:
+        if job.mig_profile:
+            resources = {"limits": {f"nvidia.com/mig-{job.mig_profile}": "1"}}
+        elif job.is_fractional and replicas and float(job.gpus * replicas).is_integer():
+            resource = "nvidia.com/gpu" if job.running else "nvidia.com/gpu" + names.SHARED_RESOURCE_SUFFIX
+            resources = {"limits": {resource: str(int(job.gpus * replicas))}}
+        elif job.is_fractional:
             notes[names.FRACTION_ANNOTATION] = f"{job.gpus:g}"
         else:
             resources = {"limits": {"nvidia.com/gpu": str(int(job.gpus))}}
@@ -169,8 +188,9 @@ def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
     for ns in sorted({namespace} | {j.name.partition("/")[0] for j in s.jobs if "/" in j.name} | set(labels)):
         api.put({"kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels.get(ns, {}))}})
     api.put(queues_config_map(s))
+    shared = {n.name: n.gpu_sharing.replicas for n in s.nodes if n.gpu_sharing}
     for job in s.jobs:
-        for pod in pod_objects(job, now, namespace):
+        for pod in pod_objects(job, now, namespace, shared):
             api.put(pod)
 
 

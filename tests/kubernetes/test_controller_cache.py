@@ -16,7 +16,7 @@ KINDS = (NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES)
 
 
 def filled(client) -> Cache:
-    cache = Cache(client.settings.gpu_resource)
+    cache = Cache(client.settings.gpu_resource, client)
     for kind in KINDS:
         cache.replace(kind, client.list_watched(kind)[0])
     return cache

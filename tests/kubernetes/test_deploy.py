@@ -35,6 +35,11 @@ CONTRACT = {
     ("cro.hpsys.ibm.ie.com", "composabilityrequests", False): {"get", "list", "watch", "create", "update", "patch",
                                                                "delete"},
     ("scheduling.run.ai", "queues", False): {"get", "list", "watch"},
+    # issue 27: DRA and PodGroups, listed when a GPU pod has resourceClaims or names a PodGroup
+    **{("resource.k8s.io", plural, False): {"list"}
+       for plural in ("resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses")},
+    **{(group, "podgroups", False): {"list"}
+       for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
 }
 
 
@@ -82,9 +87,14 @@ def test_kubectl_kustomize_renders_what_the_test_renderer_does(variant):
 def test_every_manifest_is_installed_or_an_example():
     listed = {p for variant in VARIANTS for p in _files(DEPLOY / variant)}
     manifests = {p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml" and "examples" not in p.parts
-                 and "prometheus" not in p.parts}  # deploy/prometheus holds Prometheus rules, not Kubernetes objects
+                 and _holds_kubernetes_objects(p)}
     assert listed == manifests
     assert len({ident(d) for d in rendered()}) == len(rendered())
+
+
+def _holds_kubernetes_objects(path: Path) -> bool:
+    """Not, e.g., deploy/prometheus's rule file, which Prometheus loads, not Kubernetes."""
+    return all("apiVersion" in d and "kind" in d for d in yaml.safe_load_all(path.read_text()) if d)
 
 
 def _files(folder: Path) -> set[Path]:
@@ -299,6 +309,13 @@ def calls(client: KubeClient) -> dict:
     return {
         "list_nodes": lambda: client.list_nodes(), "list_pods": lambda: client.list_pods(),
         "list_namespaces": lambda: client.list_namespaces(), "list_kai_queues": lambda: client.list_kai_queues(),
+        "list_kai_pod_groups": lambda: client.list_kai_pod_groups(),
+        "list_resource_slices": lambda: client.list_resource_slices(),
+        "list_resource_claims": lambda: client.list_resource_claims(),
+        "list_resource_claim_templates": lambda: client.list_resource_claim_templates(),
+        "list_device_classes": lambda: client.list_device_classes(),
+        "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
+        "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
         "create_config_map": lambda: client.create_config_map("x", {"a": "b"}),
         "replace_config_map": lambda: client.replace_config_map("x", {"a": "c"}, "1"),

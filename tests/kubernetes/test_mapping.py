@@ -43,7 +43,9 @@ def test_gang_by_job_label(seeded, cluster):
     assert (job.name, job.replicas, job.gpus, job.running) == ("ml/train", 3, 2, ["node-1"] * 3)
 
 
-def test_gang_by_controller_and_single_pods(seeded, cluster):
+def test_a_controller_alone_makes_no_gang(seeded, cluster):
+    """Pods of one controller are independent jobs unless the workload says it is a gang
+    (tests/kubernetes/test_workloads.py has each kind)."""
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "bert", "uid": "u1", "controller": True}]
     other = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "not-a-controller", "uid": "u2"}]
     for r in range(2):
@@ -54,8 +56,9 @@ def test_gang_by_controller_and_single_pods(seeded, cluster):
     alone["metadata"]["ownerReferences"] = other
     seeded.put(alone)
     got = jobs(look(cluster)[0])
-    assert (got["ml/bert"].replicas, got["ml/bert"].running) == (2, [])
-    assert got["ml/notebook"].replicas == 1 and got["ml/notebook"].queue == "team-b"
+    assert sorted(got) == ["ml/bert-x0", "ml/bert-x1", "ml/notebook"]
+    assert all(j.replicas == 1 and j.running == [] for j in got.values())
+    assert got["ml/notebook"].queue == "team-b"
 
 
 def test_fractions_and_gpu_indices(seeded, cluster):
@@ -105,11 +108,11 @@ def test_unmanaged_pods_hold_gpus_and_warn_once_per_namespace(seeded, cluster):
 
 
 def test_a_pod_with_an_unknown_gpu_resource_is_unmanaged(seeded, cluster):
-    pod = gpu_pod("ml", "mig", gpus=None, node="node-1", labels=queue_label("team-a"))
-    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": "1"}}
+    pod = gpu_pod("ml", "amd", gpus=None, node="node-1", labels=queue_label("team-a"))
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": "1"}}
     seeded.put(pod)
     scenario, warnings = look(cluster)
-    assert warnings == ["pod ml/mig asks for nvidia.com/mig-1g.10gb, not nvidia.com/gpu: counted as unmanaged"]
+    assert warnings == ["pod ml/amd asks for amd.com/gpu, not nvidia.com/gpu: counted as unmanaged"]
     assert [j.name for j in scenario.jobs] == []  # it holds none of the GPUs planned here
 
 

@@ -20,7 +20,9 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
     node, healthy for new work, never shared beyond one GPU; CPU and memory; GPU models;
     placement constraints (node selector, affinity, tolerations) where replicas start or move;
     limits; non-preemptible jobs never preempted or moved and started only within deserved
-    at every level; at most `max_moves` moves; a reason for every wait and preemption.
+    at every level; at most `max_moves` moves; a reason for every wait and preemption; whole
+    GPUs never on shared or MIG GPUs, MIG jobs only on slices of their profile, within the
+    node's slices.
     Compositions: within what each node can take and has attached, one change per node,
     each with a reason; GPU indices judged on the nodes as the compositions leave them."""
     cfg = config or PlannerConfig()
@@ -35,6 +37,7 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
     fractions: dict = defaultdict(float)
     cpu: dict = defaultdict(float)
     memory: dict = defaultdict(float)
+    slices: dict = defaultdict(int)
     for d in result.jobs:
         job = jobs[d.name]
         assert d.action in ACTIONS[job.is_running], f"{d.name}: {d.action} for a job that runs={job.is_running}"
@@ -57,6 +60,8 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
             assert len(r.gpu_indices) == (1 if job.is_fractional else job.gpus), f"{d.name}: indices {r.gpu_indices}"
             cpu[r.node] += job.cpu or 0
             memory[r.node] += job.memory_gib or 0
+            if job.mig_profile:
+                slices[r.node, job.mig_profile] += 1
             for i in r.gpu_indices:
                 assert 0 <= i < node.gpus, f"{d.name}: GPU {i} of {r.node}"
                 if d.action != "keep":
@@ -68,6 +73,8 @@ def check_plan(s: Scenario, result: Plan, config: PlannerConfig | None = None) -
                     whole[r.node, i] = {d.name}
     for (node, i), used in fractions.items():
         assert used <= 1 + EPS and (node, i) not in whole, f"GPU {node}/{i} over-shared ({used:g})"
+    for (node, profile), used in slices.items():
+        assert used <= nodes[node].mig.get(profile, 0), f"{node}: {used} {profile} MIG slices in use"
     for name, node in nodes.items():
         for resource, used in (("cpu", cpu), ("memory_gib", memory)):
             capacity = getattr(node, resource)
