@@ -14,6 +14,7 @@ from typing import Callable
 from gpu_policy.kubernetes.client import KubeClient
 from gpu_policy.kubernetes.names import ADMISSION_GATE, GPU_INDEX_ANNOTATION, HOSTNAME_LABEL
 from gpu_policy.kubernetes.pods import PodRef, gates_of, host_selector
+from gpu_policy.planner.codes import Reason
 from gpu_policy.plan import Placement
 
 
@@ -22,15 +23,15 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> list[dict] | str:
-    """The JSON patch that releases `pod` onto `node`; a reason (str) when it cannot be."""
+def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> list[dict] | Reason:
+    """The JSON patch that releases `pod` onto `node`; the reason when it cannot be."""
     spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
     gates = gates_of(spec)
     if ADMISSION_GATE not in gates:
-        return "it is no longer gated by gpu-policy"
+        return Reason("ReleaseFailed", "it is no longer gated by gpu-policy")
     pinned = host_selector(spec)
     if pinned and pinned != node:
-        return f"pinned to node {pinned} by its nodeSelector, but the plan placed it on {node}"
+        return Reason("PinnedToOtherNode", f"pinned to node {pinned} by its nodeSelector, but the plan placed it on {node}")
     at = gates.index(ADMISSION_GATE)
     ops = [{"op": "test", "path": f"/spec/schedulingGates/{at}/name", "value": ADMISSION_GATE},
            {"op": "remove", "path": f"/spec/schedulingGates/{at}"}]
@@ -50,20 +51,20 @@ def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> lis
 
 def release_job(client: KubeClient, pods: list[PodRef], placements: list[Placement], fractional: bool,
                 read: Callable[[str, str], dict | None], check: Callable[[], None],
-                ) -> tuple[list[tuple[PodRef, str, dict]], str | None]:
+                ) -> tuple[list[tuple[PodRef, str, dict]], Reason | None]:
     """Release each pod onto its placement (pods by name, placements in the plan's order).
     Returns ([(pod, node, the pod as patched)], why the gang stays gated or None);
     `read` gives a pod's object as cached; `check` runs before every write (fencing)."""
     if len(pods) != len(placements):
-        return [], f"{len(pods)} of its pods are gated but the plan placed {len(placements)}"
+        return [], Reason("ReleaseFailed", f"{len(pods)} of its pods are gated but the plan placed {len(placements)}")
     patches = []
     for ref, place in zip(pods, placements):
         pod = read(ref.namespace, ref.name)
         if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
-            return [], f"pod {ref} changed since the plan looked"
+            return [], Reason("ReleaseFailed", f"pod {ref} changed since the plan looked")
         ops = release_operations(pod, place.node, list(place.gpu_indices) if fractional else None)
-        if isinstance(ops, str):
-            return [], f"pod {ref}: {ops}"
+        if isinstance(ops, Reason):
+            return [], Reason(ops.code, f"pod {ref}: {ops.text}")
         patches.append((ref, place.node, ops))
     released, problems = [], []
     for ref, node, ops in patches:
@@ -73,4 +74,4 @@ def release_job(client: KubeClient, pods: list[PodRef], placements: list[Placeme
             released.append((ref, node, answer.body))
         else:
             problems.append(f"pod {ref}: the API server answered {answer.status}: {answer.message}")
-    return released, "; ".join(problems) or None
+    return released, Reason("ReleaseFailed", "; ".join(problems)) if problems else None

@@ -1,7 +1,7 @@
 """Events on pods (events.k8s.io/v1): why a pod waits, starts or stops (spec "Events").
 
-`reason_code` is the one home of the short code a decision's reason goes by: the Event's
-`reason` label in the metrics and the key that tells a changed wait reason from a repeat.
+The short code of a reason is the planner's (gpu_policy.planner.codes): it is the `reason`
+label in the metrics and the key that tells a changed wait reason from a repeat.
 A waiting pod gets a new `GpuPolicyWaiting` Event only when its code changes; a repeat
 updates that Event's series (count, last time), at most once per `series_every_s`.
 Writes are best effort: a failure is counted (`failed`), never raised.
@@ -16,32 +16,12 @@ from typing import Callable
 from gpu_policy.errors import ClusterUnavailable
 from gpu_policy.kubernetes.client import Answer, KubeClient
 from gpu_policy.kubernetes.pods import PodRef
-from gpu_policy.plan import JobDecision
 
 CONTROLLER = "gpu-policy.io/controller"
 NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes
 
-#: (start of the reason text, code), first match wins; the planner's wording (planner/reasons.py)
-_CODES = (("can never fit", "never-fits"), ("waiting for its pods", "gang-incomplete"),
-          ("pinned to", "pinned"), ("the plan chose it, but placing", "unplaced"),
-          ("the plan's time limit", "time-limit"), ("non-preemptible", "nonpreemptible-quota"))
-
-
-def reason_code(decision: JobDecision) -> str:
-    """A short, stable code for why a job waits (or what the plan did to it)."""
-    text = decision.reason or ""
-    if decision.action != "wait":
-        return decision.action
-    for start, code in _CODES:
-        if text.startswith(start):
-            return code
-    if " is at its limit" in text:
-        return "limit"
-    if "above its fair share" in text:
-        return "fair-share"
-    if "no queue it may reclaim from" in text:
-        return "no-reclaim"
-    return "no-room"
+#: the codes no amount of waiting gets a pod past: a Warning (`GpuPolicyNotAdmitted`), not `GpuPolicyWaiting`
+NOT_ADMITTED = frozenset({"NoNodeFits", "NoNodeMatches", "NotAllowedInQueue", "NotManaged"})
 
 
 def _stamp(t: float) -> str:
@@ -78,7 +58,7 @@ class EventWriter:
             self._send(lambda: self.client.patch_event(pod.namespace, name, {
                 "series": {"count": count + 1, "lastObservedTime": _stamp(now)}}))
             return
-        name = self.write(pod, reason, note, kind, "Wait")
+        name = self.write(pod, reason, f"{code}: {note}", kind, "Wait")
         if name:
             self._waiting[pod.uid] = (code, name, 1, now)
 

@@ -20,7 +20,7 @@ from gpu_policy.cluster.compose import plan_observation
 from gpu_policy.cluster.source import Observation
 from gpu_policy.controller.admission import release_job
 from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
-from gpu_policy.controller.events import EventWriter, reason_code
+from gpu_policy.controller.events import NOT_ADMITTED, EventWriter
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
 from gpu_policy.errors import ClusterBusy, GpuPolicyError
@@ -29,8 +29,9 @@ from gpu_policy.kubernetes.cluster import KubernetesCluster
 from gpu_policy.kubernetes.look import look
 from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.snapshot import Snapshot
-from gpu_policy.plan import Placement, Plan
+from gpu_policy.plan import JobDecision, Placement, Plan
 from gpu_policy.planner import PlannerConfig
+from gpu_policy.planner.codes import Reason
 
 log = logging.getLogger(__name__)
 
@@ -226,13 +227,13 @@ class Controller:
             if d.action in ("preempt", "move") and d.name not in snap.reservations:
                 what = "GpuPolicyPreempted" if d.action == "preempt" else "GpuPolicyMoved"
                 for ref in snap.pods.get(d.name, []):
-                    self.events.write(ref, what, d.reason or d.action, action="Preempt")
+                    self.events.write(ref, what, f"{d.code}: {d.reason}", action="Preempt")
         for outcome in self.cluster.carry_out(plan, obs, execute=True):
             log.info("%s", outcome.line())
             if outcome.result == "done" and outcome.action in ("preempt", "move"):
                 d = plan.job(outcome.job)
                 if d.action == "preempt":
-                    self.metrics.preemptions.labels(d.queue, reason_code(d)).inc()
+                    self.metrics.preemptions.labels(d.queue, d.code).inc()
                 else:
                     self.metrics.moves.labels(d.queue).inc()
         self._admit(plan, snap)
@@ -254,22 +255,20 @@ class Controller:
             elif d is not None and d.action == "start":
                 why = self._release(name, refs, d.replicas, jobs[name].is_fractional)
             else:
-                why = snap.incomplete.get(name) or (d.reason if d is not None else "not planned")
+                why = _waiting_reason(name, d, snap)
             if why is not None:
                 waiting.append((name, refs, d, why))
         self.metrics.pending.clear()
         self.events.keep_only({ref.uid for _, refs, _, _ in waiting for ref in refs})
         for name, refs, d, why in waiting:
-            code = "gang-incomplete" if name in snap.incomplete else reason_code(d) if d is not None and \
-                d.action == "wait" else "not-released"
             queue_name = d.queue if d is not None else (jobs[name].queue if name in jobs else "")
-            self.metrics.pending.labels(queue_name, code).inc(len(refs))
-            never = code == "never-fits"
+            self.metrics.pending.labels(queue_name, why.code).inc(len(refs))
+            never = why.code in NOT_ADMITTED
             for ref in refs:
-                self.events.waiting(ref, code, why, "Warning" if never else "Normal",
+                self.events.waiting(ref, why.code, why.text, "Warning" if never else "Normal",
                                     "GpuPolicyNotAdmitted" if never else "GpuPolicyWaiting")
 
-    def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool) -> str | None:
+    def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool) -> Reason | None:
         released, why = release_job(self.cluster.client, refs, places, fractional, self.cache.pod, self.lease.check)
         now, wall = self._monotonic(), self._clock()
         for ref, node, pod in released:
@@ -299,3 +298,14 @@ class Controller:
                                       "stay held until it is bound or deleted", "Warning", "Bind")
                 except ClusterBusy as e:
                     self._stand_by(str(e))
+
+
+def _waiting_reason(name: str, decision: JobDecision | None, snap: Snapshot) -> Reason:
+    """Why a gated job the plan does not start waits: its gang's missing pods, the plan's
+    reason, or (no decision) that gpu-policy does not plan it."""
+    if name in snap.incomplete:
+        return Reason("WaitingForGang", snap.incomplete[name])
+    if decision is None:
+        return Reason("NotManaged", "gpu-policy does not plan it: it names no queue gpu-policy knows, or asks for a "
+                                    "GPU resource gpu-policy does not count (see the plan's warnings)")
+    return Reason(decision.code, decision.reason)

@@ -31,7 +31,10 @@ CODES: dict[str, str] = {
     "NotEnoughCpuOrMemory": "no node has the CPUs or memory one replica asks",
     "WaitingForGang": "not all replicas of the gang exist yet (the controller waits for them)",
     "PinnedToOtherNode": "its pod already selects a node by hostname other than the one the plan chose (the controller)",
-    "WaitingForReclaim": "the plan reclaims GPUs for it; it is released once its victims are gone (the controller)",
+    "ReleaseFailed": "the plan started it, but releasing a pod failed (it changed since the plan looked, or the API "
+                     "server refused); the next plan tries again (the controller)",
+    "NotManaged": "gpu-policy does not plan it: it names no queue gpu-policy knows, or asks for a GPU resource "
+                  "gpu-policy does not count (the controller)",
     "NotPlacedYet": "the plan chose it, but placing it found no room; it starts in a later plan",
     "PlanCutShort": "the plan's time limit ran out before it could be placed",
     "NoRuleApplies": "free GPUs would fit it, and no rule the plan knows keeps it waiting",

@@ -50,11 +50,13 @@ def test_a_queue_limit_holds_at_admission(api, cluster, fake_time):
             settle(c, fake_time)
             assert len(released(api)) == 16
         waiting = [ln for ln in c.metrics.text().decode().splitlines() if ln.startswith("gpu_policy_pending_pods{")]
-        assert waiting == ['gpu_policy_pending_pods{queue="a",reason="limit"} 8.0']
+        assert waiting == ['gpu_policy_pending_pods{queue="a",reason="QueueAboveLimit"} 8.0']
         events = api.objects("events", "jobs", group="events.k8s.io")
         said = [e for e in events if e["reason"] == "GpuPolicyWaiting"]
         assert len(said) == 8  # once per pod: the resyncs repeated the reason and grew each Event's series
-        assert all("at its limit" in e["note"] and e["series"]["count"] >= 2 for e in said)
+        # what `kubectl describe pod` shows: the code, and the sentence with the numbers
+        assert all(e["note"] == "QueueAboveLimit: a is at its limit: holds 16 of 16 GPUs" and e["series"]["count"] >= 2
+                   for e in said), [e["note"] for e in said]
         assert all(e["reportingController"] == "gpu-policy.io/controller" for e in events)
         assert sum(1 for e in events if e["reason"] == "GpuPolicyAdmitted") == 16
     finally:
