@@ -1,8 +1,8 @@
 """LIST once per kind, then WATCH from the list's resourceVersion, one thread per kind.
 
-The watch machinery is the official client's `kubernetes.watch.Watch` (it parses the
-stream, works the same in kubernetes 30.x through 37.x, and hands over raw JSON when the
-listing function declares no return type). Around it, per kind: bookmarks only move the
+Each watch is `KubeClient.watch`: the official client sends it, and its stream is read
+through the bounded reader, event by event (docs/kubernetes.md says why not
+`kubernetes.watch.Watch`). Around it, per kind: bookmarks only move the
 resourceVersion on; a stream that ends or breaks is resumed from the last resourceVersion
 seen (after a doubling pause when it broke); a `410 Gone` relists that kind alone. What
 arrives is put on one queue, which the controller's loop drains into its cache, so only
@@ -69,7 +69,9 @@ class Informer:
         while not self.stop.is_set():
             try:
                 for change, obj in self.client.watch(kind, version, self.watch_timeout_s):
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+                    seen = meta.get("resourceVersion")
+                    version = seen if isinstance(seen, str) and seen else version
                     if change in ("ADDED", "MODIFIED", "DELETED"):
                         self.changes.put(Change(kind, change, obj))
                     if self.stop.is_set():

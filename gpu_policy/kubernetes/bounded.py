@@ -54,16 +54,22 @@ class BoundedBody:
         return b"".join(pieces)
 
     def lines(self) -> Iterator[bytes]:
-        """The body line by line (a watch's events), each line under the size cap."""
-        pending = b""
+        """The body line by line (a watch's events), each line under the size cap. A line
+        that arrives in many pieces is joined once, not grown piece by piece."""
+        parts, size = [], 0
         for piece in self._pieces(cap_total=False):
-            pending += piece
-            *complete, pending = pending.split(b"\n")
-            yield from (line for line in complete if line.strip())
-            if len(pending) > self._max:
+            *complete, rest = piece.split(b"\n")
+            if complete:
+                yield from (line for line in [b"".join(parts) + complete[0], *complete[1:]] if line.strip())
+                parts, size = [], 0
+            if rest:
+                parts.append(rest)
+                size += len(rest)
+            if size > self._max:
                 raise BodyRefused(f"one line of the answer is larger than {self._max:,} bytes")
-        if pending.strip():
-            yield pending
+        tail = b"".join(parts)
+        if tail.strip():
+            yield tail
 
     def _pieces(self, cap_total: bool = True) -> Iterator[bytes]:
         sock = _socket_of(self._response)

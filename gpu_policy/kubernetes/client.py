@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterError, ClusterUnavailable
-from gpu_policy.kubernetes.bounded import BodyRefused, bounded_pool, parse_json, retry_after
+from gpu_policy.kubernetes.bounded import BodyRefused, BoundedBody, bounded_pool, parse_json, retry_after
 from gpu_policy.kubernetes.names import (COSCHEDULING_GROUP, COSCHEDULING_VERSION, CRO_GROUP, CRO_PLURAL, CRO_VERSION,
                                          DRA_GROUP, DRA_VERSION, KAI_GROUP, KAI_PLURAL, KAI_POD_GROUP_VERSION,
                                          KAI_VERSION, POD_GROUPS, VOLCANO_GROUP, VOLCANO_VERSION)
@@ -422,20 +422,19 @@ class KubeClient:
 
     def _watch(self, what: str, call: Callable[..., Any], resource_version: str,
                timeout_s: float) -> Iterator[tuple[str, dict]]:
+        """One WATCH: the official client builds and sends the request (`watch=True`, raw
+        stream); its events are read through the bounded reader, each line under the size
+        cap and parsed with bounded nesting, the stream within `timeout_s` plus the request
+        timeout (the API server ends it at `timeout_s`)."""
         from kubernetes.client.exceptions import ApiException
-        from kubernetes.watch import Watch
         from urllib3.exceptions import HTTPError
 
-        def listing(**kw):  # no return type: Watch hands over the raw JSON, builds no models
-            return call(**kw)
-
         self.stats.calls += 1
-        stream = Watch().stream(listing, resource_version=resource_version, allow_watch_bookmarks=True,
-                                timeout_seconds=max(1, int(timeout_s)),
-                                _request_timeout=(self.settings.timeout_s, timeout_s + self.settings.timeout_s))
+        window = self.settings.timeout_s
         try:
-            for event in stream:
-                yield event.get("type", ""), event.get("raw_object") or {}
+            response = call(watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+                            timeout_seconds=max(1, int(timeout_s)), _preload_content=False,
+                            _request_timeout=(window, timeout_s + window))
         except ApiException as e:
             answer = _answer_of(e, self.settings)
             if answer.status == 410:
@@ -444,8 +443,19 @@ class KubeClient:
                 raise self._denied(what, answer) from None
             raise ClusterUnavailable(f"{self.where}: {what}: the API server answered {answer.status}"
                                      f"{': ' + answer.message if answer.message else ''}") from None
-        except (HTTPError, OSError, ValueError) as e:
+        except (HTTPError, OSError) as e:
+            raise ClusterUnavailable(f"{self.where}: {what}: the API server is unreachable ({_cause(e)})") from None
+        body = BoundedBody(response, time.monotonic() + timeout_s + window, self.settings.max_response_bytes)
+        try:
+            for line in body.lines():
+                self.stats.bytes += len(line)
+                yield _watch_event(what, self.where, parse_json(line))
+        except BodyRefused as e:
+            raise ClusterUnavailable(f"{self.where}: {what}: {e.reason}") from None
+        except (HTTPError, OSError) as e:
             raise ClusterUnavailable(f"{self.where}: {what}: the stream broke ({_cause(e)})") from None
+        finally:
+            response.release_conn()
 
     def _admitted(self, what: str, answer: Answer) -> Answer:
         """A 403 that RBAC gave (not the webhook) is ClusterAccessDenied, as for every request."""
@@ -559,6 +569,19 @@ class KubeClient:
     def _denied(self, what: str, answer: Answer) -> ClusterAccessDenied:
         return ClusterAccessDenied(f"{self.where}: {what}: refused ({answer.status}): {answer.message}; "
                                    "grant the permissions in deploy/ (docs/kubernetes.md)")
+
+
+def _watch_event(what: str, where: str, event: Any) -> tuple[str, dict]:
+    """(type, object) of one watch event; an ERROR event is raised (410: WatchExpired)."""
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise ClusterUnavailable(f"{where}: {what}: a watch event is not an object with a type")
+    obj = event.get("object") if isinstance(event.get("object"), dict) else {}
+    if event["type"] == "ERROR":
+        code, message = obj.get("code"), str(obj.get("message") or "")[:300]
+        if code == 410:
+            raise WatchExpired(f"{where}: {what}: {message or '410 Gone'}")
+        raise ClusterUnavailable(f"{where}: {what}: the watch ended with an error ({code}: {message})")
+    return event["type"], obj
 
 
 def _answer_of(e, settings: KubernetesSettings) -> Answer:

@@ -150,3 +150,30 @@ def test_a_watch_stream_yields_each_event(hostile):
     response = urllib3.PoolManager().request("GET", f"{server.url}/api/v1/pods?watch=true", preload_content=False)
     assert list(BoundedBody(response, time.monotonic() + 5, 1 << 20).lines()) == [b'{"type": "ADDED"}',
                                                                                  b'{"type": "DELETED"}']
+
+
+@pytest.mark.parametrize("mode,settings,line", [
+    ("endless", {"max_response_bytes": 1 << 20}, r"^k8s://: watch pods: one line of the answer is larger than 1,048,576 "
+                                                 r"bytes$"),
+    ("deep", {}, r"^k8s://: watch pods: the answer is JSON nested too deeply$"),
+    ("html", {}, r"^k8s://: watch pods: the answer is not JSON$"),
+    ('json:["not", "an", "event"]', {}, r"^k8s://: watch pods: a watch event is not an object with a type$"),
+    ('json:{"type": "ERROR", "object": {"code": 500, "message": "etcd"}}', {},
+     r"^k8s://: watch pods: the watch ended with an error \(500: etcd\)$"),
+])
+def test_the_controllers_watch_is_bounded_per_event(hostile, mode, settings, line):
+    """`KubeClient.watch` (the controller's informers) reads its stream with the limits every
+    other answer has, and says what broke in one line (the informer then resumes)."""
+    _, kubeconfig = hostile(mode)
+    client = KubernetesCluster("k8s://", kubeconfig=kubeconfig, settings=KubernetesSettings(**settings)).client
+    with pytest.raises(ClusterUnavailable, match=line):
+        list(client.watch("pods", "1", timeout_s=5))
+
+
+def test_a_watch_error_410_asks_for_a_relist(hostile):
+    from gpu_policy.kubernetes.client import WatchExpired
+
+    _, kubeconfig = hostile('json:{"type": "ERROR", "object": {"code": 410, "message": "too old"}}')
+    client = KubernetesCluster("k8s://", kubeconfig=kubeconfig).client
+    with pytest.raises(WatchExpired, match="too old"):
+        list(client.watch("pods", "1", timeout_s=5))
