@@ -1,0 +1,44 @@
+"""What `kubectl describe pod` shows of gpu-policy: the Events on the pod, read through the
+fake API server. Why a pod waits (the code and the numbers), why one is preempted (before
+it goes), and why one is never admitted (a Warning)."""
+
+from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, settle
+from tests.kubernetes.test_act import eviction_cluster
+
+
+def described(api, namespace: str, pod: str) -> list[dict]:
+    """The pod's Events, oldest first, as `kubectl describe pod` lists them."""
+    return sorted((e for e in api.objects("events", namespace, group="events.k8s.io")
+                   if e["regarding"]["name"] == pod), key=lambda e: e["eventTime"])
+
+
+def test_a_victim_is_told_why_before_it_is_evicted(api, cluster, fake_time):
+    eviction_cluster(api, pods=2)  # team-a's gang borrows the 8 GPUs team-b deserves
+    api.delete("pods", "owner", "b")
+    api.put({"kind": "Namespace", "metadata": {"name": "b", "labels": {"gpu-policy.io/managed": "true"}}})
+    api.put(gated_pod("owner", "team-b", gpus=8, namespace="b"))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: len(api.evictions) == 2)
+        for r in range(2):
+            (said,) = [e for e in described(api, "a", f"borrow-{r}") if e["reason"] == "GpuPolicyPreempted"]
+            assert said["type"] == "Normal" and said["note"].startswith("ReclaimedFairShare: reclaimed for team-b (fair share tier): team-b ends at 8")
+        posts = [(i, q.path) for i, q in enumerate(api.requests) if q.method == "POST"]
+        first_eviction = min(i for i, path in posts if path.endswith("/eviction"))
+        told = [i for i, path in posts if path == "/apis/events.k8s.io/v1/namespaces/a/events"]
+        assert len(told) == 2 and max(told) < first_eviction  # said before it goes
+    finally:
+        c.shut_down()
+
+
+def test_a_pod_its_namespace_may_not_queue_with_gets_a_warning(api, cluster, fake_time):
+    cluster_of(api, nodes=1, queues=[{"name": "a", "deserved": 8, "namespaces": ["ml"]}])
+    api.put(gated_pod("sneak", "a"))  # in namespace jobs, which queue a does not list
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "sneak"))
+        (said,) = described(api, "jobs", "sneak")
+        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
+        assert said["note"] == "NotAllowedInQueue: not admitted: namespace jobs may not use queue a"
+    finally:
+        c.shut_down()
