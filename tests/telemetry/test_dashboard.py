@@ -23,15 +23,20 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "gpu-policy.json"
 ALERTS = ROOT / "deploy" / "prometheus" / "gpu-policy-alerts.yaml"
 #: Grafana's variables, as a query sent to Prometheus would carry them.
 VARIABLES = {"$__rate_interval": "1m", "$queue": ".*"}
-#: The contract's metrics (spec/kubernetes.md, "Health and metrics"), as scraped series names,
-#: plus the two counters the controller serves beyond it (bind timeouts, failed Event writes).
-CONTROLLER = {"gpu_policy_queue_allocated_gpus", "gpu_policy_queue_deserved_gpus", "gpu_policy_queue_fair_share_gpus",
-              "gpu_policy_queue_limit_gpus", "gpu_policy_pending_pods", "gpu_policy_admission_wait_seconds_bucket",
-              "gpu_policy_admission_wait_seconds_sum", "gpu_policy_admission_wait_seconds_count",
-              "gpu_policy_preemptions_total", "gpu_policy_moves_total", "gpu_policy_plan_seconds_bucket",
-              "gpu_policy_plan_seconds_sum", "gpu_policy_plan_seconds_count", "gpu_policy_api_requests_total",
-              "gpu_policy_watch_restarts_total", "gpu_policy_is_leader", "gpu_policy_bind_timeouts_total",
-              "gpu_policy_event_failures_total"}
+
+
+def _served_by_the_controller() -> set[str]:
+    """The series names the controller's registry exposes (gpu_policy.controller.metrics):
+    each family's samples, as Prometheus stores them (`_total`, `_bucket`, `_sum`, `_count`)."""
+    from gpu_policy.controller.metrics import Metrics
+
+    kinds = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    return {family.name + suffix for family in Metrics().registry.collect() for suffix in kinds[family.type]}
+
+
+#: what the controller serves (the contract's names, spec/kubernetes.md "Health and metrics",
+#: and two counters beyond it: bind timeouts, failed Event writes), read from its registry
+CONTROLLER = _served_by_the_controller()
 KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
 SCENARIO = {  # namespaces named after their queues (the join's assumption), one GPU free
     "nodes": [{"name": "node-a", "gpus": 4}, {"name": "node-b", "gpus": 2}],
