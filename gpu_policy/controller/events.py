@@ -21,7 +21,7 @@ CONTROLLER = "gpu-policy.io/controller"
 NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes
 
 #: the codes no amount of waiting gets a pod past: a Warning (`GpuPolicyNotAdmitted`), not `GpuPolicyWaiting`
-NOT_ADMITTED = frozenset({"NoNodeFits", "NoNodeMatches", "NotAllowedInQueue", "NotManaged"})
+NOT_ADMITTED = frozenset({"NoNodeFits", "NoNodeMatches", "NotAllowedInQueue", "NotManaged", "UnreadablePod"})
 
 
 def _stamp(t: float) -> str:

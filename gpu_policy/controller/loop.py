@@ -26,6 +26,7 @@ from gpu_policy.controller.metrics import Metrics
 from gpu_policy.errors import ClusterBusy, GpuPolicyError
 from gpu_policy.kubernetes.client import KubeClient
 from gpu_policy.kubernetes.cluster import KubernetesCluster
+from gpu_policy.kubernetes.isolate import LEFT_OUT, ObjectWarning
 from gpu_policy.kubernetes.look import look
 from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.snapshot import Snapshot
@@ -236,9 +237,9 @@ class Controller:
                     self.metrics.preemptions.labels(d.queue, d.code).inc()
                 else:
                     self.metrics.moves.labels(d.queue).inc()
-        self._admit(plan, snap)
+        self._admit(plan, snap, obs.object_warnings)
 
-    def _admit(self, plan: Plan, snap: Snapshot) -> None:
+    def _admit(self, plan: Plan, snap: Snapshot, bad: list[ObjectWarning]) -> None:
         """Release gated jobs the plan starts (or a moved job's replacements, where its
         reservation stands); then say why the others wait (releases first: they are what
         pods wait for, Events are not)."""
@@ -258,6 +259,7 @@ class Controller:
                 why = _waiting_reason(name, d, snap)
             if why is not None:
                 waiting.append((name, refs, d, why))
+        waiting += self._left_out(bad)
         self.metrics.pending.clear()
         self.events.keep_only({ref.uid for _, refs, _, _ in waiting for ref in refs})
         for name, refs, d, why in waiting:
@@ -267,6 +269,20 @@ class Controller:
             for ref in refs:
                 self.events.waiting(ref, why.code, why.text, "Warning" if never else "Normal",
                                     "GpuPolicyNotAdmitted" if never else "GpuPolicyWaiting")
+
+    def _left_out(self, bad: list[ObjectWarning]) -> list[tuple[str, list[PodRef], None, Reason]]:
+        """The pods the look left out or left waiting (issue 29): each is told why, naming the
+        field and the value, as a gated pod that waits is."""
+        out = []
+        for w in bad:
+            kind, _, full = w.object.partition(" ")
+            namespace, _, name = full.partition("/")
+            pod = self.cache.pod(namespace, name) if kind == "pod" and name else None
+            uid = (pod.get("metadata") or {}).get("uid") if pod is not None else None
+            if isinstance(uid, str) and uid:
+                code = "UnreadablePod" if w.outcome == LEFT_OUT else "NoNodeFits"
+                out.append((full, [PodRef(namespace, name, uid)], None, Reason(code, w.line())))
+        return out
 
     def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool) -> Reason | None:
         released, why = release_job(self.cluster.client, refs, places, fractional, self.cache.pod, self.lease.check)

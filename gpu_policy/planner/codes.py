@@ -33,6 +33,8 @@ CODES: dict[str, str] = {
     "PinnedToOtherNode": "its pod already selects a node by hostname other than the one the plan chose (the controller)",
     "ReleaseFailed": "the plan started it, but releasing a pod failed (it changed since the plan looked, or the API "
                      "server refused); the next plan tries again (the controller)",
+    "UnreadablePod": "a field of its pod cannot be read as docs/kubernetes.md says (the note names the field and "
+                     "the value): it is left out of planning until the pod is fixed (the controller)",
     "NotManaged": "gpu-policy does not plan it: it names no queue gpu-policy knows, or asks for a GPU resource "
                   "gpu-policy does not count (the controller)",
     "NotPlacedYet": "the plan chose it, but placing it found no room; it starts in a later plan",

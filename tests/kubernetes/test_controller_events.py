@@ -2,7 +2,7 @@
 fake API server. Why a pod waits (the code and the numbers), why one is preempted (before
 it goes), and why one is never admitted (a Warning)."""
 
-from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, settle
+from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, released, settle
 from tests.kubernetes.test_act import eviction_cluster
 
 
@@ -40,5 +40,24 @@ def test_a_pod_its_namespace_may_not_queue_with_gets_a_warning(api, cluster, fak
         (said,) = described(api, "jobs", "sneak")
         assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
         assert said["note"] == "NotAllowedInQueue: not admitted: namespace jobs may not use queue a"
+    finally:
+        c.shut_down()
+
+
+def test_a_pod_gpu_policy_cannot_read_is_told_so_and_the_rest_is_planned(api, cluster, fake_time):
+    """Issue 29: one odd pod never stops planning; the pod itself says what is wrong with it."""
+    cluster_of(api, nodes=1)
+    bad = gated_pod("bad", "a")
+    bad["metadata"]["annotations"] = {"gpu-policy.io/gpu-index": "²"}
+    api.put(bad)
+    api.put(gated_pod("good", "a"))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "bad"))
+        assert "good" in released(api) and "bad" not in released(api)
+        (said,) = described(api, "jobs", "bad")
+        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
+        assert said["note"].startswith("UnreadablePod: pod jobs/bad: metadata.annotations.gpu-policy.io/gpu-index: "), \
+            said["note"]
     finally:
         c.shut_down()
