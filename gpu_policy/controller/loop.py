@@ -245,6 +245,7 @@ class Controller:
         pods wait for, Events are not)."""
         decided = {d.name: d for d in plan.jobs}
         jobs = {j.name: j for j in snap.scenario.jobs}
+        shares = {q.name: f"; {q.name} {q.allocated_before:g} -> {q.allocated_after:g} GPUs" for q in plan.queues}
         waiting = []
         for name, refs in snap.gated.items():
             d = decided.get(name)
@@ -252,9 +253,9 @@ class Controller:
             if reservation is not None:
                 places = [Placement(n, reservation.gpus, list(ix)) for n, ix in
                           zip(reservation.nodes, reservation.gpu_indices or [[]] * len(reservation.nodes))]
-                why = self._release(name, refs, places, reservation.gpus < 1)
+                why = self._release(name, refs, places, reservation.gpus < 1, shares.get(reservation.queue, ""))
             elif d is not None and d.action == "start":
-                why = self._release(name, refs, d.replicas, jobs[name].is_fractional)
+                why = self._release(name, refs, d.replicas, jobs[name].is_fractional, shares.get(d.queue, ""))
             else:
                 why = _waiting_reason(name, d, snap)
             if why is not None:
@@ -284,7 +285,10 @@ class Controller:
                 out.append((full, [PodRef(namespace, name, uid)], None, Reason(code, w.line())))
         return out
 
-    def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool) -> Reason | None:
+    def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool,
+                 share: str) -> Reason | None:
+        """Release the job's gated pods onto `places`; each pod's Admitted Event names its node
+        and `share` (its queue's GPUs before and after the plan). The reason when it cannot."""
         released, why = release_job(self.cluster.client, refs, places, fractional, self.cache.pod, self.lease.check)
         now, wall = self._monotonic(), self._clock()
         for ref, node, pod in released:
@@ -294,7 +298,7 @@ class Controller:
             created = self.cache.views[PODS].get((ref.namespace, ref.name))
             if isinstance(created, PodView):
                 self.metrics.admission_wait.observe(max(0.0, wall - created.created))
-            self.events.write(ref, "GpuPolicyAdmitted", f"released onto node {node} as a replica of {name}")
+            self.events.write(ref, "GpuPolicyAdmitted", f"Admitted: onto {node}{share} (a replica of {name})")
         if released:
             log.info("released %s: %d pod%s", name, len(released), "s" if len(released) > 1 else "")
         return why

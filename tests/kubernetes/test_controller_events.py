@@ -61,3 +61,16 @@ def test_a_pod_gpu_policy_cannot_read_is_told_so_and_the_rest_is_planned(api, cl
             said["note"]
     finally:
         c.shut_down()
+
+
+def test_an_admitted_pod_is_told_its_node_and_its_queues_gpus(api, cluster, fake_time):
+    cluster_of(api, nodes=1, queues=[{"name": "a", "deserved": 8}])
+    api.put(gated_pod("one", "a", gpus=2))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "one"))
+        (said,) = described(api, "jobs", "one")
+        assert (said["reason"], said["note"]) == ("GpuPolicyAdmitted",
+                                                  "Admitted: onto n1; a 0 -> 2 GPUs (a replica of jobs/one)")
+    finally:
+        c.shut_down()
