@@ -22,7 +22,8 @@ def test_a_victim_is_told_why_before_it_is_evicted(api, cluster, fake_time):
         settle(c, fake_time, lambda: len(api.evictions) == 2)
         for r in range(2):
             (said,) = [e for e in described(api, "a", f"borrow-{r}") if e["reason"] == "GpuPolicyPreempted"]
-            assert said["type"] == "Normal" and said["note"].startswith("ReclaimedFairShare: reclaimed for team-b (fair share tier): team-b ends at 8")
+            assert said["type"] == "Normal"
+            assert said["note"].startswith("ReclaimedFairShare: reclaimed for team-b (fair share tier): team-b ends at 8")
         posts = [(i, q.path) for i, q in enumerate(api.requests) if q.method == "POST"]
         first_eviction = min(i for i, path in posts if path.endswith("/eviction"))
         told = [i for i, path in posts if path == "/apis/events.k8s.io/v1/namespaces/a/events"]
