@@ -75,3 +75,20 @@ def test_an_admitted_pod_is_told_its_node_and_its_queues_gpus(api, cluster, fake
                                                   "Admitted: onto n1; a 0 -> 2 GPUs (a replica of jobs/one)")
     finally:
         c.shut_down()
+
+
+def test_a_pod_asking_more_than_any_node_holds_waits_with_an_event_naming_it(api, cluster, fake_time):
+    """Issue 29: one user's typo (2,000 GPUs) never stops fair share for everyone else."""
+    cluster_of(api, nodes=2)
+    api.put(gated_pod("typo", "a", gpus=2000))
+    api.put(gated_pod("fine", "b", gpus=4))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "typo"))
+        assert "fine" in released(api) and "typo" not in released(api)
+        (said,) = described(api, "jobs", "typo")
+        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
+        assert said["note"].startswith("NoNodeFits: pod jobs/typo: spec.containers[*].resources.requests.nvidia.com/gpu: "
+                                       "no node could ever hold it"), said["note"]
+    finally:
+        c.shut_down()
