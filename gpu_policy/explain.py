@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpu_policy import placement
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.model import Job, Node, Queue, Scenario
 from gpu_policy.plan import JobDecision, Plan
@@ -29,7 +30,7 @@ _PROBE = "explain-probe"
 class Change:
     """One change to the cluster that the planner confirms makes the difference."""
 
-    kind: str   # free_gpus | job_leaves | limit | deserved | claim
+    kind: str   # free_gpus | job_leaves | limit | deserved | queue_users | claim
     size: float  # GPUs added, freed, the new limit or quota, the claim's GPUs
     text: str
     scenario: Scenario = field(repr=False, compare=False)  # the changed scenario, as planned
@@ -148,7 +149,7 @@ def _with_jobs(s: Scenario, jobs: list[Job]) -> Scenario:
 
 def _what_starts(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
     found = []
-    for search in (_limit_raised, _free_gpus, _job_leaves, _deserved_raised):
+    for search in (_queue_opened, _limit_raised, _free_gpus, _job_leaves, _deserved_raised):
         if prober.spent:
             break
         found += search(s, job, base, prober)
@@ -201,20 +202,50 @@ def _deserved_raised(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[
     return []
 
 
+def _queue_opened(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
+    """A job its queue does not admit (`NotAllowedInQueue`): the queue listing its namespace."""
+    namespace = placement.namespace_of(job)
+    queue = next(q for q in s.queues if q.name == job.queue)
+    if namespace is None or base.job(job.name).code != "NotAllowedInQueue":
+        return []
+    opened = dataclasses.replace(s, queues=[dataclasses.replace(q, namespaces=[*(q.namespaces or []), namespace])
+                                            if q is queue else q for q in s.queues], expect=None)
+    if prober.action(opened, job.name) != "start":
+        return []
+    return [Change("queue_users", 0, f"starts if queue {queue.name} lists namespace {namespace} in its namespaces",
+                   opened)]
+
+
 def _model_for(s: Scenario, job: Job) -> Node:
-    """The node a new node copies: the largest one of a model the job accepts (its CPUs and
-    memory raised to what the job asks), or a bare node of the job's first model."""
-    fits = [n for n in s.nodes if job.fits_model(n)]
+    """The node a new node copies: the largest one of a model the job accepts and whose
+    placement constraints admit it (its CPUs and memory raised to what the job asks), else a
+    bare node of the job's first model labelled as its node selector and affinity ask."""
+    fits = [n for n in s.nodes if job.fits_model(n) and placement.admits(n, placement.constraints_of(job))]
     if fits:
         like = max(fits, key=lambda n: (n.gpus, n.name))
     else:
-        like = Node(_PROBE, 0, gpu_model=job.gpu_model[0] if job.gpu_model else None)
+        like = Node(_PROBE, 0, gpu_model=job.gpu_model[0] if job.gpu_model else None, labels=_labels_asked(job))
 
     def enough(have: float | None, want: float | None) -> float | None:
         return None if have is None else max(have, want or 0)
 
     return dataclasses.replace(like, name=_PROBE, cpu=enough(like.cpu, job.cpu),
-                               memory_gib=enough(like.memory_gib, job.memory_gib), unhealthy_gpus=[])
+                               memory_gib=enough(like.memory_gib, job.memory_gib), unhealthy_gpus=[], taints=[])
+
+
+def _labels_asked(job: Job) -> dict[str, str]:
+    """Node labels that meet the job's node selector and its first required affinity term
+    (In: the first value; Exists: any; Gt and Lt: one past the bound)."""
+    labels = dict(job.node_selector)
+    for e in (job.node_affinity or [{}])[0].get("match_expressions") or []:
+        values, op = e.get("values") or [], e["operator"]
+        if op == "In":
+            labels[e["key"]] = values[0]
+        elif op == "Exists":
+            labels.setdefault(e["key"], "true")
+        elif op in ("Gt", "Lt"):
+            labels[e["key"]] = str(int(values[0]) + (1 if op == "Gt" else -1))
+    return labels
 
 
 def _free_gpus(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
@@ -232,7 +263,8 @@ def _free_gpus(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change
         return []
     k = best[0]
     node = ", ".join(f"{label}{value:g}{unit}" if unit else f"{label}{value}" for label, value, unit in
-                     (("model ", like.gpu_model, ""), ("", like.cpu, " CPUs"), ("", like.memory_gib, " GiB"))
+                     (("model ", like.gpu_model, ""), ("", like.cpu, " CPUs"), ("", like.memory_gib, " GiB"),
+                      ("labels ", ",".join(f"{k}={v}" for k, v in sorted(like.labels.items())) or None, ""))
                      if value is not None)
     return [Change("free_gpus", k, f"starts with {_gpus(k)} more free on one node (planned with a new empty "
                                    f"node of {_gpus(k)}{': ' + node if node else ''})", best[1])]
