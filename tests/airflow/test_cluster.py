@@ -66,10 +66,22 @@ def test_telemetry_operator_without_prometheus_on_a_live_cluster(live):
 
 
 def test_bad_input_from_the_cluster_is_one_line(live):
-    live.put(gpu_pod("team-a", "odd", labels={names.PREEMPTIBLE_LABEL: "maybe", names.QUEUE_LABEL: "team-a"}))
+    """gpu-policy's own configuration is fatal when wrong (one odd pod is not: it is left out)."""
+    live.put({"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": "gpu-policy"},
+              "data": {names.QUEUES_KEY: "- {name: team-a, deserved: -1}"}})
     with pytest.raises(AirflowException) as e:
         GpuPlanOperator(**args()).execute({"ti": FakeTI()})
-    assert str(e.value) == 'pod team-a/odd: metadata.labels.gpu-policy.io/preemptible: must be "true" or "false", got "maybe"'
+    assert str(e.value) == "ConfigMap gpu-policy/gpu-policy-queues: data.queues.yaml[0].deserved: must be >= 0, got -1"
+
+
+def test_an_odd_pod_on_the_cluster_is_left_out_and_named(live):
+    live.put(gpu_pod("team-a", "odd", labels={names.PREEMPTIBLE_LABEL: "maybe", names.QUEUE_LABEL: "team-a"}))
+    ti = FakeTI()
+    GpuPlanOperator(**args()).execute({"ti": ti})
+    plan = ti.pushed["plan"]
+    assert "team-a/odd" not in {j["name"] for j in plan["jobs"]}
+    assert any(w.startswith('pod team-a/odd: metadata.labels.gpu-policy.io/preemptible: must be "true" or "false", '
+                            'got "maybe"') for w in plan["warnings"]), plan["warnings"]
 
 
 def test_one_cluster_at_a_time(live):
