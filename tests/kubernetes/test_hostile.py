@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -100,22 +99,31 @@ def test_a_round_has_a_request_budget(api, kubeconfig):
     assert cluster.client.list_nodes() == []
 
 
+#: Runs the command from a small process and prints its exit status and peak RSS (KiB): a
+#: child forked from the test process itself would start with the test process's peak
+#: (hundreds of MB late in a suite) as its own.
+LAUNCH = """
+import os, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+guard = threading.Timer(120, child.kill)  # generous: before the fix these never ended
+guard.start()
+_, status, usage = os.wait4(child.pid, 0)
+guard.cancel()
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def measured_snapshot(kubeconfig: str, tmp_path, *options: str) -> tuple[int, str, float]:
     """`gpu-policy snapshot` against the server in a child process: its exit status, its
     stderr and its peak RSS in MB (from wait4, so only this child counts)."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     with open(tmp_path / "err", "w+") as err:
-        child = subprocess.Popen([sys.executable, "-m", "gpu_policy.cli", "snapshot", "--cluster", "k8s://",
-                                  "--kubeconfig", kubeconfig, *options], env=env, stdout=subprocess.DEVNULL, stderr=err)
-        guard = threading.Timer(120, child.kill)  # generous: before the fix these never ended
-        guard.start()
-        try:
-            _, status, usage = os.wait4(child.pid, 0)
-        finally:
-            guard.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)
+        done = subprocess.run([sys.executable, "-c", LAUNCH, sys.executable, "-m", "gpu_policy.cli", "snapshot",
+                               "--cluster", "k8s://", "--kubeconfig", kubeconfig, *options],
+                              env=env, stdout=subprocess.PIPE, stderr=err, text=True, check=True, timeout=300)
         err.seek(0)
-        return child.returncode, err.read(), usage.ru_maxrss / 1024
+        status, peak_kib = map(int, done.stdout.split())
+        return status, err.read(), peak_kib / 1024
 
 
 @pytest.mark.parametrize("mode,options,line", [
