@@ -18,6 +18,12 @@ from gpu_policy.kubernetes.shape import NODE, POD
 
 #: the kinds the controller watches, as KubeClient names them
 NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES = "nodes", "pods", "namespaces", "config_maps", "kai_queues"
+#: DRA and PodGroups, watched where the cluster serves them (a kind it does not serve is skipped)
+RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES = "resource_slices", "resource_claims", "resource_claim_templates"
+DEVICE_CLASSES, DEVICE_TAINT_RULES = "device_classes", "device_taint_rules"
+KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS = "kai_pod_groups", "volcano_pod_groups", "coscheduling_pod_groups"
+DRA_AND_POD_GROUPS = [RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, DEVICE_CLASSES, DEVICE_TAINT_RULES,
+                      KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS]
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
@@ -36,9 +42,8 @@ def _version(obj: dict) -> int | None:
 class Cache:
     """Objects by kind and (namespace, name); `views` holds what each node and pod reads as."""
 
-    def __init__(self, gpu_resource: str, unwatched=None):
+    def __init__(self, gpu_resource: str):
         self.gpu_resource = gpu_resource
-        self.unwatched = unwatched  # a KubeClient: LISTs the kinds not watched (DRA, PodGroups) when a look needs them
         self.objects: dict[str, dict[tuple[str, str], dict]] = {}
         self.views: dict[str, dict[tuple[str, str], object]] = {NODES: {}, PODS: {}}
         self.served: dict[str, bool] = {}  # kind -> whether the cluster serves it (KAI queues may not exist)
@@ -110,25 +115,30 @@ class Cache:
         """The controller does not compose GPUs yet (docs/kubernetes.md): no requests served."""
         return None
 
-    # DRA objects and PodGroups are not watched yet: LISTed, once per look, only when a GPU pod
-    # has resourceClaims or names a PodGroup (docs/kubernetes.md, "The controller")
     def list_resource_slices(self) -> list[dict] | None:
-        return self.unwatched.list_resource_slices()
+        return self._listed(RESOURCE_SLICES)
 
     def list_resource_claims(self) -> list[dict] | None:
-        return self.unwatched.list_resource_claims()
+        return self._listed(RESOURCE_CLAIMS)
 
     def list_resource_claim_templates(self) -> list[dict] | None:
-        return self.unwatched.list_resource_claim_templates()
+        return self._listed(RESOURCE_CLAIM_TEMPLATES)
 
     def list_device_classes(self) -> list[dict] | None:
-        return self.unwatched.list_device_classes()
+        return self._listed(DEVICE_CLASSES)
+
+    def list_device_taint_rules(self) -> list[dict] | None:
+        return self._listed(DEVICE_TAINT_RULES)
 
     def list_kai_pod_groups(self) -> list[dict] | None:
-        return self.unwatched.list_kai_pod_groups()
+        return self._listed(KAI_POD_GROUPS)
 
     def list_volcano_pod_groups(self) -> list[dict] | None:
-        return self.unwatched.list_volcano_pod_groups()
+        return self._listed(VOLCANO_POD_GROUPS)
 
     def list_coscheduling_pod_groups(self) -> list[dict] | None:
-        return self.unwatched.list_coscheduling_pod_groups()
+        return self._listed(COSCHEDULING_POD_GROUPS)
+
+    def _listed(self, kind: str) -> list[dict] | None:
+        """The kind's objects in the order a LIST answers them; None when the cluster does not serve it."""
+        return [o for _, o in sorted(self.objects[kind].items())] if self.served.get(kind) else None

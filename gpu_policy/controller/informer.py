@@ -4,9 +4,10 @@ Each watch is `KubeClient.watch`: the official client sends it, and its stream i
 through the bounded reader, event by event (docs/kubernetes.md says why not
 `kubernetes.watch.Watch`). Around it, per kind: bookmarks only move the
 resourceVersion on; a stream that ends or breaks is resumed from the last resourceVersion
-seen (after a doubling pause when it broke); a `410 Gone` relists that kind alone. What
-arrives is put on one queue, which the controller's loop drains into its cache, so only
-the loop ever changes the cache.
+seen (after a doubling pause when it broke); a `410 Gone` relists that kind alone. A
+custom kind the cluster does not serve (its LIST answers 404: no KAI-Scheduler, no DRA
+DeviceTaintRules) is said once and never asked again. What arrives is put on one queue,
+which the controller's loop drains into its cache, so only the loop ever changes the cache.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Informer:
         versions = {kind: self._relist(kind) for kind in self.kinds}
         for kind, version in versions.items():
             if version is None:
-                continue  # the cluster does not serve it (KAI queues): nothing to watch
+                continue  # the cluster does not serve it: nothing to watch
             thread = threading.Thread(target=self._watch, args=(kind, version), name=f"watch-{kind}", daemon=True)
             thread.start()
             self.threads.append(thread)
@@ -62,7 +63,10 @@ class Informer:
         items, version = self.client.list_watched(kind)
         self.lists[kind] += 1
         self.changes.put(Change(kind, "LISTED", objects=items))
-        return None if items is None else version
+        if items is None:
+            log.info("the cluster does not serve %s: not watched (restart gpu-policy once it does)", kind)
+            return None
+        return version
 
     def _watch(self, kind: str, version: str) -> None:
         pause = self.pause_s
@@ -80,16 +84,21 @@ class Informer:
             except WatchExpired as e:
                 log.info("%s; listing %s again", e, kind)
                 self.on_restart(kind)
-                version = self._relist_or_wait(kind, version)
+                relisted = self._relist_or_wait(kind, version)
+                if relisted is None:
+                    return  # the cluster no longer serves it
+                version = relisted
             except (ClusterUnavailable, ClusterAccessDenied) as e:
                 log.warning("%s; resuming from resourceVersion %s", e, version)
                 self.on_restart(kind)
                 self.stop.wait(pause)
                 pause = min(pause * 2, 30.0)
 
-    def _relist_or_wait(self, kind: str, version: str) -> str:
+    def _relist_or_wait(self, kind: str, version: str) -> str | None:
+        """The relisted kind's resourceVersion (None: no longer served); `version` when the LIST failed."""
         try:
-            return self._relist(kind) or version
+            relisted = self._relist(kind)
+            return None if relisted is None else relisted or version
         except (ClusterUnavailable, ClusterAccessDenied) as e:
             log.warning("%s", e)
             self.stop.wait(self.pause_s)

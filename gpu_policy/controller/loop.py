@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gpu_policy.cluster.compose import plan_observation
 from gpu_policy.cluster.source import Observation
 from gpu_policy.controller.admission import release_job
-from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
 from gpu_policy.controller.events import NOT_ADMITTED, EventWriter
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
@@ -64,12 +64,12 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.lease = cluster.lease
         self._monotonic, self._clock = cluster._monotonic, cluster._clock
-        self.cache = Cache(cluster.settings.gpu_resource, cluster.client)
+        self.cache = Cache(cluster.settings.gpu_resource)
         self.changes: queue.Queue[Change] = queue.Queue()
         self.stop = threading.Event()
         self.events = EventWriter(cluster.client, self.lease.identity, self._clock, self.lease.check,
                                   self.settings.resync_s, self.metrics.event_failures.inc)
-        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS]
+        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, *DRA_AND_POD_GROUPS]
         if cluster.settings.queues != "configmap":
             kinds.append(KAI_QUEUES)
         self.informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings), kinds, self.changes,

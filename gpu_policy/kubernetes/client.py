@@ -33,6 +33,17 @@ from gpu_policy.kubernetes.settings import KubernetesSettings
 #: finished pods hold nothing: the API server leaves them out
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 _SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: the custom kinds the controller watches only where the cluster serves them: kind -> (group, version, plural)
+WATCHED_CUSTOM = {
+    "resource_slices": (DRA_GROUP, DRA_VERSION, "resourceslices"),
+    "resource_claims": (DRA_GROUP, DRA_VERSION, "resourceclaims"),
+    "resource_claim_templates": (DRA_GROUP, DRA_VERSION, "resourceclaimtemplates"),
+    "device_classes": (DRA_GROUP, DRA_VERSION, "deviceclasses"),
+    "device_taint_rules": (DRA_GROUP, DRA_VERSION, "devicetaintrules"),
+    "kai_pod_groups": (KAI_GROUP, KAI_POD_GROUP_VERSION, POD_GROUPS),
+    "volcano_pod_groups": (VOLCANO_GROUP, VOLCANO_VERSION, POD_GROUPS),
+    "coscheduling_pod_groups": (COSCHEDULING_GROUP, COSCHEDULING_VERSION, POD_GROUPS),
+}
 #: an Event write that fails is counted, never fatal (spec "Events": best effort)
 _EVENT_REFUSALS = frozenset({400, 403, 404, 409, 422})
 
@@ -134,7 +145,21 @@ def connect(context: str | None, kubeconfig: str | None, where: str):
         raise ClusterError(f"{where}: cannot load the Kubernetes configuration"
                            f"{f' {kubeconfig}' if kubeconfig else ''}: {detail}") from None
     cfg.retries = 0  # our own retries below: one place that bounds them and words the failure
+    # the controller holds a WATCH per kind open (up to 14) beside its requests: a connection each, kept
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32)
     return client.ApiClient(cfg), namespace
+
+
+def _custom_watch(kind: str):
+    """KubeClient's WATCH of one kind of WATCHED_CUSTOM, declaring its permission."""
+    group, _, plural = WATCHED_CUSTOM[kind]
+
+    @_needs("watch", plural, group=group)
+    def watch(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        return self._watch_custom(kind, resource_version, timeout_s)
+
+    watch.__name__ = f"watch_{kind}"
+    return watch
 
 
 class KubeClient:
@@ -209,9 +234,13 @@ class KubeClient:
     def list_device_classes(self) -> list[dict] | None:
         return self._list_dra("deviceclasses")
 
+    @_needs("list", "devicetaintrules", group=DRA_GROUP)
+    def list_device_taint_rules(self) -> list[dict] | None:
+        """DeviceTaintRules (resource.k8s.io/v1 since Kubernetes 1.37); None when not served."""
+        return self._list_dra("devicetaintrules")
+
     def _list_dra(self, plural: str) -> list[dict] | None:
-        return self._list(f"list {plural}", lambda **kw: self._custom.list_cluster_custom_object(
-            group=DRA_GROUP, version=DRA_VERSION, plural=plural, **kw), missing_ok=True)
+        return self._list(f"list {plural}", self._all_of(DRA_GROUP, DRA_VERSION, plural), missing_ok=True)
 
     @_needs("list", POD_GROUPS, group=KAI_GROUP)
     def list_kai_pod_groups(self) -> list[dict] | None:
@@ -227,8 +256,11 @@ class KubeClient:
         return self._list_pod_groups(COSCHEDULING_GROUP, COSCHEDULING_VERSION)
 
     def _list_pod_groups(self, group: str, version: str) -> list[dict] | None:
-        return self._list(f"list {group} PodGroups", lambda **kw: self._custom.list_cluster_custom_object(
-            group=group, version=version, plural=POD_GROUPS, **kw), missing_ok=True)
+        return self._list(f"list {group} PodGroups", self._all_of(group, version, POD_GROUPS), missing_ok=True)
+
+    def _all_of(self, group: str, version: str, plural: str) -> Callable[..., Any]:
+        """The LIST (or, with watch=True, the WATCH) of a custom resource in all namespaces."""
+        return lambda **kw: self._custom.list_cluster_custom_object(group=group, version=version, plural=plural, **kw)
 
     @_needs("get", "configmaps", own_namespace=True)
     def read_config_map(self, name: str) -> dict | None:
@@ -348,6 +380,9 @@ class KubeClient:
     def list_watched(self, kind: str) -> tuple[list[dict] | None, str]:
         """A LIST of one watched kind (WATCHED) and its resourceVersion; None for a
         custom resource the cluster does not serve."""
+        if kind in WATCHED_CUSTOM:
+            group, version, plural = WATCHED_CUSTOM[kind]
+            return self._list_versioned(f"list {plural}.{group}", self._all_of(group, version, plural), missing_ok=True)
         return getattr(self, f"list_{kind}_versioned")()
 
     def list_nodes_versioned(self) -> tuple[list[dict] | None, str]:
@@ -400,6 +435,20 @@ class KubeClient:
     def watch_kai_queues(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
         return self._watch("watch KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
             group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), resource_version, timeout_s)
+
+    # the DRA kinds and PodGroups (WATCHED_CUSTOM): a method each, to declare its permission
+    watch_resource_slices = _custom_watch("resource_slices")
+    watch_resource_claims = _custom_watch("resource_claims")
+    watch_resource_claim_templates = _custom_watch("resource_claim_templates")
+    watch_device_classes = _custom_watch("device_classes")
+    watch_device_taint_rules = _custom_watch("device_taint_rules")
+    watch_kai_pod_groups = _custom_watch("kai_pod_groups")
+    watch_volcano_pod_groups = _custom_watch("volcano_pod_groups")
+    watch_coscheduling_pod_groups = _custom_watch("coscheduling_pod_groups")
+
+    def _watch_custom(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        group, version, plural = WATCHED_CUSTOM[kind]
+        return self._watch(f"watch {plural}.{group}", self._all_of(group, version, plural), resource_version, timeout_s)
 
     @_needs("patch", "pods")
     def patch_pod_json(self, namespace: str, name: str, operations: list[dict]) -> Answer:

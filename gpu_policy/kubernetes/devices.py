@@ -17,7 +17,11 @@ holding k of its replicas holds k/4 of a GPU, as a fraction.
 MIG (the device plugin's `mixed` strategy): a node advertises `nvidia.com/mig-<profile>`
 slices, and GFD labels `nvidia.com/gpu.count` (physical GPUs) and `nvidia.com/gpu.memory`
 (one GPU's memory, MiB). A slice is its memory share of the GPU (`mig_fraction`), and a pod
-asking for one slice of a profile is a MIG job of that profile.
+asking for one slice of a profile is a MIG job of that profile. With the `single` strategy
+(GFD's `nvidia.com/mig.strategy: single`) every GPU of the node is cut into slices of one
+profile, advertised as `nvidia.com/gpu`, and GFD overrides the product (`<GPU>-MIG-<profile>`),
+the count and the memory with the slices'; a pod asking for `nvidia.com/gpu` there, or
+selecting such a product, asks for slices (`single_mig`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ MIG_RESOURCE_PREFIX = "mig-"  # after the GPU resource's vendor: nvidia.com/mig-
 _PROFILE = re.compile(r"^\d{1,3}g\.(\d{1,6})gb")
 _MODEL_MEMORY = re.compile(r"(?<!\d)(\d{1,6})GB", re.IGNORECASE)
 SHARED_SUFFIX = "-SHARED"  # appended to nvidia.com/gpu.product on a shared node
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+_SINGLE_PRODUCT = re.compile(r"^(.+)-MIG-(\d{1,3}g\.\d{1,6}gb(?:\+me)?)$")  # GFD's product under `single`
 _STRATEGIES = ("time-slicing", "mps")
 
 
@@ -117,11 +123,46 @@ def mig_gpus(slices: dict[str, int], whole: int, labels: dict, memory_gb: float 
     return whole + math.ceil(sum(n * (mig_fraction(p, memory_gb) or 1) for p, n in slices.items()) - 1e-9)
 
 
+def single_mig(product: str | None) -> tuple[str, str] | None:
+    """(the GPU's product, the MIG profile) of a product as GFD writes it under the `single`
+    strategy (`NVIDIA-A100-SXM4-80GB-MIG-1g.10gb`); None for any other product."""
+    found = _SINGLE_PRODUCT.match(product or "")
+    return (found.group(1), found.group(2)) if found else None
+
+
+def single_mig_gpus(profile: str, slices: int, memory_gb: float | None) -> int:
+    """Physical GPUs behind `slices` slices of one profile, each GPU holding as many as fit (the
+    MIG manager's `all-<profile>` layouts): 7 compute slices, and 8 memory eighths, per GPU."""
+    share = mig_fraction(profile, memory_gb)
+    per_gpu = 7 // int(profile.split("g.")[0])
+    if share:
+        per_gpu = min(per_gpu, round(1 / share))
+    return math.ceil(slices / max(1, per_gpu))
+
+
 def physical_requests(pods: list[PodView], sharing: dict[str, GpuSharing],
-                      mig: dict[str, tuple[dict[str, int], float | None]]) -> list[PodView]:
+                      mig: dict[str, tuple[dict[str, int], float | None]],
+                      single: dict[str, str] | None = None) -> list[PodView]:
     """Pods as holders of physical GPUs: shared replicas (`shared_replicas`) and MIG slices
-    (`mig`: node -> its slices and GPU memory)."""
-    return _mig_requests(shared_replicas(pods, sharing), mig)
+    (`mig`: node -> its slices and GPU memory; `single`: node -> the one profile of a node
+    under the `single` strategy, where `nvidia.com/gpu` are slices)."""
+    return _mig_requests(_single_requests(shared_replicas(pods, sharing), single or {}), mig)
+
+
+def _single_requests(pods: list[PodView], single: dict[str, str]) -> list[PodView]:
+    """`nvidia.com/gpu` asked for as MIG slices: by a pod on a node under the `single` strategy,
+    or by a waiting pod selecting such a product (its model is then the GPU's)."""
+    out = []
+    for pod in pods:
+        count = int(pod.gpus) if pod.gpus >= 1 and float(pod.gpus).is_integer() else 0
+        wanted = {single_mig(m) for m in pod.gpu_model or []} if not pod.node else set()
+        if count and pod.node in single:
+            pod = dataclasses.replace(pod, gpus=0, mig_request=(single[pod.node], count))
+        elif count and len(wanted) == 1 and None not in wanted:
+            (product, profile), = wanted
+            pod = dataclasses.replace(pod, gpus=0, mig_request=(profile, count), gpu_model=[product])
+        out.append(pod)
+    return out
 
 
 def _mig_requests(pods: list[PodView], mig: dict[str, tuple[dict[str, int], float | None]]) -> list[PodView]:

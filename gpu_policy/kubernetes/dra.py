@@ -14,9 +14,14 @@ ask through ResourceClaims (their own, or made from a ResourceClaimTemplate), al
   device its profile's memory share); a claim reserved by several pods counts once, on the
   first of them; a claim made by the extended-resource bridge is not counted (the pod's
   `nvidia.com/gpu` limit is);
-- a pending pod asks for its claims' requests: `exactly.count` devices of a GPU class
+- a pod not bound yet (waiting, or released onto a node) asks for its claims' requests: `exactly.count` devices of a GPU class
   (`allocationMode: All`: a whole node's GPUs); a CEL selector comparing `productName` is the
-  GPU model; any other CEL selector is counted, not interpreted, with a warning.
+  GPU model; any other CEL selector is counted, not interpreted, with a warning;
+- a device tainted `NoSchedule` or `NoExecute` (by its driver, in the slice's `taints`, or by
+  a DeviceTaintRule selecting it by driver, pool and device name) makes its physical GPU take
+  no new work, as an unhealthy GPU; a pod holding a device tainted `NoExecute` that its claim
+  does not tolerate is named in a warning (Kubernetes evicts it). A rule whose selector has
+  other fields is not applied, with a warning.
 Sources: docs/kubernetes.md, "DRA".
 """
 
@@ -32,9 +37,11 @@ from gpu_policy._scenario_fields import MAX_GPUS_PER_NODE, show
 from gpu_policy.kubernetes.devices import gpu_memory_gb, mig_fraction
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.pods import PodView
+from gpu_policy.placement import BLOCKING_EFFECTS, Constraints
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
 _DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+_SELECTED_BY = ("driver", "pool", "device")  # what a DeviceTaintRule's selector may name, in a device's terms
 _PRODUCT = re.compile(r"""device\.attributes\[["']([^"']+)["']\]\.productName\s*==\s*["']([^"']+)["']""")
 
 
@@ -44,6 +51,7 @@ class DraView:
 
     node_gpus: dict[str, int] = field(default_factory=dict)  # node -> physical GPUs
     node_model: dict[str, str] = field(default_factory=dict)  # node -> GPU model (productName)
+    node_tainted: dict[str, list[int]] = field(default_factory=dict)  # node -> its tainted GPUs (indices)
     holders: dict[str, float] = field(default_factory=dict)  # pod uid -> GPUs its allocated claims hold
     demand: dict[str, tuple[float, list[str] | None]] = field(default_factory=dict)  # pod uid -> (GPUs, models)
     warnings: list[str] = field(default_factory=list)
@@ -94,13 +102,15 @@ def _complete_slices(slices: list[dict], warnings: list[str]) -> list[dict]:
 
 
 def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], classes: list[dict],
-             pods: list[PodView]) -> DraView:
-    """Physical GPUs per node, GPUs held by pods, and GPUs pending pods ask for."""
+             pods: list[PodView], taint_rules: list[dict] = ()) -> DraView:
+    """Physical GPUs per node (and those tainted), GPUs held by pods, and GPUs pending pods ask for."""
     view = DraView()
     drivers = _gpu_drivers(classes)
     gpu_classes = {name for name, driver in drivers.items() if driver == NVIDIA_DRIVER}
+    rules = _taint_rules(taint_rules, view.warnings)
     physical: dict[tuple[str, str, str], tuple[str, float]] = {}  # (driver, pool, device) -> (GPU key, share)
-    per_node: dict[str, set[str]] = defaultdict(set)
+    taints: dict[tuple[str, str, str], list[dict]] = {}  # (driver, pool, device) -> its NoSchedule/NoExecute taints
+    per_node: dict[str, dict[str, bool]] = defaultdict(dict)  # node -> GPU key -> tainted, in the slices' order
     for s in _complete_slices(slices, view.warnings):
         spec = s.get("spec") or {}
         driver, pool = str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", ""))
@@ -117,14 +127,45 @@ def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], clas
             if _attr(device, "type") == "mig":
                 memory = gpu_memory_gb({"nvidia.com/gpu.product": str(_attr(device, "productName") or "")})
                 share = mig_fraction(str(_attr(device, "profile") or ""), memory) or 1.0
-            physical[(driver, pool, str(device.get("name", "")))] = (key, share)
-            per_node[node].add(key)
+            where = (driver, pool, str(device.get("name", "")))
+            physical[where] = (key, share)
+            taints[where] = _device_taints(device, where, rules)
+            per_node[node][key] = per_node[node].get(key, False) or bool(taints[where])
             if model_name(_attr(device, "productName") or ""):
                 view.node_model.setdefault(node, model_name(_attr(device, "productName")))
     view.node_gpus = {node: len(keys) for node, keys in per_node.items()}
-    _holders(view, claims, physical)
+    view.node_tainted = {node: [i for i, tainted in enumerate(keys.values()) if tainted]
+                         for node, keys in per_node.items() if any(keys.values())}
+    _holders(view, claims, physical, taints)
     _demand(view, pods, {_key(c): c for c in claims}, {_key(t): t for t in templates}, gpu_classes)
     return view
+
+
+def _taint_rules(rules: list[dict], warnings: list[str]) -> list[tuple[dict, dict]]:
+    """(selector, taint) of the DeviceTaintRules that keep new work off devices. A rule without a
+    selector selects no device; one whose selector has fields other than driver, pool and device
+    (deviceClassName and CEL selectors of the alpha API) is not applied, with a warning."""
+    out = []
+    for rule in rules:
+        spec = rule.get("spec") or {}
+        selector, taint = spec.get("deviceSelector"), spec.get("taint") or {}
+        if selector is None or taint.get("effect") not in BLOCKING_EFFECTS:
+            continue
+        other = sorted(set(selector) - set(_SELECTED_BY))
+        if other:
+            warnings.append(f"DeviceTaintRule {(rule.get('metadata') or {}).get('name', '')}: "
+                            f"spec.deviceSelector.{other[0]} is not interpreted: the rule is not applied")
+            continue
+        out.append((selector, taint))
+    return out
+
+
+def _device_taints(device: dict, where: tuple[str, str, str], rules: list[tuple[dict, dict]]) -> list[dict]:
+    """The device's taints that keep new work off it: its driver's, and the rules' that select it
+    (an unknown effect is no effect, as the API says)."""
+    own = [t for t in device.get("taints") or [] if t.get("effect") in BLOCKING_EFFECTS]
+    return own + [taint for selector, taint in rules
+                  if all(selector.get(k) in (None, v) for k, v in zip(_SELECTED_BY, where))]
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -141,8 +182,9 @@ def _physical_key(device: dict, pool: str) -> str:
     return f"{pool}/{counters[0]}" if counters else f"{pool}/{device.get('name', '')}"
 
 
-def _holders(view: DraView, claims: list[dict], physical: dict) -> None:
-    """Each allocated claim's GPUs once, on the first pod that reserves it."""
+def _holders(view: DraView, claims: list[dict], physical: dict, taints: dict) -> None:
+    """Each allocated claim's GPUs once, on the first pod that reserves it; a pod whose claim holds
+    a device tainted NoExecute, not tolerated, is named in a warning."""
     for claim in claims:
         status = claim.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
@@ -151,13 +193,36 @@ def _holders(view: DraView, claims: list[dict], physical: dict) -> None:
         if not results or not pods or _bridged(claim):
             continue
         gpus: dict[str, float] = {}
+        evicting = []
         for r in results:
-            found = physical.get((str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))))
+            where = (str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
+            found = physical.get(where)
             if found:
                 gpus[found[0]] = min(1.0, gpus.get(found[0], 0.0) + found[1])
+            evicting += [(where[2], t) for t in _evicting(taints.get(where, []),
+                                                          _tolerations(claim, str(r.get("request", ""))))]
+        if evicting:
+            device, taint = evicting[0]
+            view.warnings.append(f"pod {_key(claim)[0]}/{pods[0][0]}: its claim {_key(claim)[1]} holds device {device} "
+                                 f"tainted {taint.get('key', '')}:NoExecute, which it does not tolerate: Kubernetes "
+                                 "evicts it")
         if gpus:
             uid = pods[0][1]
             view.holders[uid] = view.holders.get(uid, 0.0) + sum(gpus.values())
+
+
+def _tolerations(claim: dict, request: str) -> Constraints:
+    """The tolerations of the claim's request named `request` (a subrequest: its parent's)."""
+    for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if r.get("name") == request.split("/")[0]:
+            return Constraints(tolerations=tuple(
+                (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+                for t in (r.get("exactly") or {}).get("tolerations") or []))
+    return Constraints()
+
+
+def _evicting(taints: list[dict], tolerations: Constraints) -> list[dict]:
+    return [t for t in taints if t.get("effect") == "NoExecute" and not tolerations.tolerates(t)]
 
 
 def _bridged(claim: dict) -> bool:
@@ -167,10 +232,11 @@ def _bridged(claim: dict) -> bool:
 
 
 def _demand(view: DraView, pods: list[PodView], claims: dict, templates: dict, gpu_classes: set[str]) -> None:
-    """GPUs a pending pod's claims ask for, and the models their selectors name."""
+    """GPUs a pod not bound yet asks for through its claims, and the models their selectors name
+    (a pod released onto a node holds them there until the scheduler allocates its claims)."""
     largest = max(view.node_gpus.values(), default=0)
     for pod in pods:
-        if pod.node or not pod.claims:
+        if pod.bound or not pod.claims:
             continue
         gpus, models = 0.0, None
         for claim_name, template_name in pod.claims:
@@ -223,8 +289,10 @@ def with_dra(pods: list[PodView], view: DraView) -> list[PodView]:
 
 
 def with_dra_nodes(nodes: list[NodeView], view: DraView) -> list[NodeView]:
-    """Nodes with the physical GPUs their ResourceSlices publish (and the model, when unlabelled)."""
-    return [dataclasses.replace(n, gpus=view.node_gpus[n.name], gpu_model=n.gpu_model or view.node_model.get(n.name))
+    """Nodes with the physical GPUs their ResourceSlices publish (and the model, when unlabelled);
+    their tainted GPUs take no new work, as unhealthy ones."""
+    return [dataclasses.replace(n, gpus=view.node_gpus[n.name], gpu_model=n.gpu_model or view.node_model.get(n.name),
+                                unhealthy_gpus=sorted(set(n.unhealthy_gpus) | set(view.node_tainted.get(n.name, []))))
             if n.name in view.node_gpus else n for n in nodes]
 
 

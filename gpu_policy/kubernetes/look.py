@@ -3,8 +3,7 @@
 snapshot of the cache is what `gpu-policy snapshot` prints.
 
 `reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
-asks the API server; the controller's cache answers from memory what it watches and LISTs
-the rest (DRA kinds, PodGroups) when a look needs them. Namespaces, KAI queues, the
+asks the API server; the controller's cache answers from memory. Namespaces, KAI queues, the
 composable ConfigMap, ComposabilityRequests, DRA objects and PodGroups are read only when
 the look needs them (a pod with resourceClaims, a pod naming a PodGroup).
 """
@@ -25,7 +24,8 @@ from gpu_policy.kubernetes.queues import queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.requests import read_request
 from gpu_policy.kubernetes.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.shape import DEVICE_CLASS, POD_GROUP, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE
+from gpu_policy.kubernetes.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
+                                         RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE)
 from gpu_policy.kubernetes.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
 from gpu_policy.kubernetes.workloads import min_members
 from gpu_policy.model import Queue
@@ -40,6 +40,7 @@ class Reads(Protocol):
     def list_resource_claims(self) -> list[dict] | None: ...
     def list_resource_claim_templates(self) -> list[dict] | None: ...
     def list_device_classes(self) -> list[dict] | None: ...
+    def list_device_taint_rules(self) -> list[dict] | None: ...
     def list_kai_pod_groups(self) -> list[dict] | None: ...
     def list_volcano_pod_groups(self) -> list[dict] | None: ...
     def list_coscheduling_pod_groups(self) -> list[dict] | None: ...
@@ -101,9 +102,9 @@ def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
 
 def _dra(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
     """DRA as the cluster has it, when some pod has resourceClaims: one LIST of ResourceSlices,
-    ResourceClaims and DeviceClasses, and of ResourceClaimTemplates when a pod's claim is not
-    made yet; an object of the wrong shape is left out with a warning in `bad`. None when no
-    pod has claims."""
+    ResourceClaims, DeviceClasses and DeviceTaintRules, and of ResourceClaimTemplates when a
+    pod's claim is not made yet; an object of the wrong shape is left out with a warning in
+    `bad`. None when no pod has claims."""
     if not any(p.claims for p in pods):
         return None
 
@@ -116,7 +117,8 @@ def _dra(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> DraView
                  if any(claim is None for p in pods for claim, _ in p.claims) else [])
     return read_dra(read("ResourceSlice", RESOURCE_SLICE, reads.list_resource_slices()),
                     read("ResourceClaim", RESOURCE_CLAIM, reads.list_resource_claims()), templates,
-                    read("DeviceClass", DEVICE_CLASS, reads.list_device_classes()), pods)
+                    read("DeviceClass", DEVICE_CLASS, reads.list_device_classes()), pods,
+                    read("DeviceTaintRule", DEVICE_TAINT_RULE, reads.list_device_taint_rules()))
 
 
 def _pod_groups(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> dict[tuple[str, str, str], int]:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from gpu_policy._scenario_fields import MAX_CPU, MAX_GPUS_PER_NODE, MAX_MEMORY, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.constraints import node_taints
-from gpu_policy.kubernetes.devices import gpu_memory_gb, gpu_model, mig_gpus, mig_slices, physical_gpus, read_sharing
+from gpu_policy.kubernetes.devices import (MIG_STRATEGY_LABEL, gpu_memory_gb, gpu_model, mig_gpus, mig_slices,
+                                           physical_gpus, read_sharing, single_mig, single_mig_gpus)
 from gpu_policy.kubernetes.names import (COMPOSABLE_LABEL, GPU_PRODUCT_LABEL, MAX_GPUS_ANNOTATION,
                                          SHARED_RESOURCE_SUFFIX, UNHEALTHY_GPUS_ANNOTATION)
 from gpu_policy.kubernetes.quantity import gib, parse_quantity
@@ -32,6 +33,7 @@ class NodeView:
     sharing: GpuSharing | None = None  # time-slicing or MPS, from GPU feature discovery's labels
     mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices it advertises
     memory_gb: float | None = None  # one GPU's memory (GFD), for the share of a MIG slice
+    mig_single: bool = False  # the device plugin's `single` MIG strategy: its nvidia.com/gpu are the slices
 
 
 def read_node(node: dict, gpu_resource: str) -> NodeView:
@@ -57,7 +59,14 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
         raise ClusterObjectError(where, f"status.allocatable.{resource}", f"{whole}, got {devices}")
     gpus = physical_gpus(int(devices), sharing)
     mig, gpu_memory = mig_slices(allocatable, gpu_resource, where), gpu_memory_gb(labels)
-    if mig:
+    product = labels.get(GPU_PRODUCT_LABEL)
+    single = single_mig(product) if labels.get(MIG_STRATEGY_LABEL) == "single" else None
+    if single:  # GFD's count and memory are the slices': the GPU's memory is in its product name
+        product, profile = single
+        gpu_memory = gpu_memory_gb({GPU_PRODUCT_LABEL: product})
+        mig = mig_slices({f"{gpu_resource.split('/')[0]}/mig-{profile}": int(devices)}, gpu_resource, where)
+        gpus = single_mig_gpus(profile, int(devices), gpu_memory)
+    elif mig:
         gpus = mig_gpus(mig, gpus, labels, gpu_memory)
     if gpus > MAX_GPUS_PER_NODE:
         raise ClusterObjectError(where, f"status.allocatable.{resource}",
@@ -69,11 +78,11 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
     return NodeView(
         name=name, gpus=gpus, cpu=None if cpu is None else float(cpu),
         memory_gib=None if memory is None else gib(allocatable["memory"]),
-        gpu_model=gpu_model(labels.get(GPU_PRODUCT_LABEL), sharing), no_new_work=_no_new_work(spec, status),
+        gpu_model=gpu_model(product, sharing), no_new_work=_no_new_work(spec, status),
         unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), gpus, where),
         max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
         labels=dict(labels), taints=node_taints(spec, where),
-        sharing=sharing, mig=mig, memory_gb=gpu_memory,
+        sharing=sharing, mig=mig, memory_gb=gpu_memory, mig_single=single is not None,
     )
 
 

@@ -45,20 +45,25 @@ NODE = {
 _CEL = [{"cel": {"expression": str}}]
 _DEVICE_REQUESTS = {"devices": {"requests": [{"exactly": {"deviceClassName": str, "allocationMode": str, "count": int,
                                                           "selectors": _CEL}}]}}
+_TAINT = {"key": str, "value": str, "effect": str}
 RESOURCE_SLICE = {
     "metadata": {"name": str},
     "spec": {"driver": str, "nodeName": str, "pool": {"name": str, "generation": int, "resourceSliceCount": int},
              "devices": [{"name": str, "attributes": {"*": {"string": str, "int": int, "bool": bool, "version": str}},
-                          "consumesCounters": [{"counterSet": str}]}]},
+                          "consumesCounters": [{"counterSet": str}], "taints": [_TAINT]}]},
 }
 RESOURCE_CLAIM = {
     "metadata": {"name": str, "namespace": str, "annotations": {"*": str}},
-    "spec": _DEVICE_REQUESTS,
-    "status": {"allocation": {"devices": {"results": [{"driver": str, "pool": str, "device": str}]}},
+    "spec": {"devices": {"requests": [{"name": str, "exactly": {
+        **_DEVICE_REQUESTS["devices"]["requests"][0]["exactly"],
+        "tolerations": [{"key": str, "operator": str, "value": str, "effect": str}]}}]}},
+    "status": {"allocation": {"devices": {"results": [{"request": str, "driver": str, "pool": str, "device": str}]}},
                "reservedFor": [{"resource": str, "name": str, "uid": str}]},
 }
 RESOURCE_CLAIM_TEMPLATE = {"metadata": {"name": str, "namespace": str}, "spec": {"spec": _DEVICE_REQUESTS}}
 DEVICE_CLASS = {"metadata": {"name": str}, "spec": {"selectors": _CEL}}
+DEVICE_TAINT_RULE = {"metadata": {"name": str},
+                     "spec": {"deviceSelector": {"driver": str, "pool": str, "device": str}, "taint": _TAINT}}
 POD_GROUP = {"metadata": {"name": str, "namespace": str}, "spec": {"minMember": int}}
 
 def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, str] | None:

@@ -101,7 +101,8 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     warnings: list[str] = []
     node_views = {n.name: n for n in nodes}
     pods = physical_requests(pods, {n.name: n.sharing for n in nodes if n.sharing},
-                             {n.name: (n.mig, n.memory_gb) for n in nodes if n.mig})
+                             {n.name: (n.mig, n.memory_gb) for n in nodes if n.mig},
+                             {n.name: next(iter(n.mig)) for n in nodes if n.mig_single and n.mig})
     pods = with_pod_groups(pods, pod_groups or {})
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}

@@ -20,6 +20,27 @@ def serve_dra(api) -> None:
         api.add_resource("resource.k8s.io", "v1", plural, kind, namespaced=namespaced)
 
 
+def serve_taint_rules(api) -> None:
+    """DeviceTaintRules in resource.k8s.io/v1, as Kubernetes 1.37 serves them."""
+    api.add_resource("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", namespaced=False)
+
+
+def serve_pod_groups(api) -> None:
+    """PodGroups of KAI-Scheduler, Volcano and the coscheduling plugin."""
+    for group, version in (("scheduling.run.ai", "v2alpha2"), ("scheduling.volcano.sh", "v1beta1"),
+                           ("scheduling.x-k8s.io", "v1alpha1")):
+        api.add_resource(group, version, "podgroups", "PodGroup", namespaced=True)
+
+
+def taint_rule(name: str, selector: dict | None, key: str = "gpu.nvidia.com/unhealthy",
+               effect: str = "NoSchedule") -> dict:
+    """A DeviceTaintRule as an admin (or a health monitor) writes it."""
+    spec = {"taint": {"key": key, "value": "xid-79", "effect": effect, "timeAdded": "2026-11-26T08:00:00Z"}}
+    if selector is not None:
+        spec["deviceSelector"] = selector
+    return {"apiVersion": API, "kind": "DeviceTaintRule", "metadata": {"name": name}, "spec": spec}
+
+
 def gpu_class() -> dict:
     return {"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
             "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}' && "

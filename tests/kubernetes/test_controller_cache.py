@@ -6,17 +6,18 @@ import time
 import pytest
 
 from gpu_policy import load_scenario
-from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
 from gpu_policy.kubernetes.look import look
 from gpu_policy.scenario import scenario_to_dict
-from tests.conftest import scenario_files
+from tests.conftest import SCENARIOS, scenario_files
+from tests.kubernetes.dra_objects import load_dra, serve_taint_rules, taint_rule
 from tests.kubernetes.objects import gpu_pod, load_into
 
-KINDS = (NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES)
+KINDS = (NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES, *DRA_AND_POD_GROUPS)
 
 
 def filled(client) -> Cache:
-    cache = Cache(client.settings.gpu_resource, client)
+    cache = Cache(client.settings.gpu_resource)
     for kind in KINDS:
         cache.replace(kind, client.list_watched(kind)[0])
     return cache
@@ -65,3 +66,19 @@ def test_a_pod_gpu_policy_cannot_read_is_left_out_naming_it(api, cluster):
     assert [(w.object, w.field) for w in cache.bad()] == [("pod jobs/bad", "metadata.annotations.gpu-policy.io/replicas")]
     cache.apply(PODS, "DELETED", bad)
     assert cache.bad() == []
+
+
+def test_a_dra_cluster_s_cache_snapshots_as_the_one_shot_look(api, cluster):
+    """DRA kinds and PodGroups come from the cache (no LIST at look time), mapped as a LIST's."""
+    load_dra(api, load_scenario(SCENARIOS / "dra-cluster.yaml"), time.time())
+    serve_taint_rules(api)
+    api.put(taint_rule("drain", {"pool": "dra-1", "device": "gpu-3"}))
+    k8s = cluster()
+    one_shot = k8s.observe()
+    cache = filled(k8s.client)
+    api.reset_log()
+    snap, warnings, bad = cached_look(k8s, cache)
+    assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
+    assert [n.unhealthy_gpus for n in snap.scenario.nodes if n.name == "dra-1"] == [[3]]
+    assert warnings + snap.warnings == one_shot.warnings and bad == one_shot.object_warnings
+    assert not [r for r in api.requests if r.verb == "list"]

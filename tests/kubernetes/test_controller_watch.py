@@ -1,7 +1,12 @@
 """The informer: LIST once per kind, then WATCH; a dropped watch resumes where it was, a 410
 relists that kind only, and steady state costs no LIST."""
 
-from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, released, settle
+import logging
+
+from gpu_policy.model import Node
+from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, released, sees, settle
+from tests.kubernetes.dra_objects import claiming, gpu_claim, gpu_class, gpu_device, resource_slice, serve_dra
+from tests.kubernetes.objects import node_object
 
 
 def lists(api, plural: str) -> int:
@@ -39,5 +44,72 @@ def test_steady_state_costs_no_list(api, cluster, fake_time):
             settle(c, fake_time, lambda: f"p-{i}" in released(api))
         assert sum(1 for r in api.requests if r.verb == "list") == listed
         assert c.plans >= 6
+    finally:
+        c.stop.set()
+
+
+def dra_controller(api, cluster):
+    """A DRA-only node (8 GPUs in a ResourceSlice), KAI and Volcano PodGroups served; neither the
+    coscheduling plugin's PodGroups nor DeviceTaintRules (a Kubernetes 1.34 cluster)."""
+    cluster_of(api, nodes=0, queues=[{"name": "a", "deserved": 8}, {"name": "b", "deserved": 8}])
+    serve_dra(api)
+    api.add_resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced=True)
+    api.add_resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True)
+    api.put(gpu_class())
+    dra_node(api, "dra-0")
+    return new_controller(cluster)
+
+
+def dra_node(api, name: str) -> None:
+    node = node_object(Node(name, 0))
+    node["status"]["allocatable"].pop("nvidia.com/gpu")
+    api.put(node)
+    api.put(resource_slice(name, [gpu_device(name, i, "NVIDIA H100 80GB HBM3") for i in range(8)]))
+
+
+def gated_dra_pod(api, name: str, queue: str, gpus: int) -> None:
+    api.put(gpu_claim("jobs", f"{name}-gpus", gpus))
+    api.put(claiming(gated_pod(name, queue), f"{name}-gpus"))
+
+
+def custom_lists(api) -> dict[str, int]:
+    """LISTs so far of the DRA kinds and PodGroups, by group/plural."""
+    out: dict[str, int] = {}
+    for r in api.requests:
+        if r.verb == "list" and ("resource.k8s.io" in r.resource or "podgroups" in r.resource):
+            out[r.resource] = out.get(r.resource, 0) + 1
+    return out
+
+
+def test_dra_kinds_and_pod_groups_are_listed_once_then_watched(api, cluster, fake_time, caplog):
+    caplog.set_level(logging.INFO, logger="gpu_policy.controller.informer")
+    c = dra_controller(api, cluster)
+    try:
+        settle(c, fake_time, lambda: c.plans >= 1)
+        at_start = custom_lists(api)
+        assert at_start == {f"resource.k8s.io/{p}": 1 for p in ("resourceslices", "resourceclaims",
+                                                                 "resourceclaimtemplates", "deviceclasses",
+                                                                 "devicetaintrules")} | {
+            f"{g}/podgroups": 1 for g in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")}
+        # the two kinds the cluster does not serve: said once each, never watched nor asked again
+        skipped = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
+        assert sorted(skipped) == [f"the cluster does not serve {k}: not watched (restart gpu-policy once it does)"
+                                   for k in ("coscheduling_pod_groups", "device_taint_rules")]
+        assert api.watch_connections("podgroups", "scheduling.x-k8s.io") == 0
+        gated_dra_pod(api, "train", "a", 4)
+        settle(c, fake_time, lambda: "train" in released(api))
+        assert released(api)["train"] == "dra-0"
+        dra_node(api, "dra-1")  # a new node's slice arrives by its watch
+        gated_dra_pod(api, "more", "b", 8)
+        settle(c, fake_time, lambda: "more" in released(api))
+        assert released(api)["more"] == "dra-1"
+        api.put({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                 "metadata": {"name": "pg", "namespace": "jobs"}, "spec": {"minMember": 2}})
+        sees(c, lambda: ("jobs", "pg") in c.cache.objects["volcano_pod_groups"])
+        for _ in range(3):
+            fake_time.now += 61  # resyncs, from the cache
+            settle(c, fake_time)
+        assert custom_lists(api) == at_start  # steady state: no LIST of any of these kinds
+        assert c.plans >= 5
     finally:
         c.stop.set()

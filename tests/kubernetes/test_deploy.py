@@ -15,9 +15,10 @@ import yaml
 import gpu_policy
 from gpu_policy.cli import build_parser
 from gpu_policy.kubernetes import PERMISSIONS, Permission
-from gpu_policy.kubernetes.client import KubeClient
+from gpu_policy.kubernetes.client import WATCHED_CUSTOM, KubeClient
 from gpu_policy.kubernetes.names import ADMISSION_GATE, FRACTION_ANNOTATION
 from gpu_policy.kubernetes.queues import queues_from_config_map
+from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
 from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -35,10 +36,12 @@ CONTRACT = {
     ("cro.hpsys.ibm.ie.com", "composabilityrequests", False): {"get", "list", "watch", "create", "update", "patch",
                                                                "delete"},
     ("scheduling.run.ai", "queues", False): {"get", "list", "watch"},
-    # issue 27: DRA and PodGroups, listed when a GPU pod has resourceClaims or names a PodGroup
-    **{("resource.k8s.io", plural, False): {"list"}
-       for plural in ("resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses")},
-    **{(group, "podgroups", False): {"list"}
+    # issue 27: DRA and PodGroups, listed by a look when a GPU pod has resourceClaims or names a
+    # PodGroup, and watched by the controller
+    **{("resource.k8s.io", plural, False): {"list", "watch"}
+       for plural in ("resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses",
+                      "devicetaintrules")},
+    **{(group, "podgroups", False): {"list", "watch"}
        for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
 }
 
@@ -314,6 +317,7 @@ def calls(client: KubeClient) -> dict:
         "list_resource_claims": lambda: client.list_resource_claims(),
         "list_resource_claim_templates": lambda: client.list_resource_claim_templates(),
         "list_device_classes": lambda: client.list_device_classes(),
+        "list_device_taint_rules": lambda: client.list_device_taint_rules(),
         "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
         "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
@@ -337,6 +341,8 @@ def calls(client: KubeClient) -> dict:
         "watch_namespaces": lambda: list(client.watch_namespaces("1", 1)),
         "watch_config_maps": lambda: list(client.watch_config_maps("1", 1)),
         "watch_kai_queues": lambda: list(client.watch_kai_queues("1", 1)),
+        **{f"watch_{kind}": (lambda kind=kind: list(getattr(client, f"watch_{kind}")("1", 1)))
+           for kind in WATCHED_CUSTOM},
         "patch_pod_json": lambda: client.patch_pod_json("ml", "p", [{"op": "test", "path": "/kind", "value": "Pod"}]),
         "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"},
                                                            "eventTime": "2026-01-01T00:00:00.000000Z"}),
@@ -347,6 +353,9 @@ def calls(client: KubeClient) -> dict:
 def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     api.put(gpu_pod("ml", "p", node="n"))
     serve_composability_requests(api)
+    serve_dra(api)
+    serve_taint_rules(api)
+    serve_pod_groups(api)
     client = cluster().client
     methods = {name for name in dir(KubeClient) if hasattr(getattr(KubeClient, name), "permission")}
     assert methods == set(calls(client))

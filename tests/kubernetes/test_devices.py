@@ -130,3 +130,35 @@ def test_a_pod_asking_for_two_slices_is_unmanaged_with_a_warning(mig, cluster):
     scenario, warnings = look(cluster)
     assert scenario.jobs == []  # unmanaged; its slices are not counted (docs/kubernetes.md, "MIG")
     assert any("ml/two asks for 2 MIG slices of 1g.10gb: one slice per pod is planned" in w for w in warnings)
+
+
+@pytest.fixture
+def mig_single(api):
+    """Two A100-80GB GPUs cut into 1g.10gb slices under the device plugin's `single` strategy:
+    the 14 slices advertised as nvidia.com/gpu, and GFD's product, count and memory overridden
+    with the slices' (NVIDIA/gpu-feature-discovery README, "MIG 'single' strategy")."""
+    node = node_object(Node("single-0", 14))
+    node["metadata"]["labels"].update({
+        "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+        "nvidia.com/gpu.count": "14", "nvidia.com/gpu.memory": "9728", "nvidia.com/mig.config": "all-1g.10gb",
+        "nvidia.com/gpu.slices.gi": "1", "nvidia.com/gpu.slices.ci": "1"})
+    api.put(node)
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=2)], jobs=[])))
+    return api
+
+
+def test_a_single_strategy_mig_node_is_read_as_slices(mig_single, cluster):
+    for i in range(13):
+        mig_single.put(gpu_pod("ml", f"held-{i}", gpus=1, node="single-0", labels=TEAM))
+    product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}
+    mig_single.put(gpu_pod("ml", "next", gpus=1, labels=TEAM, nodeSelector=product))
+    mig_single.put(gpu_pod("ml", "after", gpus=1, labels=TEAM, nodeSelector=product))
+    scenario, warnings = look(cluster)
+    (node,) = scenario.nodes
+    assert (node.gpus, node.mig, node.gpu_model) == (2, {"1g.10gb": 14}, "NVIDIA-A100-SXM4-80GB") and not warnings
+    jobs = {j.name: j for j in scenario.jobs}
+    assert {(j.gpus, j.mig_profile) for j in jobs.values()} == {(0.125, "1g.10gb")}
+    assert jobs["ml/next"].gpu_model == ["NVIDIA-A100-SXM4-80GB"]
+    result = plan(scenario)
+    assert sorted(result.job(f"ml/{n}").action for n in ("next", "after")) == ["start", "wait"]  # 14 slices, 13 held
+    assert result.summary["gpus_total"] == 2

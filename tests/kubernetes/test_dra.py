@@ -10,7 +10,7 @@ from gpu_policy.model import Node, Queue, Scenario
 from gpu_policy.planner import plan
 from tests.conftest import SCENARIOS
 from tests.kubernetes.dra_objects import (allocate, claiming, gpu_claim, gpu_class, gpu_device, load_dra, mig_device,
-                                          resource_slice, serve_dra)
+                                          resource_slice, serve_dra, serve_taint_rules, taint_rule)
 from tests.kubernetes.objects import gpu_pod, node_object, queues_config_map
 
 NOW = 1_800_000_000.0
@@ -112,8 +112,9 @@ def test_the_dra_scenario_file_is_what_the_dra_cluster_snapshots(api, cluster):
     assert got == {j.name: (j.gpus, j.replicas, j.running) for j in original.jobs}
     assert [(n.name, n.gpus) for n in obs.scenario.nodes] == [(n.name, n.gpus) for n in original.nodes]
     lists = sorted(r.path for r in api.requests if r.path.startswith("/apis/resource.k8s.io/"))
-    assert lists == ["/apis/resource.k8s.io/v1/deviceclasses", "/apis/resource.k8s.io/v1/resourceclaims",
-                     "/apis/resource.k8s.io/v1/resourceslices"]  # one LIST per kind; no template is needed
+    # one LIST per kind (DeviceTaintRules: a 404 from a 1.34 API server); no template is needed
+    assert lists == ["/apis/resource.k8s.io/v1/deviceclasses", "/apis/resource.k8s.io/v1/devicetaintrules",
+                     "/apis/resource.k8s.io/v1/resourceclaims", "/apis/resource.k8s.io/v1/resourceslices"]
     assert {d.name.removeprefix("jobs/"): d.action for d in plan(obs.scenario).jobs} == original.expect["jobs"]
 
 
@@ -148,3 +149,66 @@ def test_allocation_mode_all_counts_a_node_and_a_bridged_claim_is_not_counted_tw
     got = {j.name: j.gpus for j in scenario.jobs}
     assert got == {"ml/everything": 4, "ml/classic": 1}  # the limit once, not the limit and the claim
     assert any("allocationMode All is counted as a whole node's GPUs (4)" in w for w in warnings)
+
+
+def test_tainted_devices_take_no_new_work_from_the_slice_or_a_device_taint_rule(api, cluster):
+    """Kubernetes 1.37: the driver taints gpu-1 in its slice; a DeviceTaintRule taints gpu-2 by
+    pool and device name; a rule with effect None and a rule without a selector taint nothing."""
+    serve_dra(api)
+    serve_taint_rules(api)
+    api.put(gpu_class())
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=4)], jobs=[])))
+    obj = node_object(Node("dra-0", 0))
+    obj["status"]["allocatable"].pop("nvidia.com/gpu")
+    api.put(obj)
+    devices = [gpu_device("dra-0", i, A100) for i in range(4)]
+    devices[1]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "48", "effect": "NoSchedule",
+                             "timeAdded": "2026-11-26T07:00:00Z"}]
+    api.put(resource_slice("dra-0", devices))
+    api.put(taint_rule("drain-gpu-2", {"driver": "gpu.nvidia.com", "pool": "dra-0", "device": "gpu-2"}))
+    api.put(taint_rule("just-saying", {"pool": "dra-0"}, effect="None"))
+    api.put(taint_rule("no-selector", None))
+    api.put(claiming(gpu_pod("ml", "wide", labels=TEAM), "wide-gpus"))
+    api.put(gpu_claim("ml", "wide-gpus", 3))
+    scenario, warnings = look(cluster)
+    (node,) = scenario.nodes
+    assert (node.gpus, node.unhealthy_gpus) == (4, [1, 2]) and not warnings
+    assert plan(scenario).job("ml/wide").action == "wait"  # 3 GPUs asked, 2 untainted
+    api.delete("devicetaintrules", "drain-gpu-2", group="resource.k8s.io")
+    assert plan(look(cluster)[0]).job("ml/wide").action == "start"
+
+
+def test_a_rule_gpu_policy_cannot_read_is_not_applied_and_noexecute_names_the_pods_it_evicts(api, cluster):
+    cluster_with(api)
+    serve_taint_rules(api)
+    # the alpha API's CEL selector (Kubernetes 1.33, 1.34): not interpreted
+    api.put(taint_rule("by-cel", {"driver": "gpu.nvidia.com", "selectors": [
+        {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].uuid == "GPU-dra-0-0"'}}]}))
+    api.put(taint_rule("evict-gpu-0", {"device": "gpu-0"}, key="maintenance", effect="NoExecute"))
+    api.put(allocate(gpu_claim("ml", "a-gpus", 1), "dra-0", ["gpu-0"], [("a", "uid-a")]))
+    tolerant = allocate(gpu_claim("ml", "b-gpus", 1), "dra-0", ["gpu-0"], [("b", "uid-b")])
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}]
+    api.put(tolerant)
+    for name in ("a", "b"):
+        pod = claiming(gpu_pod("ml", name, node="dra-0", labels=TEAM), f"{name}-gpus")
+        pod["metadata"]["uid"] = f"uid-{name}"
+        api.put(pod)
+    scenario, warnings = look(cluster)
+    assert scenario.nodes[0].unhealthy_gpus == [0]
+    assert any(w == "DeviceTaintRule by-cel: spec.deviceSelector.selectors is not interpreted: the rule is not "
+               "applied" for w in warnings)
+    evicts = [w for w in warnings if "Kubernetes evicts it" in w]
+    assert evicts == ["pod ml/a: its claim a-gpus holds device gpu-0 tainted maintenance:NoExecute, which it does "
+                      "not tolerate: Kubernetes evicts it"]
+
+
+def test_a_device_taint_rule_of_the_wrong_shape_is_left_out_naming_it(api, cluster):
+    cluster_with(api)
+    serve_taint_rules(api)
+    api.put(taint_rule("odd", {"device": ["gpu-0"]}))
+    api.put(claiming(gpu_pod("ml", "p", labels=TEAM), "p-gpus"))
+    api.put(gpu_claim("ml", "p-gpus", 1))
+    scenario, warnings = look(cluster)
+    assert scenario.nodes[0].unhealthy_gpus == []
+    assert any("DeviceTaintRule odd" in w and "spec.deviceSelector.device" in w for w in warnings)
