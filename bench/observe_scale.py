@@ -6,9 +6,11 @@ Prints, per size: the API calls, objects and bytes of one observation, the secon
 observation and of one whole plan from the cluster (observe + plan; medians of --runs),
 and how many requests went to Secrets. The fake server runs in its own process, so its
 work (paging, JSON) counts as an API server's would. With --dra the cluster is DRA-only
-(NVIDIA's DRA driver: a ResourceSlice per node, a ResourceClaim per pod) and the requests of
-each kind are printed: one paginated LIST per kind. The figures go to docs/benchmarks.md
-with this command:
+(NVIDIA's DRA driver: a ResourceSlice per node, a ResourceClaim per pod; DeviceTaintRules
+served, as in Kubernetes 1.37) and the requests of each kind are printed, for one observation
+and for the controller's start (its informer: one paginated LIST per kind, then a WATCH per
+kind; it lists nothing more until a 410). The figures go to docs/benchmarks.md with this
+command:
 
     .venv/bin/python bench/observe_scale.py [--runs 5] [--sizes 1000x4200,5000x21000] [--plan-sizes ...]
                                             [--time-limit 60] [--dra]
@@ -21,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import queue
 import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,21 +68,43 @@ def busy_cluster(nodes: int, pods: int, seed: int = 0) -> Scenario:
 
 def serve(nodes: int, pods: int, dra: bool, conn) -> None:
     """In the child process: load the cluster into a fake API server and serve it until told to
-    stop; then answer the requests to Secrets and the requests of the last observation per path."""
-    from tests.kubernetes.dra_objects import load_dra
+    stop. "reset" forgets the requests so far; "count" answers those since the last reset (the
+    requests to Secrets, and the requests by verb and kind) and forgets them."""
+    from tests.kubernetes.dra_objects import load_dra, serve_taint_rules
     from tests.kubernetes.fake_api import FakeKubernetes
     from tests.kubernetes.objects import load_into
 
     with FakeKubernetes() as api:
         (load_dra if dra else load_into)(api, busy_cluster(nodes, pods), time.time())
+        if dra:
+            serve_taint_rules(api)
         conn.send((api.url, api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")))
-        while conn.recv() == "reset":  # before the last observation
+        while (command := conn.recv()) != "stop":
+            if command == "count":
+                per_kind: dict[str, int] = {}
+                for r in api.requests:
+                    what = f"{r.verb} {r.resource.lstrip('/')}"
+                    per_kind[what] = per_kind.get(what, 0) + 1
+                conn.send((sum(1 for r in api.requests if "secrets" in r.path), per_kind))
+            else:
+                conn.send("ok")
             api.reset_log()
-            conn.send("ok")
-        per_path: dict[str, int] = {}
-        for r in api.requests:
-            per_path[r.path] = per_path.get(r.path, 0) + 1
-        conn.send((sum(1 for r in api.requests if "secrets" in r.path), per_path))
+
+
+def controller_start(cluster: KubernetesCluster) -> None:
+    """What the controller's informer sends when it starts: a LIST of every kind it watches
+    (each paginated), then a WATCH of each kind served, ended at once."""
+    from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, NAMESPACES, NODES, PODS
+    from gpu_policy.controller.informer import Informer
+    from gpu_policy.kubernetes.client import KubeClient
+
+    stop = threading.Event()
+    informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings),
+                        [NODES, PODS, NAMESPACES, CONFIG_MAPS, *DRA_AND_POD_GROUPS], queue.Queue(), stop,
+                        watch_timeout_s=1.0)
+    informer.start()
+    stop.set()
+    informer.join(30.0)
 
 
 def measure(nodes: int, pods: int, runs: int, plan_runs: int, config: PlannerConfig, dra: bool = False) -> dict:
@@ -95,20 +121,33 @@ def measure(nodes: int, pods: int, runs: int, plan_runs: int, config: PlannerCon
             began = time.perf_counter()
             obs = observe(cluster)
             looks.append((time.perf_counter() - began, obs.observed))
+        parent.send("count")  # the last observation's requests
+        secrets, per_kind = parent.recv()
         plans = []
         for _ in range(plan_runs):
             began = time.perf_counter()
             result = plan_observation(observe(cluster), config)
             plans.append((time.perf_counter() - began, result))
+        started = None
+        if dra:
+            parent.send("reset")
+            parent.recv()
+            controller_start(cluster)
+            parent.send("count")
+            started = parent.recv()[1]
         parent.send("stop")
-        secrets, per_path = parent.recv()
     finally:
         server.join(timeout=30)
     observed = looks[-1][1]
     return {"nodes": nodes, "pods": pods, "api_calls": observed["api_calls"], "objects": observed["objects"],
             "bytes": observed["bytes"], "observe_s": statistics.median(t for t, _ in looks),
             "plan_s": statistics.median(t for t, _ in plans) if plans else None,
-            "plan": plans[-1][1] if plans else None, "secrets": secrets, "per_path": per_path}
+            "plan": plans[-1][1] if plans else None, "secrets": secrets, "per_kind": per_kind,
+            "controller_start": started}
+
+
+def _by_kind(counts: dict[str, int]) -> str:
+    return ", ".join(f"{what} {n}" for what, n in sorted(counts.items()))
 
 
 def sizes(text: str) -> list[tuple[int, int]]:
@@ -136,8 +175,9 @@ def main() -> int:
         plan_s = f"{m['plan_s']:.2f}" if m["plan_s"] is not None else "-"
         print(f"{nodes:5d} {pods:7d} {m['api_calls']:10d} {m['objects']:8d} {m['bytes'] / 2 ** 20:7.1f} "
               f"{m['observe_s']:10.2f} {plan_s:>7} {m['secrets']:8d}  {what}", flush=True)
-        if args.dra:  # since the last observation began (timed plans after it observe too)
-            print("  requests per path: " + ", ".join(f"{p} {n}" for p, n in sorted(m["per_path"].items())))
+        if args.dra:
+            print("  one observation, requests by kind: " + _by_kind(m["per_kind"]))
+            print("  the controller's start, requests by kind: " + _by_kind(m["controller_start"]))
     return 0
 
 

@@ -212,3 +212,18 @@ def test_a_device_taint_rule_of_the_wrong_shape_is_left_out_naming_it(api, clust
     scenario, warnings = look(cluster)
     assert scenario.nodes[0].unhealthy_gpus == []
     assert any("DeviceTaintRule odd" in w and "spec.deviceSelector.device" in w for w in warnings)
+
+
+def test_a_released_dra_pod_holds_its_claims_gpus_until_the_scheduler_binds_it(api, cluster):
+    """Released onto dra-0 (the gate gone, the hostname selected) and not bound yet: its claim is
+    not allocated, yet its 4 GPUs are taken there, so the next pod is not released onto them."""
+    cluster_with(api)
+    for name in ("released", "next"):
+        api.put(gpu_claim("ml", f"{name}-gpus", 4))
+    api.put(claiming(gpu_pod("ml", "released", labels=TEAM, nodeSelector={names.HOSTNAME_LABEL: "dra-0"}),
+                     "released-gpus"))
+    api.put(claiming(gpu_pod("ml", "next", labels=TEAM), "next-gpus"))
+    scenario, _ = look(cluster)
+    jobs = {j.name: j for j in scenario.jobs}
+    assert (jobs["ml/released"].gpus, jobs["ml/released"].running) == (4, ["dra-0"])
+    assert plan(scenario).job("ml/next").action == "wait"

@@ -153,3 +153,35 @@ def test_a_gang_bound_beyond_its_minimum_is_planned_as_the_bound_part(nodes, clu
                           labels={**TEAM_A, names.JOB_LABEL: "elastic"}, annotations={names.REPLICAS_ANNOTATION: "2"}))
     jobs, _ = look(cluster)
     assert (jobs["ml/elastic"].replicas, jobs["ml/elastic"].running) == (2, ["node-0", "node-1"])
+
+
+@pytest.mark.parametrize("remembered", ["annotation", "podgroup"])
+def test_a_half_evicted_gang_holds_no_gpus_after_the_next_plan(nodes, kubeconfig, cluster, capsys, remembered):
+    """The issue's gang of 4 x 8 GPUs lost 2 pods when the planner died and they were not
+    recreated; its size is remembered (the annotation, or a Volcano PodGroup's minMember), so
+    the next plan evicts the 2 left, and the plan after that starts team-b's waiting job there."""
+    if remembered == "podgroup":
+        nodes.add_resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True)
+        nodes.put({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                   "metadata": {"name": "ddp", "namespace": "ml"}, "spec": {"minMember": 4}})
+    gang = ({"labels": {**TEAM_A, names.JOB_LABEL: "ddp"}, "annotations": {names.REPLICAS_ANNOTATION: "4"}}
+            if remembered == "annotation" else
+            {"labels": TEAM_A, "annotations": {"scheduling.k8s.io/group-name": "ddp"}})
+    for r in range(2):
+        nodes.put(gpu_pod("ml", f"ddp-{r}", gpus=8, node=f"node-{r}", **gang))
+    for r in (2, 3):
+        nodes.put(gpu_pod("ml", f"b-run-{r}", gpus=8, node=f"node-{r}", labels=TEAM_B))
+    nodes.put(gpu_pod("ml", "b-wait", gpus=8, labels={**TEAM_B, names.JOB_LABEL: "b-wait"},
+                      annotations={names.REPLICAS_ANNOTATION: "2"}))
+    nodes.put(gpu_pod("ml", "b-wait-1", gpus=8, labels={**TEAM_B, names.JOB_LABEL: "b-wait"},
+                      annotations={names.REPLICAS_ANNOTATION: "2"}))
+    argv = ["--cluster", "k8s://", "--kubeconfig", kubeconfig]
+    assert main(["apply", *argv, "--execute", "--format", "json"]) == 0
+    applied = json.loads(capsys.readouterr().out)
+    assert [(o["action"], o["result"]) for o in applied["outcomes"] if "ddp" in o["job"]] == [("preempt", "done")]
+    assert sorted(r.path.split("/")[-2] for r in nodes.requests if r.path.endswith("/eviction")) == ["ddp-0", "ddp-1"]
+    nodes.finish_terminating()
+    jobs, obs = look(cluster)
+    assert not [j for j in jobs.values() if "ddp" in j.name]  # nothing of the gang holds GPUs
+    decided = plan(obs.scenario).job("ml/b-wait")
+    assert decided.action == "start" and sorted(r.node for r in decided.replicas) == ["node-0", "node-1"]
