@@ -1,19 +1,45 @@
 """gpu-policy: GPU fair share, reclaim and packing for ML pipelines.
 
 The public API lives here; integrations (``gpu_policy.kfp``, ``gpu_policy.airflow``)
-and the CLI import only these names.
+and the CLI import only these names. Each name is imported on first use (PEP 562), so
+a command that never plans (``gpu-policy snapshot``, ``--help``) does not load the
+solver, numpy or the Kubernetes client.
 """
 
+from importlib import import_module
+
 from gpu_policy._version import DEFAULT_IMAGE, __version__
-from gpu_policy.cluster import open_cluster
-from gpu_policy.cluster.compose import plan_cluster
 from gpu_policy.errors import (ClusterAccessDenied, ClusterError, ClusterObjectError, ClusterUnavailable, GpuPolicyError,
                                ScenarioError, SolverError)
-from gpu_policy.fair_share import fair_shares
-from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Node, Queue, Scenario
 from gpu_policy.plan import Composition, JobDecision, Placement, Plan, QueueReport, SolverReport
-from gpu_policy.planner import PlannerConfig, plan
-from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario, parse_scenario_text, scenario_to_dict
+
+# Loading the module gpu_policy.plan bound the name `plan` to it; the public `plan` is the
+# planner's function, as it always was, handed out by __getattr__ on first use.
+globals().pop("plan")
+
+#: Each lazily imported public name and the module it comes from.
+_HOMES = {
+    "open_cluster": "gpu_policy.cluster", "plan_cluster": "gpu_policy.cluster.compose",
+    "fair_shares": "gpu_policy.fair_share",
+    **dict.fromkeys(("Composable", "ComposableNode", "ComposablePool", "Job", "Node", "Queue", "Scenario"),
+                    "gpu_policy.model"),
+    "PlannerConfig": "gpu_policy.planner", "plan": "gpu_policy.planner",
+    **dict.fromkeys(("dump_scenario", "load_scenario", "parse_scenario", "parse_scenario_text", "scenario_to_dict"),
+                    "gpu_policy.scenario"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'gpu_policy' has no attribute {name!r}")
+    value = getattr(import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = [
     "DEFAULT_IMAGE", "ClusterAccessDenied", "ClusterError", "ClusterObjectError", "ClusterUnavailable",

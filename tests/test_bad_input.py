@@ -162,3 +162,15 @@ def test_bad_solver_option(capsys):
 
     assert main(["plan", str(scenario_files()[0]), "--time-limit", "0"]) == 2
     assert "--time-limit: must be a finite number > 0 and <= 86,400, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option,value", [("--priority", "1e30"), ("--priority", str(2 ** 63)),
+                                          ("--max-wait", "nan"), ("--max-wait", "inf"), ("--max-wait", "1e308")])
+def test_a_step_option_that_would_stop_planning_is_one_line(option, value, capsys):
+    """Issue 29: `--priority 1e30` wrote a reservation every later plan refused for 600 s, and
+    `--max-wait nan` or `inf` looped forever; both are refused before anything is looked at."""
+    argv = ["step", "--cluster", "k8s://", "--kubeconfig", "/nonexistent", "--job", "ml/j", "--queue", "q",
+            "--gpus", "1", "--execute", option, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-policy: {option}: must be ") and err.count("\n") == 1 and "Traceback" not in err, err

@@ -6,8 +6,9 @@ as raw JSON (no per-object model building), `429` and `5xx` are retried after
 `Retry-After` or with jittered doubling backoff within a deadline, and nothing but
 gpu-policy's own errors leaves this module. Safe from the API server too (docs/security.md):
 every answer is read bounded (bounded.py: a total deadline, a size cap after decompression,
-bounded JSON nesting), a LIST takes at most `max_pages` pages whose tokens must advance, and
-a round sends at most `max_requests_per_round` requests. Each method declares the RBAC permission it needs
+bounded JSON nesting), a LIST takes at most `max_pages` pages within `list_deadline_s`,
+whose tokens must advance and whose pages must bring items (`max_empty_pages`), and a
+round sends at most `max_requests_per_round` requests. Each method declares the RBAC permission it needs
 (`PERMISSIONS`); deploy/ grants exactly those, and a test checks both ways.
 
 Only API that kubernetes client 30.x and 36.x (and 37.x) all have is used: the typed
@@ -530,28 +531,36 @@ class KubeClient:
     def _list_versioned(self, what: str, call: Callable[..., Any],
                         missing_ok: bool = False) -> tuple[list[dict] | None, str]:
         """`_list`, and the list's resourceVersion (where a WATCH of it starts)."""
+        s = self.settings
         items: list[dict] = []
-        token, restarted, seen = None, False, set()
+        token, restarted, seen, empty = None, False, set(), 0
+        ends = self._monotonic() + s.list_deadline_s
         while True:
-            if len(seen) >= self.settings.max_pages:
-                raise ClusterUnavailable(f"{self.where}: {what}: the list has more than {self.settings.max_pages} pages "
+            if len(seen) >= s.max_pages:
+                raise ClusterUnavailable(f"{self.where}: {what}: the list has more than {s.max_pages} pages "
                                          "(max_pages); is the API server handing out continue tokens forever?")
-            page = {"limit": self.settings.page_size, **({"_continue": token} if token else {})}
+            left = ends - self._monotonic()
+            if left <= 0:
+                raise ClusterUnavailable(f"{self.where}: {what}: the list took longer than {s.list_deadline_s:g} s "
+                                         f"(list_deadline_s) and was cut off after {len(seen) + 1} pages")
+            page = {"limit": s.page_size, **({"_continue": token} if token else {})}
             accept = {410} if token else ({404} if missing_ok else set())
-            answer = self._request(what, lambda **kw: call(**page, **kw), accept=accept)
+            answer = self._request(what, lambda **kw: call(**page, **kw), accept=accept,
+                                   deadline_s=min(s.deadline_s, left))
             if answer.status == 404:
                 return None, ""
             if answer.status == 410:
                 if restarted:
                     raise ClusterUnavailable(f"{self.where}: {what}: the continue token expired twice (410 Gone); "
                                              "the list changes faster than it can be read")
-                items, token, restarted, seen = [], None, True, set()
+                items, token, restarted, seen, empty = [], None, True, set(), 0
                 continue
             got = answer.body.get("items")
             if not isinstance(got, list):
                 raise ClusterUnavailable(f"{self.where}: {what}: the answer has no list of items")
             items.extend(got)
             self.stats.objects += len(got)
+            empty = 0 if got else empty + 1
             metadata = answer.body.get("metadata")
             metadata = metadata if isinstance(metadata, dict) else {}
             token = metadata.get("continue")
@@ -561,6 +570,9 @@ class KubeClient:
             if not isinstance(token, str) or token in seen:
                 raise ClusterUnavailable(f"{self.where}: {what}: the API server's continue token does not advance "
                                          f"(page {len(seen) + 1} gave one it gave before or no string)")
+            if empty >= s.max_empty_pages:
+                raise ClusterUnavailable(f"{self.where}: {what}: {empty} pages in a row had no items yet a continue "
+                                         "token (max_empty_pages); the API server's list makes no progress")
             seen.add(token)
 
     def _request(self, what: str, call: Callable[..., Any], accept: set[int] = frozenset(),

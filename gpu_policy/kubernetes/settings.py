@@ -46,6 +46,15 @@ class KubernetesSettings:
     """Pages one LIST may take: 200,000 objects at 500 a page, above Kubernetes' own limit of
     150,000 pods per cluster. A server that hands out a new continue token forever is cut off;
     a token must also differ from every earlier one."""
+    max_empty_pages: int = 10
+    """Pages in a row one LIST may answer with no item and yet a continue token. A real API
+    server fills each page up to `page_size` (a field selector included) unless the list
+    ends; a run of empty pages is a server that makes no progress, cut off after a few
+    requests rather than after `max_pages`."""
+    list_deadline_s: float = 300.0
+    """Seconds one LIST may take in all, every page and retry included (each page's request
+    also keeps to `timeout_s` and `deadline_s`). 150,000 pods are 300 pages of 500, a few
+    tenths of a second each; a server that trickles out pages is cut off here."""
     max_requests_per_round: int = 2000
     """Requests one round (an observation and the acting on its plan) may send, retries
     included: an observation takes about ten, acting one per pod evicted and per write."""
@@ -79,7 +88,8 @@ class KubernetesSettings:
             raise ValueError(f"queues: must be auto, configmap or kai, got {self.queues!r}")
         if not self.namespace or not self.gpu_resource:
             raise ValueError("namespace and gpu_resource: must be non-empty")
-        for name in ("page_size", "max_response_bytes", "max_pages", "max_requests_per_round"):
+        for name in ("page_size", "max_response_bytes", "max_pages", "max_empty_pages",
+                     "max_requests_per_round"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpu_policy.packing.fragmentation import WorkloadMix
+if TYPE_CHECKING:  # a type only: the CLI reads these defaults without loading numpy
+    from gpu_policy.packing.fragmentation import WorkloadMix
 
 SOLVERS = ("highs", "cbc")
 

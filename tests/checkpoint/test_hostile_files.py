@@ -29,6 +29,21 @@ def test_a_huge_manifest_is_not_read_whole(tmp_path):
     assert "none is usable now" in one_line(e)
 
 
+@pytest.mark.parametrize("planted,skipped", [(MANIFEST, "the manifest is larger than 1048576 bytes"),
+                                             ("state.bin", "the data has more than ")])
+def test_an_endless_manifest_or_state_is_read_bounded(tmp_path, planted, skipped):
+    """A manifest or state file replaced by never-ending bytes is refused after its bound,
+    never read whole (a full read of /dev/zero ends in MemoryError)."""
+    store = CheckpointStore(str(tmp_path))
+    store.save(1, {"w": 1})
+    store.save(2, {"w": 2})
+    target = tmp_path / "ckpt-000000000002" / planted
+    target.unlink()
+    os.symlink("/dev/zero", target)
+    assert store.latest().step == 1
+    assert skipped in store.skipped[0], store.skipped
+
+
 def test_an_endless_writer_lock_is_read_bounded_and_broken(tmp_path):
     os.symlink("/dev/zero", tmp_path / "writer.lock")  # never-ending bytes: not a lock of ours
     store = CheckpointStore(str(tmp_path))

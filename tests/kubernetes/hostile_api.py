@@ -5,6 +5,7 @@ Raw stdlib HTTP on 127.0.0.1, port 0. Every GET answers in one `mode`:
 - ``drip``: a JSON body promised whole, sent one byte every 0.2 s;
 - ``endless``: a chunked body that never ends;
 - ``endless-pages``: an empty page with a new continue token, forever;
+- ``endless-items``: a page of one node with a new continue token, forever;
 - ``same-token``: a page that always hands out the same continue token;
 - ``gzip-bomb``: 1 GiB of zeros gzipped (about 1 MB on the wire);
 - ``huge``: a valid list of 100 MB;
@@ -46,6 +47,9 @@ class HostileApi:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            #: as a real API server (Go sets TCP_NODELAY): a body written after its headers
+            #: is not held back ~40 ms waiting for the client's delayed ACK
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -105,6 +109,9 @@ contexts: [{{name: hostile, context: {{cluster: hostile, user: u}}}}]
             return
         if mode == "endless-pages":
             self._json(h, 200, {"items": [], "metadata": {"continue": f"page-{self.requests}"}})
+        elif mode == "endless-items":
+            self._json(h, 200, {"items": [{"metadata": {"name": f"node-{self.requests}"}}],
+                                "metadata": {"continue": f"page-{self.requests}"}})
         elif mode == "same-token":
             self._json(h, 200, {"items": [], "metadata": {"continue": "again"}})
         elif mode == "gzip-bomb":

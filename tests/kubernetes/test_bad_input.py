@@ -76,3 +76,26 @@ def test_a_missing_kubeconfig_and_misplaced_options(tmp_path, capsys):
         "gpu-policy: --kubeconfig: applies to k8s:// clusters only, not to tests/scenarios/seed1-greedy-team.yaml"
     assert fails(capsys, "snapshot", "--cluster", "k9s://x") == \
         "gpu-policy: cluster: unknown scheme 'k9s':// (known: file, k8s; a scenario file needs no scheme)"
+
+
+def test_one_pod_asking_2000_gpus_on_a_1000_node_cluster_waits_with_an_event(api, cluster, fake_time):
+    """Issue 29's Done-when, through the controller: on 1,000 nodes every other pod is
+    admitted, and the odd one waits with a Warning Event naming it, the field and the value."""
+    from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, released, settle
+    from tests.kubernetes.test_controller_events import described
+
+    cluster_of(api, nodes=1000)
+    fine = [f"fine-{k}" for k in range(100)]
+    for k, name in enumerate(fine):
+        api.put(gated_pod(name, "ab"[k % 2], gpus=1 + k % 8))
+    api.put(gated_pod("typo", "a", gpus=2000))
+    controller = new_controller(cluster)
+    try:
+        settle(controller, fake_time, lambda: controller.plans >= 1 and described(api, "jobs", "typo"))
+        assert sorted(released(api)) == sorted(fine)
+        (said,) = described(api, "jobs", "typo")
+        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
+        assert said["note"].startswith("NoNodeFits: pod jobs/typo: spec.containers[*].resources.requests.nvidia.com/gpu: "
+                                       "no node could ever hold it: the largest offers 8 GPUs, got 2,000"), said["note"]
+    finally:
+        controller.shut_down()

@@ -47,7 +47,9 @@ def list_nodes(kubeconfig: str, fake_time: FakeTime | None = None, **settings) -
     ("huge", {"max_response_bytes": 4 << 20}, r"^k8s://: list nodes: the answer is larger than 4,194,304 bytes$"),
     ("deep", {}, r"^k8s://: list nodes: the answer is JSON nested too deeply$"),
     ("html", {}, r"^k8s://: list nodes: the answer is not JSON$"),
-    ("endless-pages", {"max_pages": 50}, r"^k8s://: list nodes: the list has more than 50 pages \(max_pages\); "),
+    ("endless-pages", {}, r"^k8s://: list nodes: 10 pages in a row had no items yet a continue token "
+                          r"\(max_empty_pages\); the API server's list makes no progress$"),
+    ("endless-items", {"max_pages": 50}, r"^k8s://: list nodes: the list has more than 50 pages \(max_pages\); "),
     ("same-token", {}, r"^k8s://: list nodes: the API server's continue token does not advance \(page 2 "),
     ("reset", {"deadline_s": 5}, r"^k8s://: list nodes: the API server is unreachable \(\w+\); gave up after "),
     ('json:{"items": null}', {}, r"^k8s://: list nodes: the answer has no list of items$"),
@@ -59,6 +61,30 @@ def test_a_hostile_answer_is_one_line(hostile, mode, settings, line):
     with pytest.raises(ClusterUnavailable, match=line) as e:
         list_nodes(kubeconfig, **settings)
     assert "\n" not in str(e.value)
+
+
+def test_a_run_of_empty_pages_is_cut_off_at_max_empty_pages(hostile):
+    """Empty pages with new tokens: the list stops at the `max_empty_pages`-th, not at `max_pages`."""
+    server, kubeconfig = hostile("endless-pages")
+    with pytest.raises(ClusterUnavailable, match=r"\(max_empty_pages\)"):
+        list_nodes(kubeconfig, max_empty_pages=3)
+    assert server.requests == 3
+
+
+class TickingTime(FakeTime):
+    """A clock that moves on by a second at each look: pages that take their time."""
+
+    def monotonic(self) -> float:
+        self.now += 1
+        return self.now
+
+
+def test_a_whole_list_has_a_deadline(hostile):
+    server, kubeconfig = hostile("endless-items")
+    with pytest.raises(ClusterUnavailable, match=r"^k8s://: list nodes: the list took longer than 30 s "
+                                                 r"\(list_deadline_s\) and was cut off after \d+ pages$"):
+        list_nodes(kubeconfig, TickingTime(), list_deadline_s=30)
+    assert 1 < server.requests < 30
 
 
 @pytest.mark.parametrize("header,waited", [
