@@ -101,6 +101,11 @@ def _complete_slices(slices: list[dict], warnings: list[str]) -> list[dict]:
     return out
 
 
+def publishes_gpus(slices: list[dict]) -> bool:
+    """Whether some ResourceSlice is NVIDIA's DRA driver's: GPUs that count on a look without claims."""
+    return any((s.get("spec") or {}).get("driver") == NVIDIA_DRIVER for s in slices)
+
+
 def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], classes: list[dict],
              pods: list[PodView], taint_rules: list[dict] = ()) -> DraView:
     """Physical GPUs per node (and those tainted), GPUs held by pods, and GPUs pending pods ask for."""

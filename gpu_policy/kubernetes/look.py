@@ -14,7 +14,7 @@ from typing import Protocol
 
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
-from gpu_policy.kubernetes.dra import DraView, read_dra, with_dra, with_dra_nodes
+from gpu_policy.kubernetes.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.isolate import ObjectWarning, placeable, read_each
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
                                          QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
@@ -101,23 +101,26 @@ def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
 
 
 def _dra(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
-    """DRA as the cluster has it, when some pod has resourceClaims: one LIST of ResourceSlices,
-    ResourceClaims, DeviceClasses and DeviceTaintRules, and of ResourceClaimTemplates when a
-    pod's claim is not made yet; an object of the wrong shape is left out with a warning in
-    `bad`. None when no pod has claims."""
-    if not any(p.claims for p in pods):
-        return None
-
+    """DRA as the cluster has it. ResourceSlices are always LISTed (a DRA-only node's GPUs are
+    capacity whether or not a pod claims them; one 404 where resource.k8s.io/v1 is not served);
+    DeviceTaintRules when a slice publishes NVIDIA GPUs (their taints take GPUs out of that
+    capacity); ResourceClaims and DeviceClasses only when some pod has resourceClaims, and
+    ResourceClaimTemplates when a pod's claim is not made yet. An object of the wrong shape is
+    left out with a warning in `bad`. None when no slice publishes GPUs and no pod has claims."""
     def read(kind: str, schema: dict, listed: list[dict] | None) -> list[dict]:
         objects, warnings = read_each(listed or [], kind, schema, lambda o: o)
         bad.extend(warnings)
         return objects
 
+    claimed = any(p.claims for p in pods)
+    slices = read("ResourceSlice", RESOURCE_SLICE, reads.list_resource_slices())
+    if not claimed and not publishes_gpus(slices):
+        return None
     templates = (read("ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE, reads.list_resource_claim_templates())
                  if any(claim is None for p in pods for claim, _ in p.claims) else [])
-    return read_dra(read("ResourceSlice", RESOURCE_SLICE, reads.list_resource_slices()),
-                    read("ResourceClaim", RESOURCE_CLAIM, reads.list_resource_claims()), templates,
-                    read("DeviceClass", DEVICE_CLASS, reads.list_device_classes()), pods,
+    claims = read("ResourceClaim", RESOURCE_CLAIM, reads.list_resource_claims()) if claimed else []
+    classes = read("DeviceClass", DEVICE_CLASS, reads.list_device_classes()) if claimed else []
+    return read_dra(slices, claims, templates, classes, pods,
                     read("DeviceTaintRule", DEVICE_TAINT_RULE, reads.list_device_taint_rules()))
 
 

@@ -39,7 +39,7 @@ def test_plan_gpu_allocation_plans_the_cluster(live, tmp_path):
                                           plan=FakeArtifact(tmp_path / "plan.json"))
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert out.can_start and out.gpu_count == 2 and "start on" in out.reason
-    assert plan["observed"]["source"] == "k8s://fake" and plan["observed"]["api_calls"] == 4
+    assert plan["observed"]["source"] == "k8s://fake" and plan["observed"]["api_calls"] == 5
     assert any(j["name"] == "team-a/train" and j["action"] == "start" for j in plan["jobs"])
     assert live.calls("/api/v1/pods") == 1
 

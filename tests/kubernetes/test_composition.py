@@ -66,14 +66,14 @@ def test_a_look_reads_composable_nodes_pool_and_requests(api, cdi, cluster):
     assert [(n.name, n.max_gpus, n.attached) for n in c.nodes] == [("node-3", 8, 0), ("node-4", 4, 0)]
     assert [(p.model, p.free) for p in c.pools] == [(MODEL, 5)] and c.attach_seconds == 120
     assert obs.scenario.node("node-4").gpus == 0  # kept although it has no GPU yet
-    assert obs.observed["api_calls"] == 6 and api.calls(PATH) == 1  # one LIST of requests per look
+    assert obs.observed["api_calls"] == 7 and api.calls(PATH) == 1  # one LIST of requests per look
 
 
 def test_a_cluster_without_composable_nodes_costs_no_more_calls(api, cluster):
     api.put(node_object(Node(name="n", gpus=8)))
     api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("q")], jobs=[])))
     obs = cluster().observe()
-    assert obs.scenario.composable is None and obs.observed["api_calls"] == 4
+    assert obs.scenario.composable is None and obs.observed["api_calls"] == 5  # 4, and the ResourceSlices 404
 
 
 def test_labelled_nodes_without_the_config_map_are_a_warning(api, cdi, cluster):

@@ -2,9 +2,11 @@
 ResourceClaims and ResourceClaimTemplates as NVIDIA's DRA driver and Kubernetes 1.34 write
 them, through the real client: physical GPUs, never devices."""
 
+import json
 import time
 
 from gpu_policy import load_scenario
+from gpu_policy.cli import main
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Node, Queue, Scenario
 from gpu_policy.planner import plan
@@ -51,6 +53,64 @@ def test_a_dra_only_node_counts_physical_gpus_and_a_pending_claim_starts_there(a
     assert (job.name, job.gpus, job.gpu_model) == ("ml/train", 2, ["NVIDIA-A100-SXM4-80GB"]) and not warnings
     decided = plan(scenario).job("ml/train")
     assert decided.action == "start" and decided.replicas[0].node == "dra-0"
+
+
+def run(capsys, *argv) -> dict:
+    assert main(list(argv)) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_an_idle_dra_only_node_is_capacity_before_any_pod_claims_it(api, kubeconfig, capsys):
+    """No pod at all: the ResourceSlices' 4 physical GPUs are the cluster's, in `snapshot`, in
+    `status`'s fair shares and in a plan; a DRA pod that then waits is started there."""
+    cluster_with(api)
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=1), Queue("team-b", deserved=1)],
+                                       jobs=[])))
+    cluster = ["--cluster", "k8s://", "--kubeconfig", kubeconfig, "--format", "json"]
+    api.reset_log()
+    snapshot = run(capsys, "snapshot", *cluster)
+    assert [(n["name"], n["gpus"]) for n in snapshot["nodes"]] == [("dra-0", 4)]  # 4 GPUs, not 11 devices
+    # no claim to read: ResourceSlices and the taint rules that take GPUs out of them (a 404 here), nothing more
+    lists = sorted(r.path for r in api.requests if r.path.startswith("/apis/resource.k8s.io/"))
+    assert lists == ["/apis/resource.k8s.io/v1/devicetaintrules", "/apis/resource.k8s.io/v1/resourceslices"]
+    # a pod asking nvidia.com/gpu that the DRA driver serves (Kubernetes' extended-resource bridge):
+    # no claim of its own, so only the slices say where it fits
+    api.put(gpu_pod("ml", "classic", gpus=1, labels={names.QUEUE_LABEL: "team-b"}))
+    status = run(capsys, "status", *cluster)
+    assert {q["name"]: q["fair_share"] for q in status["queues"]} == {"team-a": 0, "team-b": 1}
+    assert [(w["name"], w["action"]) for w in status["waiting"]] == [("ml/classic", "start")]
+
+    api.put(gpu_claim("ml", "train-gpus", 3))
+    api.put(claiming(gpu_pod("ml", "train", labels=TEAM), "train-gpus"))
+    planned = run(capsys, "plan", *cluster)
+    assert {j["name"]: (j["action"], [r["node"] for r in j["replicas"]]) for j in planned["jobs"]} == {
+        "ml/classic": ("start", ["dra-0"]), "ml/train": ("start", ["dra-0"])}
+
+
+def test_mig_partitioned_and_partitionable_gpus_count_once_each(api, cluster):
+    """A node whose 2 GPUs the driver publishes only as MIG devices (7 each), and a node whose 2
+    GPUs are partitionable devices (whole and halves drawing on one counter set per GPU, no
+    uuid): 2 physical GPUs each, however many devices, with no pod claiming any."""
+    serve_dra(api)
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("team-a", deserved=4)], jobs=[])))
+    for name in ("mig-0", "part-0"):
+        obj = node_object(Node(name, 0))
+        obj["status"]["allocatable"].pop("nvidia.com/gpu")
+        api.put(obj)
+    api.put(resource_slice("mig-0", [mig_device("mig-0", g, k, "1g.10gb", A100) for g in range(2) for k in range(7)]))
+
+    def partition(gpu: int, name: str) -> dict:
+        return {"name": f"gpu-{gpu}-{name}", "attributes": {"type": {"string": "gpu"}, "productName": {"string": A100}},
+                "consumesCounters": [{"counterSet": f"gpu-{gpu}-counters", "counters": {"memory": {"value": "80Gi"}}}]}
+
+    part = resource_slice("part-0", [partition(g, p) for g in range(2) for p in ("whole", "half-0", "half-1")])
+    part["spec"]["sharedCounters"] = [{"name": f"gpu-{g}-counters", "counters": {"memory": {"value": "80Gi"}}}
+                                      for g in range(2)]
+    api.put(part)
+    scenario, warnings = look(cluster)
+    assert [(n.name, n.gpus, n.gpu_model) for n in scenario.nodes] == [("mig-0", 2, "NVIDIA-A100-SXM4-80GB"),
+                                                                      ("part-0", 2, "NVIDIA-A100-SXM4-80GB")]
+    assert not warnings
 
 
 def test_allocated_claims_hold_physical_gpus_and_a_shared_claim_counts_once(api, cluster):
