@@ -18,6 +18,7 @@ from gpu_policy.kubernetes.shape import NODE, POD
 
 #: the kinds the controller watches, as KubeClient names them
 NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES = "nodes", "pods", "namespaces", "config_maps", "kai_queues"
+COMPOSABILITY_REQUESTS = "composability_requests"
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
@@ -107,8 +108,9 @@ class Cache:
         return list(self.objects.get(NAMESPACES, {}).values())
 
     def list_composability_requests(self) -> list[dict] | None:
-        """The controller does not compose GPUs yet (docs/kubernetes.md): no requests served."""
-        return None
+        """None when the cluster does not serve them (no CDI operator): composition is off."""
+        kind = COMPOSABILITY_REQUESTS
+        return list(self.objects[kind].values()) if self.served.get(kind) else None
 
     # DRA objects and PodGroups are not watched yet: LISTed, once per look, only when a GPU pod
     # has resourceClaims or names a PodGroup (docs/kubernetes.md, "The controller")

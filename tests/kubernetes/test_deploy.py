@@ -167,7 +167,6 @@ def controller_landed() -> bool:
 #: when the code starts sending one, it leaves this set
 CONTRACT_ONLY = {Permission("get", "", "nodes"), Permission("get", "", "namespaces"),
                  Permission("get", "scheduling.run.ai", "queues"),
-                 Permission("watch", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
                  Permission("update", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
                  Permission("patch", "", "configmaps", own_namespace=True)}
 
@@ -337,6 +336,7 @@ def calls(client: KubeClient) -> dict:
         "watch_namespaces": lambda: list(client.watch_namespaces("1", 1)),
         "watch_config_maps": lambda: list(client.watch_config_maps("1", 1)),
         "watch_kai_queues": lambda: list(client.watch_kai_queues("1", 1)),
+        "watch_composability_requests": lambda: list(client.watch_composability_requests("1", 1)),
         "patch_pod_json": lambda: client.patch_pod_json("ml", "p", [{"op": "test", "path": "/kind", "value": "Pod"}]),
         "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"},
                                                            "eventTime": "2026-01-01T00:00:00.000000Z"}),
