@@ -3,10 +3,11 @@
 `step()` does one turn and never waits, so tests drive the loop turn by turn on an
 injected clock; `run()` calls it until stopped, waiting for the next change or the next
 thing due (a debounce ending, a renewal, a resync). Acting: Events on victims, then
-evictions, moves and reservations by the one-shot actuator (KubernetesCluster.carry_out),
-and the plan's compositions by the same actuator (gpu_policy.controller.compose), then
-releases of gated pods and Events on those that wait. Every write passes the fenced
-Lease's check: a replica whose last renewal is as old as the lease acts no more.
+compositions, evictions, moves and reservations by the one-shot actuator
+(KubernetesCluster.carry_out; what the controller adds to composition:
+gpu_policy.controller.compose), then releases of gated pods and Events on those that wait.
+Every write passes the fenced Lease's check: a replica whose last renewal is as old as the
+lease acts no more.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ nowhere, and attaching comes before preemption."""
 import pytest
 
 from gpu_policy.controller import Controller, ControllerSettings
-from gpu_policy.controller.cache import COMPOSABILITY_REQUESTS
+from gpu_policy.controller.cache import COMPOSABILITY_REQUESTS, NODES
 from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.kubernetes import names
 from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
@@ -108,6 +108,7 @@ def test_a_new_leader_started_after_the_request_plans_it_as_in_flight(api, clust
     cdi = team_b_waits(api)
     asked = attached_request("node-3", MODEL, 4, requested_at=fake_time.time())
     api.put({**asked, "status": {}})  # asked just now by a replica that is gone; not picked up yet
+    cdi.paused = True  # (the controller's LIST would give the operator a turn)
     c = new_controller(cluster)
     try:
         settle(c, fake_time, lambda: c.plans >= 2)
@@ -156,6 +157,16 @@ def test_an_attach_the_webhook_refuses_is_the_pod_s_reason(api, cluster, fake_ti
         c.shut_down()
 
 
+def caught_up(c, api, node: str, request: str) -> bool:
+    """The controller's cache holds the node and the request as the API server does."""
+    def version(obj):
+        return (obj or {}).get("metadata", {}).get("resourceVersion")
+
+    return (version(c.cache.objects[NODES].get(("", node))) == version(api.get("nodes", node)) and
+            version(c.cache.objects[COMPOSABILITY_REQUESTS].get(("", request))) ==
+            version(api.get(names.CRO_PLURAL, request, group=names.CRO_GROUP)))
+
+
 class Dcgm:
     """dcgm-exporter through Prometheus, as a test states it: node-3's GPUs `idle` at 0% for
     the last hour, the others at 80%."""
@@ -192,9 +203,41 @@ def test_idle_attached_gpus_are_detached_as_the_plan_says(api, cluster, fake_tim
         assert request_writes(api) == writes
         assert sample(c, "gpu_policy_compositions_total", action="detach", result="requested") == 1
         cdi.settle()
+        # the node and the request as they are now, before the next plan: between the request's
+        # watch event and the node's, the node can read as still holding the detached GPUs
+        # (docs/composition.md, "Decisions")
+        sees(c, lambda: caught_up(c, api, "node-3", OURS))
         settle(c, fake_time, turns=4)  # the detach done, the next plans ask for nothing
         assert request_writes(api) == writes
         assert (cdi.request(OURS) or {}).get("spec", {}).get("resource", {}).get("size") == left
         assert int(api.get("nodes", "node-3")["status"]["allocatable"]["nvidia.com/gpu"]) == 6 - 4 + (left or 0)
     finally:
         c.shut_down()
+
+
+def test_a_dead_leader_s_overdue_request_is_rolled_back_then_asked_anew(api, cluster, fake_time):
+    """Never picked up, 400 s after it was asked (the deadline is 300 s): deleted in one round,
+    not patched back in the same one, and asked again once it is gone."""
+    cdi = team_b_waits(api)
+    api.put({**attached_request("node-3", MODEL, 4, requested_at=fake_time.time() - 400), "status": {}})
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: request_writes(api))
+        settle(c, fake_time, turns=3)
+        assert request_writes(api) == ["DELETE"]
+        (said,) = [e for e in described(api, "b", "train") if e["reason"] == "GpuPolicyWaiting"]
+        assert "it was rolled back just now (above); the next plan asks again" in said["note"]
+        cdi.settle()
+        assert cdi.request(OURS) is None
+        settle(c, fake_time, lambda: len(request_writes(api)) > 1)
+        assert request_writes(api) == ["DELETE", "POST"] and size(cdi) == 4
+    finally:
+        c.shut_down()
+
+
+def test_attached_gpus_the_device_plugin_has_not_counted_yet_are_not_asked_again(api, cluster):
+    """The operator has the 4 devices Online; node-3's allocatable still shows its own 2."""
+    team_b_waits(api, waiting=False)
+    api.put(attached_request("node-3", MODEL, 4))
+    node = {n.name: n for n in cluster().observe().scenario.nodes}["node-3"]
+    assert node.gpus == 6
