@@ -14,7 +14,8 @@ from gpu_policy.controller import Controller, ControllerSettings
 from gpu_policy.controller.cache import COMPOSABILITY_REQUESTS, NODES
 from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.kubernetes import names
-from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
+from gpu_policy.model import Node, Scenario
+from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings, TelemetryUnavailable
 from tests.kubernetes.controller_harness import DEADLINE_S, gated_pod, new_controller, released, sees, settle
 from tests.kubernetes.fake_cdi import MODEL, composable_cluster
 from tests.kubernetes.objects import attached_request
@@ -36,6 +37,12 @@ def team_b_waits(api, waiting: bool = True):
 def request_writes(api) -> list[str]:
     """The methods of every write to ComposabilityRequests, in order."""
     return [r.method for r in api.requests if r.path.startswith(PATH) and r.method not in ("GET",)]
+
+
+def json_patches_of(api, namespace: str, pod: str) -> int:
+    """Patches (releases) sent for the pod."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+    return sum(1 for r in api.requests if r.method == "PATCH" and r.path == path)
 
 
 def size(cdi) -> int:
@@ -97,10 +104,6 @@ def test_a_killed_leader_s_request_is_not_asked_again(api, cluster, fake_time):
     finally:
         first.stop.set()
         second.shut_down()
-
-
-def json_patches_of(api, namespace: str, pod: str) -> int:
-    return sum(1 for r in api.requests if r.method == "PATCH" and r.path == f"/api/v1/namespaces/{namespace}/pods/{pod}")
 
 
 def test_a_new_leader_started_after_the_request_plans_it_as_in_flight(api, cluster, fake_time):
@@ -241,3 +244,18 @@ def test_attached_gpus_the_device_plugin_has_not_counted_yet_are_not_asked_again
     api.put(attached_request("node-3", MODEL, 4))
     node = {n.name: n for n in cluster().observe().scenario.nodes}["node-3"]
     assert node.gpus == 6
+
+
+def test_prometheus_down_plans_without_telemetry_and_says_why(fake_time):
+    class Down:
+        def collect(self, settings=None):
+            raise TelemetryUnavailable("http://prometheus:9090: connection refused")
+
+    feed = TelemetryFeed(Down())
+    assert feed.judge(None) == (None, "planned without telemetry: none collected yet")
+    feed.collect()
+    assert feed.judge(None) == (None, "planned without telemetry: http://prometheus:9090: connection refused")
+    feed.source = Dcgm(fake_time, {5})
+    feed.collect()
+    signals, problem = feed.judge(Scenario(nodes=[Node("node-3", gpus=6)], queues=[], jobs=[]))
+    assert problem is None and signals.gpus[GpuKey("node-3", 5)].idle and not signals.gpus[GpuKey("node-3", 4)].idle
