@@ -133,9 +133,9 @@ def planner_config(args: argparse.Namespace) -> PlannerConfig:
                          candidate_nodes_per_job=args.candidate_nodes, max_moves=args.max_moves)
 
 
-def add_telemetry_options(p: argparse.ArgumentParser) -> None:
+def add_telemetry_options(p: argparse.ArgumentParser, without: str = "simulated from the scenario") -> None:
     p.add_argument("--prometheus", metavar="URL", type=prometheus_url,
-                   help="read DCGM telemetry from this Prometheus (default: simulated from the scenario)")
+                   help=f"read DCGM telemetry from this Prometheus (default: {without})")
     p.add_argument("--prometheus-insecure", action="store_true",
                    help="do not verify the TLS certificate of an https:// Prometheus (prints a warning)")
     p.add_argument("--window", type=positive(float, 7 * 86400), default=600.0, metavar="S",

@@ -9,7 +9,8 @@ import sys
 import threading
 
 from gpu_policy.cli._cluster import add_cluster_options, open_from_args
-from gpu_policy.cli._options import add_solver_options, number, planner_config, positive
+from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, number, planner_config, positive,
+                                     telemetry_settings)
 from gpu_policy.errors import GpuPolicyError
 
 
@@ -28,6 +29,7 @@ def register(sub) -> None:
     c.add_argument("--bind-timeout", type=positive(float, 86400), default=120.0, metavar="S",
                    help="report a released pod not bound within S seconds (default 120; it is never deleted)")
     add_solver_options(c)
+    add_telemetry_options(c, without="none, plans on allocations alone and detaches no idle GPU")
     c.set_defaults(func=run)
 
 
@@ -41,8 +43,16 @@ def run(args: argparse.Namespace) -> int:
         raise GpuPolicyError(f"--cluster: the controller runs on a live cluster (k8s://), not on {args.cluster}")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     cluster.settings.lease_duration_s = args.lease_duration
+    telemetry = None
+    if args.prometheus:  # without it the controller plans on allocations alone (no simulated telemetry)
+        from gpu_policy.controller.telemetry import TelemetryFeed
+        from gpu_policy.telemetry import PrometheusDcgmSource
+
+        settings = telemetry_settings(args)
+        telemetry = TelemetryFeed(PrometheusDcgmSource(args.prometheus, settings), settings)
     controller = Controller(cluster, ControllerSettings(debounce_s=args.debounce, resync_s=args.resync,
-                                                        bind_timeout_s=args.bind_timeout), planner_config(args))
+                                                        bind_timeout_s=args.bind_timeout), planner_config(args),
+                            telemetry=telemetry)
     controller.metrics.count_requests(cluster.api_client)
     try:
         server = serve(controller.metrics, args.metrics_port, controller.ready)

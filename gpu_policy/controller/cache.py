@@ -24,6 +24,7 @@ DEVICE_CLASSES, DEVICE_TAINT_RULES = "device_classes", "device_taint_rules"
 KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS = "kai_pod_groups", "volcano_pod_groups", "coscheduling_pod_groups"
 DRA_AND_POD_GROUPS = [RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, DEVICE_CLASSES, DEVICE_TAINT_RULES,
                       KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS]
+COMPOSABILITY_REQUESTS = "composability_requests"
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
@@ -112,8 +113,9 @@ class Cache:
         return list(self.objects.get(NAMESPACES, {}).values())
 
     def list_composability_requests(self) -> list[dict] | None:
-        """The controller does not compose GPUs yet (docs/kubernetes.md): no requests served."""
-        return None
+        """None when the cluster does not serve them (no CDI operator): composition is off."""
+        kind = COMPOSABILITY_REQUESTS
+        return list(self.objects[kind].values()) if self.served.get(kind) else None
 
     def list_resource_slices(self) -> list[dict] | None:
         return self._listed(RESOURCE_SLICES)

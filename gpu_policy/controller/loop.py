@@ -3,9 +3,11 @@
 `step()` does one turn and never waits, so tests drive the loop turn by turn on an
 injected clock; `run()` calls it until stopped, waiting for the next change or the next
 thing due (a debounce ending, a renewal, a resync). Acting: Events on victims, then
-evictions, moves and reservations by the one-shot actuator (KubernetesCluster.carry_out),
-then releases of gated pods and Events on those that wait. Every write passes the fenced
-Lease's check: a replica whose last renewal is as old as the lease acts no more.
+compositions, evictions, moves and reservations by the one-shot actuator
+(KubernetesCluster.carry_out; what the controller adds to composition:
+gpu_policy.controller.compose), then releases of gated pods and Events on those that wait.
+Every write passes the fenced Lease's check: a replica whose last renewal is as old as the
+lease acts no more.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from dataclasses import dataclass
 from gpu_policy.cluster.compose import plan_observation
 from gpu_policy.cluster.source import Observation
 from gpu_policy.controller.admission import release_job
-from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES,
+                                         NODES, PODS, Cache)
+from gpu_policy.controller.compose import Composition
 from gpu_policy.controller.events import NOT_ADMITTED, EventWriter
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
+from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.errors import ClusterBusy, GpuPolicyError
 from gpu_policy.kubernetes.client import KubeClient
 from gpu_policy.kubernetes.cluster import KubernetesCluster
@@ -59,8 +64,10 @@ class Released:
 
 class Controller:
     def __init__(self, cluster: KubernetesCluster, settings: ControllerSettings | None = None,
-                 config: PlannerConfig | None = None, metrics: Metrics | None = None):
+                 config: PlannerConfig | None = None, metrics: Metrics | None = None,
+                 telemetry: TelemetryFeed | None = None):
         self.cluster, self.settings, self.config = cluster, settings or ControllerSettings(), config
+        self.telemetry = telemetry
         self.metrics = metrics or Metrics()
         self.lease = cluster.lease
         self._monotonic, self._clock = cluster._monotonic, cluster._clock
@@ -69,7 +76,9 @@ class Controller:
         self.stop = threading.Event()
         self.events = EventWriter(cluster.client, self.lease.identity, self._clock, self.lease.check,
                                   self.settings.resync_s, self.metrics.event_failures.inc)
-        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, *DRA_AND_POD_GROUPS]
+        self.composition = Composition(self.cache, self.metrics)
+        cluster.on_request_written = self.composition.seen
+        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS]
         if cluster.settings.queues != "configmap":
             kinds.append(KAI_QUEUES)
         self.informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings), kinds, self.changes,
@@ -87,6 +96,8 @@ class Controller:
     def start(self) -> None:
         """LIST every kind and start the watches (the cache is synced after the next step)."""
         self.informer.start()
+        if self.telemetry is not None:
+            self.telemetry.start(self.stop)
 
     def ready(self) -> bool:
         return self.cache.synced
@@ -202,6 +213,8 @@ class Controller:
             self._failed(str(e))
             return None
         obs = Observation(snap.scenario, None, warnings + snap.warnings, backend=snap, object_warnings=bad)
+        if self.telemetry is not None:
+            obs.signals, obs.telemetry_unavailable = self.telemetry.judge(snap.scenario)
         plan = plan_observation(obs, self.config)
         self.metrics.plan_seconds.observe(time.perf_counter() - began)
         self.plans += 1
@@ -229,7 +242,9 @@ class Controller:
                 what = "GpuPolicyPreempted" if d.action == "preempt" else "GpuPolicyMoved"
                 for ref in snap.pods.get(d.name, []):
                     self.events.write(ref, what, f"{d.code}: {d.reason}", action="Preempt")
-        for outcome in self.cluster.carry_out(plan, obs, execute=True):
+        outcomes = self.cluster.carry_out(plan, obs, execute=True)
+        self.composition.took(snap, outcomes)
+        for outcome in outcomes:
             log.info("%s", outcome.line())
             if outcome.result == "done" and outcome.action in ("preempt", "move"):
                 d = plan.job(outcome.job)
@@ -255,7 +270,8 @@ class Controller:
                           zip(reservation.nodes, reservation.gpu_indices or [[]] * len(reservation.nodes))]
                 why = self._release(name, refs, places, reservation.gpus < 1, shares.get(reservation.queue, ""))
             elif d is not None and d.action == "start":
-                why = self._release(name, refs, d.replicas, jobs[name].is_fractional, shares.get(d.queue, ""))
+                why = self.composition.hold(d) or self._release(name, refs, d.replicas, jobs[name].is_fractional,
+                                                                shares.get(d.queue, ""))
             else:
                 why = _waiting_reason(name, d, snap)
             if why is not None:

@@ -45,6 +45,11 @@ class Metrics:
         self.bind_timeouts = Counter("gpu_policy_bind_timeouts", "Released pods not bound within bind_timeout_s",
                                      registry=r)
         self.event_failures = Counter("gpu_policy_event_failures", "Event writes that failed", registry=r)
+        self.composition_requests = Gauge("gpu_policy_composition_requests",
+                                          "gpu-policy's ComposabilityRequests by the operator's status.state",
+                                          ["state"], registry=r)
+        self.compositions = Counter("gpu_policy_compositions", "Attaches and detaches written, by result",
+                                    ["action", "result"], registry=r)
 
     def show_queues(self, queues) -> None:
         """The queue gauges from a plan's QueueReports (gauges of vanished queues go)."""

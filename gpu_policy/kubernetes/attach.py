@@ -6,6 +6,8 @@ second request for the same node and model); size 0 deletes the request (the ope
 its devices, Cleaning, then lets it go, Deleting). Every write stamps the request with when its
 size changed and what it was, so any later planner can tell when it is overdue and roll it
 back: its errors are reported verbatim. Requests that are not gpu-policy's are never written.
+Each write's answer goes to `seen` (the controller's cache takes it in at once, so its next
+round does not ask again before the watch brings the request).
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ def new_request(node: str, model: str, size: int, now: float) -> dict:
                                   "allocation_policy": "samenode"}}}
 
 
-def roll_back(client: KubeClient, r: RequestView, now: float, check: Callable[[], None]) -> Outcome:
+def _ignore(name: str, body: dict) -> None:
+    pass
+
+
+def roll_back(client: KubeClient, r: RequestView, now: float, check: Callable[[], None],
+              seen: Callable[[str, dict], None] = _ignore) -> Outcome:
     """A request of gpu-policy's that missed its deadline goes back to its size before; the
     outcome quotes its errors verbatim."""
     deadline_s = client.settings.composition_deadline_s
@@ -47,6 +54,8 @@ def roll_back(client: KubeClient, r: RequestView, now: float, check: Callable[[]
     answer = _resize(client, r, r.previous_size, r.previous_size, now, check)
     if answer.status >= 300 and answer.status != 404:
         text += f", which failed: {answer.message}"
+    else:
+        seen(r.name, answer.body)
     return Outcome(r.node, "attach" if r.size > r.previous_size else "detach", "failed", text, [r.name])
 
 
@@ -64,14 +73,18 @@ class Composer:
     """The compositions of one execution, against what one look found (`composed`); every
     write runs `check` first (it raises when the planning lease was lost)."""
 
-    def __init__(self, client: KubeClient, composed: ComposedNodes, now: float, check: Callable[[], None]):
-        self.client, self.composed, self.now, self.check = client, composed, now, check
+    def __init__(self, client: KubeClient, composed: ComposedNodes, now: float, check: Callable[[], None],
+                 seen: Callable[[str, dict], None] = _ignore):
+        self.client, self.composed, self.now, self.check, self.seen = client, composed, now, check, seen
         self.deadline_s = client.settings.composition_deadline_s
+        self.rolled_back: set[str] = set()  # requests this execution rolled back: not written again in it
 
     def roll_back_overdue(self) -> list[Outcome]:
         """gpu-policy's requests that missed their deadline go back to their size before."""
-        return [roll_back(self.client, r, self.now, self.check) for r in self.composed.requests.values()
-                if overdue(r, self.now, self.deadline_s) and r.previous_size != r.size]
+        late = [r for r in self.composed.requests.values() if overdue(r, self.now, self.deadline_s)
+                and r.previous_size != r.size]
+        self.rolled_back = {r.name for r in late}
+        return [roll_back(self.client, r, self.now, self.check, self.seen) for r in late]
 
     def carry_out(self, c: Composition, execute: bool) -> Outcome:
         action = "attach" if c.change > 0 else "detach"
@@ -87,9 +100,13 @@ class Composer:
         if r is not None and r.deleting:
             return Outcome(c.node, action, "failed", f"{detail}: the request is being deleted; once it is gone, "
                                                      "the next plan asks again", [name])
+        if name in self.rolled_back:  # (deleted, when it was new: a patch would not bring it back)
+            return Outcome(c.node, action, "failed", f"{detail}: it was rolled back just now (above); the next "
+                                                     "plan asks again", [name])
         answer = self._create(c.node, c.model, new) if r is None else _resize(self.client, r, new, old, self.now,
                                                                               self.check)
         if answer.status < 300:
+            self.seen(name, answer.body)
             return Outcome(c.node, action, "requested", detail, [name])
         return Outcome(c.node, action, "failed", f"{detail}: {_refusal(answer, name)}", [name])
 
@@ -138,8 +155,7 @@ class RequestWaiter:
         late = [v for v in views if overdue(v, self.clock(), self.client.settings.composition_deadline_s)]
         if late:
             return self._stop("", late)
-        waiting = [f"waiting for {v.missing} {v.model} to be attached to {v.node}: {v.stage()}"
-                   for v in views if not v.complete]
+        waiting = [v.waiting() for v in views if not v.complete]
         return AttachProgress(done=not waiting, failed=False, text="; ".join(waiting))
 
     def _stop(self, text: str, late: list[RequestView]) -> AttachProgress:

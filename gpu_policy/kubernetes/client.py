@@ -345,8 +345,7 @@ class KubeClient:
     @_needs("list", CRO_PLURAL, group=CRO_GROUP)
     def list_composability_requests(self) -> list[dict] | None:
         """Every ComposabilityRequest; None when the operator's CRD is not installed."""
-        return self._list("list ComposabilityRequests", lambda **kw: self._custom.list_cluster_custom_object(
-            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, **kw), missing_ok=True)
+        return self.list_composability_requests_versioned()[0]
 
     @_needs("get", CRO_PLURAL, group=CRO_GROUP)
     def read_composability_request(self, name: str) -> dict | None:
@@ -407,6 +406,10 @@ class KubeClient:
         return self._list_versioned("list KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
             group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), missing_ok=True)
 
+    def list_composability_requests_versioned(self) -> tuple[list[dict] | None, str]:
+        return self._list_versioned("list ComposabilityRequests", lambda **kw: self._custom.list_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, **kw), missing_ok=True)
+
     def watch(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
         """(type, object) events of one WATCH of `kind` from `resource_version`, with
         bookmarks, until the server ends it (at most `timeout_s`). A 410 raises WatchExpired
@@ -450,6 +453,11 @@ class KubeClient:
     def _watch_custom(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
         group, version, plural = WATCHED_CUSTOM[kind]
         return self._watch(f"watch {plural}.{group}", self._all_of(group, version, plural), resource_version, timeout_s)
+
+    @_needs("watch", CRO_PLURAL, group=CRO_GROUP)
+    def watch_composability_requests(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
+        return self._watch("watch ComposabilityRequests", lambda **kw: self._custom.list_cluster_custom_object(
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, **kw), resource_version, timeout_s)
 
     @_needs("patch", "pods")
     def patch_pod_json(self, namespace: str, name: str, operations: list[dict]) -> Answer:

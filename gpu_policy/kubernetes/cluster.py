@@ -20,7 +20,6 @@ import time
 from typing import Callable
 
 from gpu_policy.cluster.source import Observation, Outcome
-from gpu_policy.composition import uses_new_gpus
 from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
 from gpu_policy.kubernetes.client import KubeClient, connect
@@ -69,6 +68,8 @@ class KubernetesCluster:
         self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
                                    clock, sleep, monotonic)
         self._clock, self._sleep, self._monotonic = clock, sleep, monotonic
+        #: each ComposabilityRequest as a write answered (name, answer): the controller's cache takes it in
+        self.on_request_written: Callable[[str, dict], None] = lambda name, body: None
 
     @classmethod
     def from_url(cls, url: str, **options) -> KubernetesCluster:
@@ -141,7 +142,7 @@ class KubernetesCluster:
             if plan.compositions:
                 raise ValueError("the plan composes GPUs, but the cluster has no composition set up")
             return []
-        composer = Composer(self.client, snap.composed, self._clock(), check)
+        composer = Composer(self.client, snap.composed, self._clock(), check, self.on_request_written)
         outcomes = composer.roll_back_overdue() if execute else []
         return outcomes + [composer.carry_out(c, execute) for c in plan.compositions]
 
@@ -152,8 +153,7 @@ class KubernetesCluster:
         composed = observation.backend.composed
         if composed is None:
             return None
-        usable = {n.name: n.gpus - composed.attaching.get(n.name, 0) for n in observation.scenario.nodes}
-        nodes = uses_new_gpus(plan.job(step.name), usable)
+        nodes = composed.waits_on(plan.job(step.name), observation.scenario.nodes)
         if not nodes:
             return None
         names = sorted({r.name for (node, _), r in composed.requests.items() if node in nodes and not r.complete} |

@@ -10,7 +10,10 @@ What this module decides where the contract is silent (docs/composition.md):
   and others', so the snapshot's `free` is what is free now, and nobody must keep the
   ConfigMap up to date.
 - A node is planned as it will be once gpu-policy's requests are done: its allocatable GPUs,
-  less the devices its requests have Online, plus their `size`. GPUs being attached are part
+  less the devices its requests have Online, plus their `size`. Allocatable GPUs fewer than
+  those Online devices mean the device plugin has not counted them yet (it follows the
+  operator by seconds): then all allocatable GPUs are the node's own, so a request that has
+  just completed is not planned as missing GPUs and asked for again. GPUs being attached are part
   of it (the node's highest indices; a step placed on them waits for them, and a
   reservation can hold them); GPUs being detached are not. `attached` is that total.
 - A request of gpu-policy's that is not complete `deadline_s` after its last change counts
@@ -22,10 +25,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from gpu_policy.composition import uses_new_gpus
 from gpu_policy.errors import ClusterObjectError, InputError, ScenarioError
 from gpu_policy.kubernetes.names import COMPOSABLE_KEY, GPU_PRODUCT_LABEL
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.requests import RequestView
+from gpu_policy.model import Node
+from gpu_policy.plan import JobDecision
 from gpu_policy.safe_load import parse_text
 from gpu_policy.scenario import parse_scenario
 
@@ -69,6 +75,12 @@ class ComposedNodes:
     requests: dict[tuple[str, str], RequestView] = field(default_factory=dict)  # (node, model) -> gpu-policy's request
     warnings: list[str] = field(default_factory=list)
 
+    def waits_on(self, decision: JobDecision, nodes: list[Node]) -> set[str]:
+        """The nodes (of the look's scenario, `nodes`) where a started job has a replica on
+        GPUs that are not there yet: being attached by a request, or by the plan's own
+        compositions (slots beyond the node's GPUs)."""
+        return uses_new_gpus(decision, {n.name: n.gpus - self.attaching.get(n.name, 0) for n in nodes})
+
 
 def planned_size(r: RequestView, now: float, deadline_s: float) -> int:
     """The GPUs a request of gpu-policy's is planned with: its size, or, past its deadline,
@@ -102,7 +114,7 @@ def compose_nodes(settings: dict, nodes: list[NodeView], requests: list[RequestV
         out.requests.update({(r.node, r.model): r for r in mine})
         online = sum(r.online for r in mine)
         planned = sum(planned_size(r, now, deadline_s) for r in mine)
-        gpus = max(0, view.gpus - online) + planned
+        gpus = (view.gpus - online if view.gpus >= online else view.gpus) + planned
         if gpus > view.max_gpus:
             raise ClusterObjectError(f"node {view.name}", "metadata.annotations.gpu-policy.io/max-gpus",
                                      f"must be at least the node's {gpus} GPUs (allocatable, and being attached), "

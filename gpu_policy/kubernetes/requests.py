@@ -83,6 +83,10 @@ class RequestView:
         state = self.state or "not picked up by the operator yet"
         return f"{state} ({self.error})" if self.error else state
 
+    def waiting(self) -> str:
+        """What a job placed on this request's GPUs waits for, in words."""
+        return f"waiting for {self.missing} {self.model} to be attached to {self.node}: {self.stage()}"
+
     def errors(self) -> str:
         """`status.error` and each device's error, verbatim ("" when none)."""
         parts = [f"status.error: {self.error}"] if self.error else []
