@@ -19,7 +19,8 @@ from gpu_policy._scenario_fields import (
     MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
-from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Queue, Scenario
+from gpu_policy.model import (Composable, ComposableNode, ComposablePool, GpuSharing, Job, Namespace, Node, Queue,
+                              Scenario)
 from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
 API_VERSION = "gpu-policy/v1alpha1"
@@ -91,10 +92,10 @@ def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
                 if getattr(item, name) is None:
                     raise ScenarioError(scenario.source, f"{path}.{name}", "is required")
             for key, value in vars(item).items():
-                if value is None or value == [] or value == {}:
+                if value is None or (type(value) in (list, dict) and not value):
                     continue  # the field's default: what scenario_to_dict leaves out
                 try:
-                    checks[key](asdict(value) if is_dataclass(value) else value)
+                    checks[key](asdict(value) if isinstance(value, GpuSharing) else value)
                 except Invalid as e:
                     raise ScenarioError(scenario.source, f"{path}.{key}{e.at}", str(e)) from None
             if item.name in seen:

@@ -52,16 +52,11 @@ def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> lis
     return ops
 
 
-def release_job(client: KubeClient, pods: list[PodRef], placements: list[Placement], fractional: bool,
-                read: Callable[[str, str], dict | None], check: Callable[[], None],
-                on_released: Callable[[PodRef, str, dict], None]) -> Reason | None:
-    """Release each pod onto its placement (pods by name, placements in the plan's order);
-    why (some of) the gang stays gated, or None. `read` gives a pod's object as cached;
-    `check` runs before every write (fencing); `on_released(pod, node, the pod as patched)`
-    runs after each release, so what was released is known even when a later write raises
-    (the API server went away, the lease was lost) and the gang is left released part way.
-    A refused patch (404, 409, 422) does not stop the others: the gang's reservation holds
-    the nodes of the pods still gated, and the next round releases them there."""
+def release_patches(pods: list[PodRef], placements: list[Placement], fractional: bool,
+                    read: Callable[[str, str], dict | None]) -> list[tuple[PodRef, str, list[dict]]] | Reason:
+    """The release patch of each pod onto its placement (pods by name, placements in the
+    plan's order), every pod checked before any is sent; the reason when one cannot be
+    released, so that the gang stays gated whole. `read` gives a pod's object as cached."""
     if len(pods) != len(placements):
         return Reason("ReleaseFailed", f"{len(pods)} of its pods are gated but the plan placed {len(placements)}")
     patches = []
@@ -73,6 +68,17 @@ def release_job(client: KubeClient, pods: list[PodRef], placements: list[Placeme
         if isinstance(ops, Reason):
             return Reason(ops.code, f"pod {ref}: {ops.text}")
         patches.append((ref, place.node, ops))
+    return patches
+
+
+def send_releases(client: KubeClient, patches: list[tuple[PodRef, str, list[dict]]], check: Callable[[], None],
+                  on_released: Callable[[PodRef, str, dict], None]) -> Reason | None:
+    """Send the release patches; why some pods stay gated, or None. `check` runs before
+    every write (fencing); `on_released(pod, node, the pod as patched)` runs after each
+    release, so what was released is known even when a later write raises (the API server
+    went away, the lease was lost) and a gang is left released part way. A refused patch
+    (404, 409, 422) does not stop the others: the gang's reservation holds the nodes of the
+    pods still gated, and the next round releases them there."""
     problems = []
     for ref, node, ops in patches:
         check()

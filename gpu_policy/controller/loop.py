@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from gpu_policy.cluster.compose import plan_observation
 from gpu_policy.cluster.source import Observation
-from gpu_policy.controller.admission import release_job
+from gpu_policy.controller.admission import release_patches, send_releases
 from gpu_policy.controller.cache import CONFIG_MAPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
 from gpu_policy.controller.events import NOT_ADMITTED, EventWriter
 from gpu_policy.controller.informer import Change, Informer
@@ -256,16 +256,14 @@ class Controller:
         self._admit(plan, snap, obs.object_warnings)
 
     def _admit(self, plan: Plan, snap: Snapshot, bad: list[ObjectWarning]) -> None:
-        """Reserve the gangs the plan starts; release the gated jobs it starts (and a reserved
-        job's pods still gated, onto its reserved nodes); then write their Admitted Events and
-        say why the others wait (releases first: they are what pods wait for, Events are not)."""
+        """Release the gated jobs the plan starts (and a reserved job's pods still gated, onto
+        its reserved nodes): check every pod first, reserve the gangs, send the patches; then
+        write the Admitted Events and say why the others wait (releases first: they are what
+        pods wait for, Events are not)."""
         decided = {d.name: d for d in plan.jobs}
         jobs = {j.name: j for j in snap.scenario.jobs}
         shares = {q.name: f"; {q.name} {q.allocated_before:g} -> {q.allocated_after:g} GPUs" for q in plan.queues}
-        self._reserve_gangs([decided[name] for name in snap.gated if name not in snap.reservations
-                             and name in decided and decided[name].action == "start"], snap)
-        admitted: list[tuple[PodRef, str]] = []
-        waiting = []
+        releases, waiting = [], []
         for name, refs in snap.gated.items():
             d = decided.get(name)
             reservation = snap.reservations.get(name)
@@ -273,15 +271,25 @@ class Controller:
                 places = _unheld([Placement(n, reservation.gpus, list(ix)) for n, ix in
                                   zip(reservation.nodes, reservation.gpu_indices or [[]] * len(reservation.nodes))],
                                  snap.held.get(name, []))
-                refs, why = self._release(name, refs, places, reservation.gpus < 1,
-                                          shares.get(reservation.queue, ""), admitted)
+                patches = release_patches(refs, places, reservation.gpus < 1, self.cache.pod)
+                share = shares.get(reservation.queue, "")
             elif d is not None and d.action == "start":
-                refs, why = self._release(name, refs, d.replicas, jobs[name].is_fractional, shares.get(d.queue, ""),
-                                          admitted)
+                patches = release_patches(refs, d.replicas, jobs[name].is_fractional, self.cache.pod)
+                share = shares.get(d.queue, "")
             else:
-                why = _waiting_reason(name, d, snap)
+                waiting.append((name, refs, d, _waiting_reason(name, d, snap)))
+                continue
+            if isinstance(patches, Reason):
+                waiting.append((name, refs, d, patches))
+            else:
+                releases.append((name, refs, d, patches, share))
+        self._reserve_gangs([d for name, _, d, patches, _ in releases if len(patches) > 1
+                             and name not in snap.reservations], snap)
+        admitted: list[tuple[PodRef, str]] = []
+        for name, refs, d, patches, share in releases:
+            gated, why = self._release(name, refs, patches, share, admitted)
             if why is not None:
-                waiting.append((name, refs, d, why))
+                waiting.append((name, gated, d, why))
         for ref, note in admitted:
             self.events.write(ref, "GpuPolicyAdmitted", note)
         waiting += self._left_out(bad)
@@ -300,7 +308,7 @@ class Controller:
         before its first pod is released: a gang released part way (a refused patch, the API
         server or the lease lost, this process killed) is then held whole in every snapshot, by
         any replica, until the next round releases the rest onto the same nodes."""
-        gangs = [self.cluster._reservation(snap.scenario.jobs, d) for d in starts if len(d.replicas) > 1]
+        gangs = [self.cluster._reservation(snap.scenario.jobs, d) for d in starts]
         for r in gangs:
             r.check()
         if gangs:  # seen at once: the next round finds the reservation even before its watch event
@@ -321,11 +329,11 @@ class Controller:
                 out.append((full, [PodRef(namespace, name, uid)], None, Reason(code, w.line())))
         return out
 
-    def _release(self, name: str, refs: list[PodRef], places: list[Placement], fractional: bool, share: str,
+    def _release(self, name: str, refs: list[PodRef], patches: list[tuple[PodRef, str, list[dict]]], share: str,
                  admitted: list[tuple[PodRef, str]]) -> tuple[list[PodRef], Reason | None]:
-        """Release the job's gated pods onto `places`; each released pod's Admitted Event (its
-        node, and `share`: its queue's GPUs before and after the plan) is added to `admitted`.
-        Returns the pods still gated and why, or ([], None)."""
+        """Send the job's release patches; each released pod's Admitted Event (its node, and
+        `share`: its queue's GPUs before and after the plan) is added to `admitted`. Returns
+        the pods still gated and why, or ([], None)."""
         done: list[PodRef] = []
 
         def released(ref: PodRef, node: str, pod: dict) -> None:
@@ -339,7 +347,7 @@ class Controller:
             done.append(ref)
 
         try:
-            why = release_job(self.cluster.client, refs, places, fractional, self.cache.pod, self.lease.check, released)
+            why = send_releases(self.cluster.client, patches, self.lease.check, released)
         finally:  # also when a write raised part way: say what was released
             if 0 < len(done) < len(refs):
                 log.warning("%s: released %d of its %d gated pods; the rest stay gated on their reserved nodes and "

@@ -1,13 +1,16 @@
 """When the controller releases: what arrived while it planned is planned at once after the
 round (no debounce on top), and a gang whose release stops part way (a patch refused, the API
 server gone) keeps its released pods where they are, the rest placed by its reservation and
-released by the next round, in every snapshot, by any replica."""
+released by the next round, in every snapshot, by any replica; and while it runs, the cyclic
+garbage collector runs less often."""
 
+import gc
 import time
 
 import pytest
 
 from gpu_policy.controller import Controller, ControllerSettings
+from gpu_policy.controller.loop import GC_THRESHOLDS
 from gpu_policy.kubernetes.names import RESERVATIONS_CONFIGMAP
 from tests.kubernetes.controller_harness import (DEADLINE_S, cluster_of, gated_pod, json_patches, new_controller,
                                                  released, settle)
@@ -25,7 +28,7 @@ def test_what_arrives_while_a_round_plans_is_planned_right_after_it(api, cluster
             plan = round_()
             fake_time.now += 1.0
             api.put(gated_pod("meanwhile", "b"))
-            sees_queued(c)
+            sees_queued(c, "meanwhile")
             return plan
 
         c.round = a_long_round
@@ -39,10 +42,24 @@ def test_what_arrives_while_a_round_plans_is_planned_right_after_it(api, cluster
         c.stop.set()
 
 
-def sees_queued(c: Controller) -> None:
-    """Wait until the watch has queued a change (not yet taken into the cache)."""
+def test_the_running_controller_collects_garbage_less_often_and_restores_it(api, cluster, fake_time):
+    cluster_of(api)
+    c = new_controller(cluster)
+    seen = []
+    c.step = lambda: (seen.append(gc.get_threshold()), c.stop.set())
+    before = gc.get_threshold()
+    c.run()
+    assert seen == [GC_THRESHOLDS] and gc.get_threshold() == before
+
+
+def sees_queued(c: Controller, name: str) -> None:
+    """Wait until the watch has queued the pod's arrival (not yet taken into the cache)."""
     deadline = time.monotonic() + DEADLINE_S
-    while c.changes.empty():
+    while True:
+        with c.changes.mutex:
+            queued = [ch.obj for ch in c.changes.queue if ch.obj is not None]
+        if any((obj.get("metadata") or {}).get("name") == name for obj in queued):
+            return
         assert time.monotonic() < deadline, "the watch did not deliver within the deadline"
         time.sleep(0.01)
 
