@@ -17,7 +17,9 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing
+import os
 import random
 import resource
 import statistics
@@ -107,6 +109,8 @@ def serve(nodes: int, pods: int, rate: float, conn) -> None:
         served = [r for r in api.requests[first:] if r.query.get("watch") not in ("true", "1")]
         conn.send({"latencies": [s for t, s in latencies if lo <= t <= hi], "bytes": sum(r.bytes for r in served),
                    "waiting": len(created)})
+        conn.recv()  # the controller has stopped: the API server may go now (not before: its last round)
+        sys.stderr = open(os.devnull, "w")  # a watch's last flush may meet the socket its reader closed: no trace
 
 
 def requests_by_verb(controller: Controller) -> dict[str, float]:
@@ -139,8 +143,10 @@ def measure(nodes: int, pods: int, rate: float, warmup: float, duration: float) 
     parent.send("stop")
     parent.send((warmup, warmup + duration))
     child_report = parent.recv()
-    controller.stop.set()
-    loop.join(timeout=60)
+    controller.stop.set()  # the controller first (it finishes its round, releases the Lease), then the server
+    loop.join(timeout=120)
+    logging.getLogger("gpu_policy.controller.informer").setLevel(logging.ERROR)  # the watches end with the server
+    parent.send("stopped")
     server.join(timeout=60)
     lat = sorted(child_report["latencies"])
     per_minute = {verb: (after.get(verb, 0) - before.get(verb, 0)) * 60 / duration for verb in after}
@@ -170,7 +176,8 @@ def main() -> int:
         p50 = f"{m['p50']:.2f}" if m["p50"] is not None else "-"
         p99 = f"{m['p99']:.2f}" if m["p99"] is not None else "-"
         print(f"{nodes} nodes / {pods} pods: release p50 {p50} s, p99 {p99} s ({m['released']} released, "
-              f"{m['waiting_at_end']} gated at the end); {m['plans_per_s']:.2f} plans/s; requests per minute: "
+              f"{m['waiting_at_end']} gated at the end); {m['plans_per_s']:.2f} plans/s; "
+              f"LISTs in steady state {m['per_minute'].get('list', 0) * args.duration / 60:.0f}; requests per minute: "
               f"{verbs or 'none'}; API server answered {m['answered_mib']:.1f} MiB during the arrivals "
               f"(watch streams excluded); controller peak memory {m['peak_mib']:.0f} MiB", flush=True)
     return 0

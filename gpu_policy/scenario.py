@@ -19,7 +19,8 @@ from gpu_policy._scenario_fields import (
     MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
-from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Queue, Scenario
+from gpu_policy.model import (Composable, ComposableNode, ComposablePool, GpuSharing, Job, Namespace, Node, Queue,
+                              Scenario)
 from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
 API_VERSION = "gpu-policy/v1alpha1"
@@ -56,9 +57,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if data.get("kind", "Scenario") != "Scenario":
         raise ScenarioError(source, "kind", f"must be Scenario, got {show(data['kind'])}")
     nodes = _build_all(data, "nodes", Node, NODE_FIELDS, source)
-    total = sum(n.gpus for n in nodes)
-    if total > MAX_CLUSTER_GPUS:
-        raise ScenarioError(source, "nodes", f"must hold at most {MAX_CLUSTER_GPUS:,} GPUs in all, got {total:,}")
+    _check_cluster_gpus(nodes, source)
     scenario = Scenario(
         nodes=nodes,
         queues=_build_all(data, "queues", Queue, QUEUE_FIELDS, source),
@@ -68,7 +67,53 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         telemetry=data.get("telemetry"),
         namespaces=_build_all(data, "namespaces", Namespace, NAMESPACE_FIELDS, source),
     )
-    scenario.composable = _build_composable(data.get("composable"), scenario)
+    return _check_whole(scenario, data.get("composable"))
+
+
+#: the sections of a scenario built in code: (section, its type, its field checks)
+_SECTIONS = (("nodes", Node, NODE_FIELDS), ("queues", Queue, QUEUE_FIELDS), ("jobs", Job, JOB_FIELDS),
+             ("namespaces", Namespace, NAMESPACE_FIELDS))
+
+
+def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
+    """Validate a scenario built in code (the Kubernetes mapping builds one per look) as
+    `parse_scenario` validates one read from a file, without writing it out and reading it
+    back: every field that is not its default passes its field check, names are unique, and
+    the cross checks (references, placements, `composable`, the section as a file has it)
+    hold. The first problem raises a ScenarioError naming the field path."""
+    for section, cls, checks in _SECTIONS:
+        items, seen = getattr(scenario, section), set()
+        if len(items) > MAX_ITEMS[section]:
+            raise ScenarioError(scenario.source, section,
+                                f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
+        for i, item in enumerate(items):
+            path = job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
+            for name in REQUIRED[cls]:
+                if getattr(item, name) is None:
+                    raise ScenarioError(scenario.source, f"{path}.{name}", "is required")
+            for key, value in vars(item).items():
+                if value is None or (type(value) in (list, dict) and not value):
+                    continue  # the field's default: what scenario_to_dict leaves out
+                try:
+                    checks[key](asdict(value) if isinstance(value, GpuSharing) else value)
+                except Invalid as e:
+                    raise ScenarioError(scenario.source, f"{path}.{key}{e.at}", str(e)) from None
+            if item.name in seen:
+                raise ScenarioError(scenario.source, f"{path}.name", f"duplicate name {show(item.name)}")
+            seen.add(item.name)
+    _check_cluster_gpus(scenario.nodes, scenario.source)
+    return _check_whole(scenario, composable)
+
+
+def _check_cluster_gpus(nodes: list[Node], source: str) -> None:
+    total = sum(n.gpus for n in nodes)
+    if total > MAX_CLUSTER_GPUS:
+        raise ScenarioError(source, "nodes", f"must hold at most {MAX_CLUSTER_GPUS:,} GPUs in all, got {total:,}")
+
+
+def _check_whole(scenario: Scenario, composable: Any) -> Scenario:
+    """The checks across sections, once every item is built; `composable` is the section as read."""
+    scenario.composable = _build_composable(composable, scenario)
     _check_references(scenario)
     _check_placements(scenario)
     _check_expect(scenario)

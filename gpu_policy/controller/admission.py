@@ -4,7 +4,10 @@ The patch `test`s that the gate at index i is gpu-policy's, `remove`s it (other
 controllers' gates stay), and adds the hostname selector (the whole nodeSelector when the
 pod has none; KEP-3838 allows additions while a pod is gated). A fraction also gets its
 GPU index annotation, in the same patch. A gang's pods are all checked before any is
-patched, so a gang that cannot be released where the plan put it stays gated whole.
+patched, so a gang that cannot be released where the plan put it stays gated whole; a
+gang's placement is written as a reservation before its first release (gpu_policy.controller.loop),
+so one released part way (a patch refused, the API server or the lease lost mid-gang) keeps
+its released pods where they are and the rest placed, and the next round releases the rest.
 """
 
 from __future__ import annotations
@@ -49,29 +52,39 @@ def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> lis
     return ops
 
 
-def release_job(client: KubeClient, pods: list[PodRef], placements: list[Placement], fractional: bool,
-                read: Callable[[str, str], dict | None], check: Callable[[], None],
-                ) -> tuple[list[tuple[PodRef, str, dict]], Reason | None]:
-    """Release each pod onto its placement (pods by name, placements in the plan's order).
-    Returns ([(pod, node, the pod as patched)], why the gang stays gated or None);
-    `read` gives a pod's object as cached; `check` runs before every write (fencing)."""
+def release_patches(pods: list[PodRef], placements: list[Placement], fractional: bool,
+                    read: Callable[[str, str], dict | None]) -> list[tuple[PodRef, str, list[dict]]] | Reason:
+    """The release patch of each pod onto its placement (pods by name, placements in the
+    plan's order), every pod checked before any is sent; the reason when one cannot be
+    released, so that the gang stays gated whole. `read` gives a pod's object as cached."""
     if len(pods) != len(placements):
-        return [], Reason("ReleaseFailed", f"{len(pods)} of its pods are gated but the plan placed {len(placements)}")
+        return Reason("ReleaseFailed", f"{len(pods)} of its pods are gated but the plan placed {len(placements)}")
     patches = []
     for ref, place in zip(pods, placements):
         pod = read(ref.namespace, ref.name)
         if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
-            return [], Reason("ReleaseFailed", f"pod {ref} changed since the plan looked")
+            return Reason("ReleaseFailed", f"pod {ref} changed since the plan looked")
         ops = release_operations(pod, place.node, list(place.gpu_indices) if fractional else None)
         if isinstance(ops, Reason):
-            return [], Reason(ops.code, f"pod {ref}: {ops.text}")
+            return Reason(ops.code, f"pod {ref}: {ops.text}")
         patches.append((ref, place.node, ops))
-    released, problems = [], []
+    return patches
+
+
+def send_releases(client: KubeClient, patches: list[tuple[PodRef, str, list[dict]]], check: Callable[[], None],
+                  on_released: Callable[[PodRef, str, dict], None]) -> Reason | None:
+    """Send the release patches; why some pods stay gated, or None. `check` runs before
+    every write (fencing); `on_released(pod, node, the pod as patched)` runs after each
+    release, so what was released is known even when a later write raises (the API server
+    went away, the lease was lost) and a gang is left released part way. A refused patch
+    (404, 409, 422) does not stop the others: the gang's reservation holds the nodes of the
+    pods still gated, and the next round releases them there."""
+    problems = []
     for ref, node, ops in patches:
         check()
         answer = client.patch_pod_json(ref.namespace, ref.name, ops)
         if answer.status == 200:
-            released.append((ref, node, answer.body))
+            on_released(ref, node, answer.body)
         else:
             problems.append(f"pod {ref}: the API server answered {answer.status}: {answer.message}")
-    return released, Reason("ReleaseFailed", "; ".join(problems)) if problems else None
+    return Reason("ReleaseFailed", "; ".join(problems)) if problems else None

@@ -22,7 +22,9 @@ person should read. It does no I/O. What it decides where the contract is silent
   a gang that has fewer pods than its minimum, none bound, is not planned yet (`incomplete`
   says why): a gated gang cannot start until all its pods exist.
 - A pod released by gpu-policy but not bound yet (no gate, a hostname selector) holds
-  that node's GPUs, as a bound pod does: nothing is promised twice.
+  that node's GPUs, as a bound pod does: nothing is promised twice. A gang's placement is
+  reserved before its first pod is released, so a gang released part way is its
+  reservation (all its GPUs held) until its last pod is released, never a broken gang.
 - A composable node is kept even with no GPUs: composition may give it some.
 """
 
@@ -43,7 +45,7 @@ from gpu_policy.kubernetes.pods import PodRef, PodView
 from gpu_policy.kubernetes.reservations import Reservation
 from gpu_policy.kubernetes.workloads import gang_trouble, with_pod_groups
 from gpu_policy.model import Job, Namespace, Node, Queue, Scenario
-from gpu_policy.scenario import parse_scenario, scenario_to_dict
+from gpu_policy.scenario import check_built
 
 
 def needs_namespace_labels(pods: list[PodView]) -> bool:
@@ -84,6 +86,7 @@ class Snapshot:
     gated: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods held by gpu-policy's gate
     incomplete: dict[str, str] = field(default_factory=dict)  # job name -> why it is not planned yet
     broken: dict[str, list[PodRef]] = field(default_factory=dict)  # broken gang -> its pods that hold GPUs
+    held: dict[str, list[str]] = field(default_factory=dict)  # reserved job -> the nodes its pods already hold
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
@@ -107,15 +110,20 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
-    jobs, refs, gated, incomplete, broken = [], {}, {}, {}, {}
+    jobs, refs, gated, incomplete, broken, held = [], {}, {}, {}, {}, {}
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
     for (namespace, group), members in sorted(managed.items()):
         name = f"{namespace}/{group}"
         waiting = sorted((p for p in members if p.gated), key=lambda p: p.name)
         if waiting:
             gated[name] = [p.ref for p in waiting]
-        if name in reserved:
-            continue  # the reservation stands for the job until all its pods are bound
+        if name in reserved:  # the reservation stands for the job until all its pods hold GPUs
+            held[name] = [p.node for p in members if p.node]
+            if held[name] and waiting:
+                warnings.append(f"job {name}: released part way: {len(held[name])} of its pods released, "
+                                f"{len(waiting)} still gated; its reservation holds their GPUs until they are "
+                                "released")
+            continue
         trouble = gang_trouble(members)
         if trouble is not None:
             verdict, words = trouble
@@ -140,13 +148,12 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     _drop_bad_indices(scenario_nodes, jobs, warnings)
     scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source,
                         namespaces=_namespaces(jobs, queues, namespace_labels or {}))
-    data = scenario_to_dict(scenario)
     if composed is not None:
-        data["composable"] = composed.section
         warnings += composed.warnings
-    return Snapshot(parse_scenario(data, source), warnings, refs, reserved,
+    check_built(scenario, composed.section if composed is not None else None)  # a file's checks, no round trip
+    return Snapshot(scenario, warnings, refs, reserved,
                     stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
-                    gated=gated, incomplete=incomplete, broken=broken)
+                    gated=gated, incomplete=incomplete, broken=broken, held=held)
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],

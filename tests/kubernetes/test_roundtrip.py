@@ -8,7 +8,10 @@ import pytest
 
 from gpu_policy import load_scenario, parse_scenario, plan
 from gpu_policy.cli import main
-from gpu_policy.scenario import scenario_to_dict
+from gpu_policy.errors import ScenarioError
+from gpu_policy.kubernetes import KubernetesCluster
+from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.scenario import check_built, scenario_to_dict
 from gpu_policy.telemetry import SimulatedDcgmSource, TelemetrySettings, cluster_signals
 from tests.conftest import scenario_files
 from tests.kubernetes.objects import load_into
@@ -41,6 +44,10 @@ def decisions(result: dict) -> dict:
 def test_round_trip(api, kubeconfig, path, capsys):
     original = load_scenario(path)
     load_into(api, original, time.time(), NAMESPACE)
+    built = KubernetesCluster("k8s://", kubeconfig=kubeconfig).observe().scenario
+    # the mapping builds its scenario without writing it out and reading it back: what it builds
+    # is already what a file of it reads as
+    assert parse_scenario(scenario_to_dict(built), built.source) == built
     cluster = ["--cluster", "k8s://", "--kubeconfig", kubeconfig]
     snapshot = parse_scenario(run(capsys, "snapshot", *cluster, "--format", "json"), "snapshot")
     assert comparable(snapshot) == comparable(original)
@@ -63,3 +70,26 @@ def test_round_trip(api, kubeconfig, path, capsys):
     assert got["summary"] == want["summary"]
     assert [(q["name"], q["fair_share"], q["allocated_after"]) for q in got["queues"]] == \
            [(q["name"], q["fair_share"], q["allocated_after"]) for q in want["queues"]]
+
+
+@pytest.mark.parametrize("scenario, line", [
+    (Scenario(nodes=[Node("n1", gpus=2000)], queues=[], jobs=[]), "x: nodes[0].gpus: must be at most 1,024"),
+    (Scenario(nodes=[Node("n1", gpus=8, labels={"a": ["b"]})], queues=[], jobs=[]),
+     "x: nodes[0].labels: must be a mapping of label names to values"),
+    (Scenario(nodes=[Node("n1", gpus=8), Node("n1", gpus=8)], queues=[], jobs=[]), "x: nodes[1].name: duplicate name"),
+    (Scenario(nodes=[Node("n1", gpus=8)], queues=[Queue("q")], jobs=[Job("j", "q", 4, running=["n2"])]),
+     "x: jobs[0] (name: j).running[0]: unknown node"),
+    (Scenario(nodes=[Node("n1", gpus=8)], queues=[Queue("q")], jobs=[Job("j", "q", 1.5)]),
+     "x: jobs[0] (name: j).gpus: a fraction of a GPU must be below 1"),
+    (Scenario(nodes=[Node("n1", gpus=8)], queues=[Queue("q")], jobs=[Job("j", "gone", 1)]),
+     "x: jobs[0] (name: j).queue: unknown queue"),
+])
+def test_a_built_scenario_is_checked_as_a_file_is(scenario, line):
+    """The checks a file's scenario passes hold for the one the mapping builds (check_built)."""
+    scenario.source = "x"
+    with pytest.raises(ScenarioError) as e:
+        check_built(scenario)
+    assert str(e.value).startswith(line)
+    with pytest.raises(ScenarioError) as parsed:
+        parse_scenario(scenario_to_dict(scenario), "x")
+    assert str(parsed.value).split(":")[:2] == str(e.value).split(":")[:2]  # the same field as a file's
