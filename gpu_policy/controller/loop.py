@@ -33,6 +33,7 @@ from gpu_policy.kubernetes.snapshot import Snapshot
 from gpu_policy.plan import JobDecision, Placement, Plan
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.gc_tuning import tune_gc
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class Controller:
 
     def run(self) -> None:
         """Turn until `stop` is set; then release the Lease (the action in flight finishes first)."""
+        tune_gc()
         try:
             while not self.stop.is_set():
                 self.step()

@@ -220,7 +220,9 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
                     swapped=_swapped(s, out.preempted),
                     cut_off=report.status != OPTIMAL and report.status != NOTHING,
                     composition=composer if composer.settings.nodes else None, refused=refused)
-    started = [jobs[n] for n in out.started]
+    started: dict[str, list[Job]] = defaultdict(list)  # queue -> the jobs the plan starts
+    for name in out.started:
+        started[jobs[name].queue].append(jobs[name])
     decisions = []
     for job in s.jobs:
         if job.name in out.moved:

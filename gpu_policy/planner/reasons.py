@@ -270,17 +270,19 @@ def composition_start(when: str, action: str, reason: str) -> Reason:
     return Reason("MovedToDefragment", f"{reason}; {when}")
 
 
-def preempt_reason(job: Job, j: Judged, started: list[Job], idle_s: float | None = None) -> Reason:
+def preempt_reason(job: Job, j: Judged, started: dict[str, list[Job]], idle_s: float | None = None) -> Reason:
+    """Why a running job is preempted; `started`: the jobs the plan starts, per queue (so that
+    each reason reads only its own queue's starts)."""
     why = _preempt_why(job, j, started)
     return Reason(why.code, f"{why.text}; idle for {idle_s / 60:.0f} min") if idle_s is not None else why
 
 
-def _preempt_why(job: Job, j: Judged, started: list[Job]) -> Reason:
+def _preempt_why(job: Job, j: Judged, started: dict[str, list[Job]]) -> Reason:
     q = job.queue
-    mine = [p for p in started if rules.may_preempt_inside(job, p)]
+    mine = [p for p in started.get(q, ()) if rules.may_preempt_inside(job, p)]
     tier = j.giving.get(q)
     if tier:
-        takers = sorted({p.queue for p in started if p.queue in j.receiving and p.queue != q})
+        takers = sorted(r for r in started if r in j.receiving and r != q)
         parts = []
         for r in takers:
             up_r, up_g = j.tree.judged(r, q)
