@@ -12,8 +12,7 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
-from gpu_policy.planner.accounting import (accounts, credits, inside_only_when_needed, limits_and_nonpreemptible,
-                                           no_swap_inside, priority_levels, shortfalls)
+from gpu_policy.planner.accounting import accounts, credits, limits_and_nonpreemptible, shortfalls
 from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
 from gpu_policy.planner.objectives import moves_stage, packing_stage, preemption_stages, starts_stage
@@ -22,6 +21,7 @@ from gpu_policy.planner.program import (PlanProgram, affine, build_capacity, bui
                                         no_room_left_for_victims)
 from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
+from gpu_policy.planner.rules.inside import inside_only_when_needed, no_swap_inside, priority_levels
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
@@ -216,7 +216,7 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
                     receiving={q: (rules.GUARANTEE if _on(t.get(rules.GUARANTEE)) else rules.FAIR)
                                for q, t in m.receives.items() if any(_on(v) for v in t.values())},
                     giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
-                            if any((v.varValue or 0) > 1e-6 for v in t.values())},
+                            if any((v.varValue or 0) > rules.EPS for v in t.values())},
                     swapped=_swapped(s, out.preempted),
                     cut_off=report.status != OPTIMAL and report.status != NOTHING,
                     composition=composer if composer.settings.nodes else None, refused=refused)
@@ -255,7 +255,7 @@ def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> 
 
 
 def _swapped(s: Scenario, preempted: set[str]) -> dict[str, list[Job]]:
-    """Per queue, the jobs the plan preempts (accounting.no_swap_inside: the queue's jobs
+    """Per queue, the jobs the plan preempts (rules.inside.no_swap_inside: the queue's jobs
     whose place they could take wait)."""
     out: dict[str, list[Job]] = defaultdict(list)
     for job in s.jobs:

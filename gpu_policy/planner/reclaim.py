@@ -13,8 +13,6 @@ from gpu_policy.planner.accounting import Accounts, Credit
 from gpu_policy.planner.program import PlanProgram, affine, most
 from gpu_policy.planner.scope import Scope, Standing
 
-#: Strictness of "still above its floor", in GPUs (amounts are sums of fractions).
-STRICT = 1e-4
 
 
 def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict[str, Credit]) -> None:
@@ -78,7 +76,7 @@ def _matched(m: PlanProgram, st: Standing, given: dict[str, dict], received: dic
     # GPUs given <= big * any_given
     m.add(affine({**every, any_given: -(sum(st.held[q] for q in givers) + 1)}) <= 0, "matched")
     # GPUs given - the largest victim + strict * any_given <= GPUs received
-    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: STRICT,
+    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: rules.STRICT,
                   **{v: -1 for tier in rules.TIERS for v in received[tier]}}) <= 0, "matched")
     if given[rules.GUARANTEE]:
         # GPUs given in the guarantee tier - the largest victim <= GPUs received in it
@@ -199,13 +197,13 @@ def _giver(m: PlanProgram, st: Standing, q: str, cross: dict, const: float, larg
             # a queue does not give and receive in one plan
             m.add(affine({on: 1, receives: 1}) <= 1, "gives_or_receives")
         floor = rules.floor(st.shares, q, tier)
-        slack = big + abs(st.held[q] - floor) + STRICT
+        slack = big + abs(st.held[q] - floor) + rules.STRICT
         terms = dict(cross)
         for size, z in largest.items():
             terms[z] = terms.get(z, 0) - size
         terms[on] = slack
         # cross[q] - largest[q] <= held[q] - floor[q,t] - strict + slack * (1 - gives[q,t])
-        m.add(affine(terms, const) <= st.held[q] - floor - STRICT + slack, "floor")
+        m.add(affine(terms, const) <= st.held[q] - floor - rules.STRICT + slack, "floor")
     # cross[q] = sum over tiers of given[q,t]
     m.add(affine({**cross, **total}, const) == 0, "given")
     return parts
@@ -254,7 +252,7 @@ def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tup
             given[z] = -size
         if picks:
             m.add(affine({z: 1 for z in picks.values()}) <= 1, "largest")
-        slack = big + abs(st.held[d] - low) + STRICT
+        slack = big + abs(st.held[d] - low) + rules.STRICT
         given[out_of] = slack
         # given[d] - largest[d] <= held[d] - floor[d] - strict + slack * (1 - gives[d])
-        m.add(affine(given, -const) <= st.held[d] - low - STRICT + slack, "dept_floor")
+        m.add(affine(given, -const) <= st.held[d] - low - rules.STRICT + slack, "dept_floor")

@@ -27,8 +27,6 @@ from gpu_policy.planner.layout import Layout, spare_resources
 from gpu_policy.planner.shapes import Eligible, Shape, node_kind, scenario_constraints, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
-_EPS = 1e-9
-
 
 @dataclass
 class Standing:
@@ -166,13 +164,13 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
     moves_left = cfg.max_moves
     opened: list[list] = []  # [room, node, gpu] of GPUs virtually holding fractions, best fit first
     shared = sorted((1 - sl.used, n, i) for n, nl in layout.nodes.items() for i, sl in enumerate(nl.slots)
-                    if nl.healthy(i) and sl.fractions and not sl.whole and 1 - sl.used > _EPS)
+                    if nl.healthy(i) and sl.fractions and not sl.whole and rules.has_room(sl.used))
     opened.extend([list(x) for x in shared])
 
     def cpu_ok(job: Job):
         def ok(node: str) -> bool:
             room = spare[node]
-            return all(room.get(r, float("inf")) + _EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
+            return all(room.get(r, float("inf")) + rules.EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
         return ok
 
     def consolidate(found: Consolidation, job: Job, need: int) -> int:
@@ -194,7 +192,7 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
         shape = shape_of(job)
         for _ in range(job.replicas):
             if shape.fractional:
-                spot = next((x for x in opened if x[0] + _EPS >= job.gpus and shape.fits_model(nodes[x[1]])
+                spot = next((x for x in opened if rules.fits_on_gpu(1 - x[0], job.gpus) and shape.fits_model(nodes[x[1]])
                              and index.allows(shape, x[1]) and limits.room_for_fraction(x[1], x[2], job.gpus)),
                             None)
                 if spot is None:
@@ -288,7 +286,7 @@ def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job
     their free GPUs: only their GPUs need counting."""
     per_gpu = {r: max((((getattr(j, r) or 0) / j.gpus) for j in waiting if not j.is_fractional), default=0.0)
                for r in ("cpu", "memory_gib")}
-    return {n.name: all(spare[n.name].get(r, float("inf")) + _EPS >= per_gpu[r] * free[n.name]
+    return {n.name: all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
                         for r in ("cpu", "memory_gib")) for n in s.nodes}
 
 
