@@ -49,8 +49,7 @@ def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerCon
     cost = victim_costs(victims, cfg)
 
     def tier(job: Job) -> tuple[int, int]:
-        idle = job.name in limits.idle_jobs and st.held[job.queue] > st.shares.fair[job.queue]
-        return (0, 0) if idle else (1, job.priority)
+        return rules.victim_tier(job, rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair))
 
     stages = []
     for key in sorted({tier(j) for j in victims}, reverse=True):
