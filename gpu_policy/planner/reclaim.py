@@ -11,6 +11,7 @@ from gpu_policy.model import Job
 from gpu_policy.planner import rules
 from gpu_policy.planner.accounting import Accounts, Credit
 from gpu_policy.planner.program import PlanProgram, affine, most
+from gpu_policy.planner.rules.inside import inside_victims
 from gpu_policy.planner.scope import Scope, Standing
 
 
@@ -44,7 +45,7 @@ def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict
             net[q] = (received, 0.0)
             continue
         cross, const = _lost(m, victims)
-        _inside(m, acc, q, victims, received, cross)
+        inside_victims(m, acc, q, victims, received, cross)
         tiers = [t for t in rules.TIERS if q in giving and rules.may_give(st.shares, q, st.held[q], t)]
         if not tiers:
             # cross[q] <= 0: no other queue may take from q now
@@ -82,29 +83,6 @@ def _matched(m: PlanProgram, st: Standing, given: dict[str, dict], received: dic
         # GPUs given in the guarantee tier - the largest victim <= GPUs received in it
         m.add(affine({**given[rules.GUARANTEE], **{z: -size for z, size in picks.items()},
                       **{v: -1 for v in received[rules.GUARANTEE]}}) <= 0, "matched")
-
-
-def _inside(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], received: dict, cross: dict) -> None:
-    """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
-    cross[q], and are no more than those starts take."""
-    waiting = [jobs[0] for k, jobs in m.kinds.items() if k.queue == q and k in m.starts]
-    mine = [v for v in victims if any(rules.may_preempt_inside(v, p) for p in waiting)]
-    if not mine:
-        return
-    lowest = min(v.priority for v in mine)
-    inside = {}
-    for v in mine:
-        var = m.inside[v.name] = m.binary("inside", 0)
-        inside[var] = v.total_gpus
-        terms, const = m.preempted(v)
-        # inside[v] <= preempted[v]
-        m.add(affine({**terms, var: -1}, const) >= 0, "inside")
-        cross[var] = cross.get(var, 0) - v.total_gpus
-    above = m.started(lambda k: k.queue == q and k.priority > lowest)
-    # GPUs of inside victims <= GPUs started by q's jobs above the lowest of them
-    m.add(affine({**inside, **{v: -g for v, g in above.items()}}) <= 0, "inside")
-    # inside GPUs + received GPUs <= GPUs q starts
-    m.add(affine({**inside, **received, **{v: -g for v, g in acc.new[q].items()}}) <= 0, "inside")
 
 
 def _largest_given(m: PlanProgram, givers: list[str], largest: dict[str, dict]) -> dict:

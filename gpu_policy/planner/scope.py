@@ -193,7 +193,8 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
         shape = shape_of(job)
         for _ in range(job.replicas):
             if shape.fractional:
-                spot = next((x for x in opened if rules.fits_on_gpu(1 - x[0], job.gpus) and shape.fits_model(nodes[x[1]])
+                spot = next((x for x in opened if rules.fits_on_gpu(1 - x[0], job.gpus)
+                             and shape.fits_model(nodes[x[1]])
                              and index.allows(shape, x[1]) and limits.room_for_fraction(x[1], x[2], job.gpus)),
                             None)
                 if spot is None:

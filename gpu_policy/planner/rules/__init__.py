@@ -24,8 +24,10 @@ from gpu_policy.planner.rules.reclaim import keeps_floor, may_give, may_receive,
 from gpu_policy.planner.rules.victims import idle_victim, lost_work, victim_order_key, victim_tier
 from gpu_policy.planner.rules.vocabulary import EPS, FAIR, GUARANTEE, STRICT, TIERS, QueueTree, Shares, cap, floor
 
-__all__ = ["EPS", "FAIR", "GUARANTEE", "STRICT", "TIERS", "QueueTree", "Shares", "best_fill", "cap", "fits_on_gpu", "floor", "has_room",
-           "gathered_by_moves", "idle_victim", "keeps_floor", "limit_blocker", "limit_bound", "lost_work", "may_give",
-           "may_preempt_inside", "may_receive", "may_swap_back", "most_idle_for_inside_victim",
-           "nonpreemptible_blocker", "nonpreemptible_bound", "per_gpu", "reclaim_tiers", "relative_share",
-           "start_order", "victim_order_key", "victim_tier"]
+__all__ = [
+    "EPS", "FAIR", "GUARANTEE", "QueueTree", "STRICT", "Shares", "TIERS", "best_fill", "cap", "fits_on_gpu",
+    "floor", "gathered_by_moves", "has_room", "idle_victim", "keeps_floor", "limit_blocker", "limit_bound",
+    "lost_work", "may_give", "may_preempt_inside", "may_receive", "may_swap_back", "most_idle_for_inside_victim",
+    "nonpreemptible_blocker", "nonpreemptible_bound", "per_gpu", "reclaim_tiers", "relative_share", "start_order",
+    "victim_order_key", "victim_tier",
+]

@@ -1,8 +1,9 @@
 """Priority inside a queue, the whole rule: only a strictly higher priority of the same
 queue preempts (`may_preempt_inside`), only for GPUs its starts need
 (`most_idle_for_inside_victim`, `inside_only_when_needed`), never swapped back
-(`may_swap_back`, `no_swap_inside`), and the `priority_p<P>` stages that reward it
-(`priority_levels`). The program's rows and stages are here beside the predicates."""
+(`may_swap_back`, `no_swap_inside`), its victims' variables (`inside_victims`), and the
+`priority_p<P>` stages that reward it (`priority_levels`). The program's rows and stages
+are here beside the predicates."""
 
 from __future__ import annotations
 
@@ -83,6 +84,31 @@ def priority_levels(m: PlanProgram, st: Standing, acc: Accounts) -> list[tuple[s
             for v, g in m.started(lambda k: k.queue == q and k.priority >= level).items():
                 levels[level][v] = levels[level].get(v, 0) - g
     return [(f"priority_p{level}", levels[level]) for level in sorted(levels, reverse=True)]
+
+
+def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], received: dict,
+                   cross: dict) -> None:
+    """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
+    cross[q] (the GPUs `gpu_policy.planner.reclaim` counts as given to other queues), and
+    are no more than those starts take."""
+    waiting = [jobs[0] for k, jobs in m.kinds.items() if k.queue == q and k in m.starts]
+    mine = [v for v in victims if any(may_preempt_inside(v, p) for p in waiting)]
+    if not mine:
+        return
+    lowest = min(v.priority for v in mine)
+    inside = {}
+    for v in mine:
+        var = m.inside[v.name] = m.binary("inside", 0)
+        inside[var] = v.total_gpus
+        terms, const = m.preempted(v)
+        # inside[v] <= preempted[v]
+        m.add(program.affine({**terms, var: -1}, const) >= 0, "inside")
+        cross[var] = cross.get(var, 0) - v.total_gpus
+    above = m.started(lambda k: k.queue == q and k.priority > lowest)
+    # GPUs of inside victims <= GPUs started by q's jobs above the lowest of them
+    m.add(program.affine({**inside, **{v: -g for v, g in above.items()}}) <= 0, "inside")
+    # inside GPUs + received GPUs <= GPUs q starts
+    m.add(program.affine({**inside, **received, **{v: -g for v, g in acc.new[q].items()}}) <= 0, "inside")
 
 
 def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
