@@ -14,7 +14,12 @@ import math
 from dataclasses import dataclass
 
 from gpu_policy.model import Scenario
-from gpu_policy.planner.rules.vocabulary import EPS
+
+#: The one tolerance for comparing amounts (GPUs, CPUs, GiB) that are sums of fractions,
+#: here and in every rule (`gpu_policy.planner.rules.vocabulary` hands it on). Amounts are
+#: multiples of 1/1000 at finest (fractions below are refused), so any slack well below
+#: that and well above float error decides the same.
+EPS = 1e-6
 
 
 @dataclass(frozen=True)

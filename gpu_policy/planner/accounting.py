@@ -1,7 +1,7 @@
 """The queue rules in the program: what each queue holds after the plan, limits,
 non-preemptible work within deserved, guarantees and fair share (with claims before
 borrowing). Reclaim is in `gpu_policy.planner.reclaim`, priority inside a queue in
-`gpu_policy.planner.rules.inside`.
+`gpu_policy.planner.inside`.
 
 Every bound comes from `gpu_policy.planner.rules`; this module only writes them as
 linear rows. A row's comment states it in math before it.

@@ -3,7 +3,7 @@
   preemption_<tier>  preemptions for other queues losing the least work, then the fewest
                      (victim_costs): one stage per victim tier, highest priority first (so
                      lower priorities go first), idle jobs of queues above their share last
-  priority_p<P>      (rules.inside.priority_levels) inside a queue, higher priority first
+  priority_p<P>      (inside.priority_levels) inside a queue, higher priority first
   preemption_inside_<tier>  the preemptions inside a queue that needs, costed the same way
   starts             the most GPUs of waiting work started; ties to the smallest relative
                      share, then higher priority, then older (rules.start_order)

@@ -14,6 +14,7 @@ from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
 from gpu_policy.planner.accounting import accounts, credits, limits_and_nonpreemptible, shortfalls
 from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
+from gpu_policy.planner.inside import inside_only_when_needed, no_swap_inside, priority_levels
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
 from gpu_policy.planner.objectives import moves_stage, packing_stage, preemption_stages, starts_stage
 from gpu_policy.planner.packing import scenario_mix
@@ -21,7 +22,6 @@ from gpu_policy.planner.program import (PlanProgram, affine, build_capacity, bui
                                         no_room_left_for_victims)
 from gpu_policy.planner.realize import Outcome, realize
 from gpu_policy.planner.reclaim import reclaim
-from gpu_policy.planner.rules.inside import inside_only_when_needed, no_swap_inside, priority_levels
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
@@ -255,7 +255,7 @@ def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> 
 
 
 def _swapped(s: Scenario, preempted: set[str]) -> dict[str, list[Job]]:
-    """Per queue, the jobs the plan preempts (rules.inside.no_swap_inside: the queue's jobs
+    """Per queue, the jobs the plan preempts (inside.no_swap_inside: the queue's jobs
     whose place they could take wait)."""
     out: dict[str, list[Job]] = defaultdict(list)
     for job in s.jobs:

@@ -10,8 +10,8 @@ from collections import defaultdict
 from gpu_policy.model import Job
 from gpu_policy.planner import rules
 from gpu_policy.planner.accounting import Accounts, Credit
+from gpu_policy.planner.inside import inside_victims
 from gpu_policy.planner.program import PlanProgram, affine, most
-from gpu_policy.planner.rules.inside import inside_victims
 from gpu_policy.planner.scope import Scope, Standing
 
 

@@ -9,7 +9,6 @@ from gpu_policy.model import Job
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
 
 
-
 def relative_share(allocated: float, gpus: float, deserved: float, fair: float) -> float:
     """Who starts first among tied plans: the smallest (allocated + the job's GPUs) /
     max(deserved, fair share)."""

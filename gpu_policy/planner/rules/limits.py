@@ -7,7 +7,6 @@ from __future__ import annotations
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
 
 
-
 def limit_bound(shares: Shares, entity: str, held_before: float) -> float | None:
     """Most GPUs the entity may hold after the plan: its limit, or what it already holds
     when that is more (a limit lowered below use preempts nothing). None: no limit."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from gpu_policy.planner.rules.vocabulary import EPS, TIERS, QueueTree, Shares, cap, floor
 
 
-
 def keeps_floor(held_before: float, lost: float, largest: float, floor_: float) -> bool:
     """Each victim is needed above the floor: after losing all its victims but the
     largest, the entity still holds more than its floor."""

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from gpu_policy.model import Job
 
 
-
 def lost_work(job: Job, default_age_s: float) -> float:
     """GPU-seconds since the job's last checkpoint: what preempting or moving it loses (an
     unknown age counts as `default_age_s`)."""

@@ -1,6 +1,7 @@
 """The words every rule uses, in one place: the queue tree, what each entity is owed
 (`Shares`: fair share, guarantee = min(deserved, demand), deserved, limit), the two reclaim
-tiers and their floors and caps, and the one tolerance for comparing GPU amounts.
+tiers and their floors and caps, the one tolerance for comparing GPU amounts (`EPS`,
+defined with the shares in `gpu_policy.fair_share`) and the rows' margin (`STRICT`).
 
 An *entity* is a queue or a department (a queue with child queues); *leaves* are queues
 that hold jobs. Reclaim has two *tiers*: ``FAIR`` (a queue above its fair share gives to
@@ -13,16 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from gpu_policy.fair_share import EPS, fair_shares, queue_demands
 from gpu_policy.model import Scenario
 
 
 FAIR, GUARANTEE = "fair share", "guarantee"
 TIERS = (FAIR, GUARANTEE)
-
-#: The one tolerance for comparing amounts (GPUs, CPUs, GiB) that are sums of fractions.
-#: Amounts are multiples of 1/1000 at finest (fractions below are refused), so any slack
-#: well below that and well above float error decides the same.
-EPS = 1e-6
 
 #: How much more "more than" means in the program's rows: above the solver's feasibility
 #: tolerance (1e-6), below the finest amount (1/1000 GPU), so a strict inequality on amounts
@@ -97,8 +94,6 @@ class Shares:
 
     @classmethod
     def of(cls, s: Scenario, fair: dict[str, int] | None = None) -> Shares:
-        from gpu_policy.fair_share import fair_shares, queue_demands  # it reads EPS from here
-
         demands = queue_demands(s)
         fair = fair if fair is not None else fair_shares(s)
         return cls(
