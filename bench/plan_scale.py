@@ -5,10 +5,16 @@ earlier figure in docs/benchmarks.md).
     .venv/bin/python bench/plan_scale.py [--nodes 1000] [--runs 5] [--solvers highs,cbc]
     .venv/bin/python bench/plan_scale.py --sweep 250,500,1000,2000,5000 [--plot docs/img/plan-scale.png]
     .venv/bin/python bench/plan_scale.py --baseline REV   # also the planner at git revision REV, same run
+    .venv/bin/python bench/plan_scale.py --sweep 500,1000,2000,5000 --solvers highs --baseline d285a93 \
+        --baseline-max-nodes 5000   # issue 26: old and new, growth exponents, same decisions
     .venv/bin/python bench/plan_scale.py --nodes 5000 --budgets 0.25,0.5,1,2   # how well plans keep a budget
 
 Prints, per size and solver, the median of `--runs` plans: model build (everything before
-the solver), solve and total seconds, the program's size, and what the plan decided. A
+the solver), solve, total and CPU seconds (CPU time is what to compare on a busy machine),
+the program's size, and what the plan decided (counts, and a digest of every job's
+decision, to tell whether two planners decided the same). Garbage collection is tuned as
+the CLI and the controller tune it (`gpu_policy.planner.gc_tuning`; `--default-gc` keeps
+CPython's settings). A
 sweep also prints the growth exponent fitted between 500 and 5,000 nodes (log-log least
 squares on the medians). With `--baseline`, the old planner's medians and the ratios
 new/old (taken in the same run, so comparable on a busy machine) follow, for sizes up
@@ -19,6 +25,7 @@ plan) and the table shows how long plans took against it, and how they ended.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -34,21 +41,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.baseline import run_at_commit  # noqa: E402
 from bench.instances import scale_instance  # noqa: E402
 
+try:  # as the CLI and the controller run it; a baseline from before issue 26 has no GC tuning
+    from gpu_policy.planner.gc_tuning import tune_gc
+except ImportError:  # pragma: no cover - only under --baseline
+    tune_gc = None
+
 
 def measure(nodes: int, solver: str, runs: int, time_limit: float) -> dict:
     scenario = parse_scenario(scale_instance(nodes), f"scale-{nodes}")
     samples = []
     for _ in range(runs):
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         result = plan(scenario, PlannerConfig(solver=solver, time_limit_s=time_limit))
-        samples.append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began))
+        samples.append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began,
+                        time.process_time() - cpu))
         print(".", end="", file=sys.stderr, flush=True)
-    build, solve, total = (statistics.median(s[i] for s in samples) for i in range(3))
+    build, solve, total, cpu = (statistics.median(s[i] for s in samples) for i in range(4))
     return {"nodes": nodes, "jobs": len(scenario.jobs), "solver": solver, "build": build, "solve": solve,
-            "total": total, "variables": result.solver.variables, "constraints": result.solver.constraints,
-            "stages": len(result.solver.stages), "starts": result.summary["starts"],
-            "preemptions": result.summary["preemptions"], "moves": result.summary["moves"],
-            "status": result.solver.status}
+            "total": total, "cpu": cpu, "variables": result.solver.variables,
+            "constraints": result.solver.constraints, "stages": len(result.solver.stages),
+            "starts": result.summary["starts"], "preemptions": result.summary["preemptions"],
+            "moves": result.summary["moves"], "status": result.solver.status, "decisions": decisions(result)}
+
+
+def decisions(result) -> str:
+    """A digest of what the plan decided, job by job (action and GPUs), to compare two planners."""
+    lines = sorted(f"{j.name} {j.action} {[(p.node, p.gpu_indices) for p in j.replicas]}" for j in result.jobs)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
 def budgets(nodes: int, limits: list[float], runs: int, solver: str) -> None:
@@ -79,12 +98,12 @@ def growth_exponent(rows: list[dict], low: int = 500, high: int = 5000) -> float
 
 def print_rows(title: str, rows: list[dict]) -> None:
     print(title)
-    print(f"{'nodes':>6} {'jobs':>6} {'solver':7} {'build s':>8} {'solve s':>8} {'total s':>8} {'vars':>6} "
-          f"{'cons':>6} {'stages':>6} {'starts':>6} {'preempt':>7} {'moves':>5}  status")
+    print(f"{'nodes':>6} {'jobs':>6} {'solver':7} {'build s':>8} {'solve s':>8} {'total s':>8} {'cpu s':>7} "
+          f"{'vars':>6} {'cons':>6} {'stages':>6} {'starts':>6} {'preempt':>7} {'moves':>5}  decisions     status")
     for r in rows:
         print(f"{r['nodes']:6d} {r['jobs']:6d} {r['solver']:7} {r['build']:8.3f} {r['solve']:8.3f} {r['total']:8.3f} "
-              f"{r['variables']:6d} {r['constraints']:6d} {r['stages']:6d} {r['starts']:6d} {r['preemptions']:7d} "
-              f"{r['moves']:5d}  {r['status']}")
+              f"{r['cpu']:7.3f} {r['variables']:6d} {r['constraints']:6d} {r['stages']:6d} {r['starts']:6d} "
+              f"{r['preemptions']:7d} {r['moves']:5d}  {r['decisions']}  {r['status']}")
 
 
 def plot(rows: list[dict], old: list[dict], path: str) -> None:
@@ -125,7 +144,12 @@ def main() -> int:
     parser.add_argument("--plot", metavar="PNG", help="write the curve (log-log) to this file")
     parser.add_argument("--json", action="store_true", help="print one JSON line per measurement")
     parser.add_argument("--budgets", help="comma-separated time limits to measure on --nodes")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="keep CPython's garbage collection settings (default: tuned as the CLI tunes them)")
     args = parser.parse_args()
+    gc_tuned = tune_gc is not None and not args.default_gc
+    if gc_tuned:
+        tune_gc()
     if args.budgets:
         budgets(args.nodes, [float(x) for x in args.budgets.split(",")], args.runs, args.solvers.split(",")[0])
         return 0
@@ -140,7 +164,8 @@ def main() -> int:
     print(file=sys.stderr)
     if args.json:
         return 0
-    print_rows(f"median of {args.runs} plans, time budget {args.time_limit:g} s", rows)
+    print_rows(f"median of {args.runs} plans, time budget {args.time_limit:g} s, "
+               f"{'GC tuned' if gc_tuned else 'default GC'}", rows)
     exponent = growth_exponent([r for r in rows if r["solver"] == solvers[0]])
     if exponent is not None:
         print(f"growth exponent of the total, 500-5,000 nodes ({solvers[0]}): {exponent:.2f}")
@@ -150,13 +175,18 @@ def main() -> int:
         if small:
             old = run_at_commit(args.baseline, "plan_scale.py",
                                 ["--sweep", ",".join(small), "--runs", str(args.runs), "--solvers", ",".join(solvers),
-                                 "--time-limit", str(args.time_limit)])
+                                 "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else []))
             print_rows(f"baseline {args.baseline}, same run", old)
-            print("ratio new / old (total seconds):")
+            exponent = growth_exponent([r for r in old if r["solver"] == solvers[0]])
+            if exponent is not None:
+                print(f"baseline growth exponent, 500-5,000 nodes ({solvers[0]}): {exponent:.2f}")
+            print("ratio new / old (total seconds, CPU seconds), and whether every job's decision is the same:")
             for r in rows:
                 o = next((o for o in old if o["nodes"] == r["nodes"] and o["solver"] == r["solver"]), None)
                 if o:
-                    print(f"  {r['nodes']:6d} nodes {r['solver']:6} {r['total'] / o['total']:.3f}")
+                    same = "same decisions" if r["decisions"] == o.get("decisions") else "DIFFERENT decisions"
+                    print(f"  {r['nodes']:6d} nodes {r['solver']:6} {r['total'] / o['total']:.3f} "
+                          f"{r['cpu'] / o['cpu']:.3f}  {same}")
     if args.plot:
         plot(rows, old, args.plot)
     return 0

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 
 from gpu_policy.model import Scenario
 
-_EPS = 1e-9
+#: The one tolerance for comparing amounts (GPUs, CPUs, GiB) that are sums of fractions,
+#: here and in every rule (`gpu_policy.planner.rules.vocabulary` hands it on). Amounts are
+#: multiples of 1/1000 at finest (fractions below are refused), so any slack well below
+#: that and well above float error decides the same.
+EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def fair_shares(s: Scenario, capacity: float | None = None) -> dict[str, int]:
         whole = round_largest_remainder(raw, available, [demands[k.name].total for k in kids])
         for kid, share in zip(kids, whole):
             # whole GPUs never below the guarantee: min(deserved, demand), rounded up
-            shares[kid.name] = max(share, math.ceil(min(kid.deserved, demands[kid.name].total) - _EPS))
+            shares[kid.name] = max(share, math.ceil(min(kid.deserved, demands[kid.name].total) - EPS))
             divide(kid.name, shares[kid.name])
 
     divide(None, total)
@@ -96,12 +100,12 @@ def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]
     left = max(0.0, capacity - sum(share))
     for tier in sorted({c[3] for c in claims}, reverse=True):
         members = [i for i, c in enumerate(claims) if c[3] == tier and c[2] > 0]
-        while left > _EPS:
-            hungry = [i for i in members if claims[i][1] - share[i] > _EPS]
+        while left > EPS:
+            hungry = [i for i in members if claims[i][1] - share[i] > EPS]
             if not hungry:
                 break
             weight = sum(claims[i][2] for i in hungry)
-            full = [i for i in hungry if claims[i][1] - share[i] <= left * claims[i][2] / weight + _EPS]
+            full = [i for i in hungry if claims[i][1] - share[i] <= left * claims[i][2] / weight + EPS]
             if not full:  # nobody saturates: hand out the rest in proportion and stop
                 for i in hungry:
                     share[i] += left * claims[i][2] / weight
@@ -120,13 +124,13 @@ def round_largest_remainder(raw: list[float], capacity: float, demands: list[flo
     The units handed out never exceed the whole capacity nor what the shares add
     up to rounded up, and no queue gets more than its demand rounded up.
     """
-    floors = [math.floor(x + _EPS) for x in raw]
-    units = min(math.floor(capacity + _EPS), math.ceil(sum(raw) - _EPS)) - sum(floors)
+    floors = [math.floor(x + EPS) for x in raw]
+    units = min(math.floor(capacity + EPS), math.ceil(sum(raw) - EPS)) - sum(floors)
     order = sorted(range(len(raw)), key=lambda i: (-(raw[i] - floors[i]), i))
     for i in order:
         if units <= 0:
             break
-        if raw[i] - floors[i] > _EPS and floors[i] + 1 <= math.ceil(demands[i] - _EPS):
+        if raw[i] - floors[i] > EPS and floors[i] + 1 <= math.ceil(demands[i] - EPS):
             floors[i] += 1
             units -= 1
     return floors

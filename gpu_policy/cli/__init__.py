@@ -18,6 +18,7 @@ from gpu_policy._version import __version__
 from gpu_policy.cli import apply, controller, demo, explain, plan, reconcile, simulate, snapshot, status, step, telemetry, train
 from gpu_policy.cli._options import Parser
 from gpu_policy.errors import GpuPolicyError, one_line
+from gpu_policy.planner.gc_tuning import tune_gc
 
 #: The command modules, in the order `gpu-policy --help` lists them.
 COMMANDS = (plan, status, explain, snapshot, apply, step, reconcile, controller, demo, telemetry, simulate, train)
@@ -48,6 +49,7 @@ def _describe(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    tune_gc()
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)

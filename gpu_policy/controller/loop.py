@@ -12,7 +12,6 @@ lease acts no more.
 
 from __future__ import annotations
 
-import gc
 import logging
 import queue
 import threading
@@ -40,15 +39,9 @@ from gpu_policy.kubernetes.snapshot import Snapshot
 from gpu_policy.plan import JobDecision, Placement, Plan
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.gc_tuning import tune_gc
 
 log = logging.getLogger(__name__)
-
-#: The cyclic garbage collector's thresholds while the controller runs. With Python's (700, 10,
-#: 10) a look and a plan of 1,000 nodes / 4,200 pods spent half their CPU collecting: each
-#: allocates some 10^5 objects, so full collections kept walking the cache's long-lived objects.
-#: Almost all of a round's garbage is freed by reference counting; cycles wait a little longer.
-GC_THRESHOLDS = (50_000, 20, 100)
-
 
 @dataclass
 class ControllerSettings:
@@ -112,15 +105,13 @@ class Controller:
 
     def run(self) -> None:
         """Turn until `stop` is set; then release the Lease (the action in flight finishes first).
-        While it runs, the cyclic garbage collector runs less often (`GC_THRESHOLDS`)."""
-        thresholds = gc.get_threshold()
-        gc.set_threshold(*GC_THRESHOLDS)
+        While it runs, the cyclic garbage collector runs less often (`planner.gc_tuning`)."""
+        tune_gc()
         try:
             while not self.stop.is_set():
                 self.step()
                 self._wait(self._until_due())
         finally:
-            gc.set_threshold(*thresholds)
             self.shut_down()
 
     def shut_down(self) -> None:

@@ -33,6 +33,7 @@ from gpu_policy.plan import Composition, JobDecision
 from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
 from gpu_policy.planner.program import Growth, PlanProgram, affine
 from gpu_policy.planner.reasons import composition_start
+from gpu_policy.planner.rules.vocabulary import EPS
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds, scenario_constraints
 from gpu_policy.telemetry.model import GpuKey
@@ -308,7 +309,7 @@ class Composer:
         for resource, unit in (("cpu", "CPUs"), ("memory_gib", "GiB of memory")):
             want = getattr(job, resource) or 0
             left = {n: spare[n][resource] for n in takers if resource in spare[n]}
-            if want and len(left) == len(takers) and max(left.values()) + 1e-9 < want:
+            if want and len(left) == len(takers) and max(left.values()) + EPS < want:
                 most = max(left, key=lambda n: (left[n], n))
                 return (f"needs a new node: attaching GPUs cannot help, no composable node has {want:g} {unit} "
                         f"free (the most is {left[most]:g}, on {most})")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # a type only: the CLI reads these defaults without loading numpy
     from gpu_policy.packing.fragmentation import WorkloadMix
 
 SOLVERS = ("highs", "cbc")
+
+#: Of the budget, the most the first plan may use when its compositions could change the
+#: capacity its fair shares count: the rest is the plan made again with the GPUs they leave.
+FIRST_PASS_SHARE = 2 / 3
 
 
 @dataclass
@@ -22,7 +27,10 @@ class PlannerConfig:
     """Seconds for the whole plan: reading the snapshot, building the program, solving
     every stage and writing the Plan. A plan cut off keeps the best solution found (at
     worst: keep every running job, start nothing) and its solver status says
-    ``feasible (time limit)``."""
+    ``feasible (time limit)``. A plan whose compositions change the GPUs its fair shares
+    count is made again with the GPUs they leave; the first plan then gets at most
+    `FIRST_PASS_SHARE` of the budget, and the plan made again at least the rest, even
+    when the first overran its share."""
 
     gap_rel: float = 0.0
     """Relative optimality gap at which a stage stops. 0 means proven optimal,
@@ -53,6 +61,10 @@ class PlannerConfig:
     workload_mix: WorkloadMix | None = None
     """The expected workload the packing stage keeps room for (`gpu_policy.packing`).
     None: the scenario's own jobs, running and waiting, each counted once."""
+
+    clock: Callable[[], float] = field(default=time.perf_counter, repr=False, compare=False)
+    """Seconds, for the budget (`time.perf_counter`); tests inject a fake one to squeeze
+    the budget without depending on the machine's load."""
 
     def validate(self) -> None:
         if self.solver not in SOLVERS:

@@ -13,6 +13,7 @@ from functools import cached_property
 from gpu_policy.errors import ScenarioError, job_path
 from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.plan import Placement
+from gpu_policy.planner.rules.fits import fits_on_gpu
 
 
 @dataclass(slots=True)
@@ -107,7 +108,7 @@ def _occupy(slot: GpuSlot, job: Job) -> None:
 def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
     slots, order = layout.slots, layout.order
     if job.is_fractional:
-        picked = ([i for i in order if slots[i].fractions and slots[i].used + job.gpus <= 1 + 1e-9][:1]
+        picked = ([i for i in order if slots[i].fractions and fits_on_gpu(slots[i].used, job.gpus)][:1]
                   or [i for i in order if slots[i].free][:1])
     else:
         need, picked = int(job.gpus), []

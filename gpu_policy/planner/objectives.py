@@ -3,7 +3,7 @@
   preemption_<tier>  preemptions for other queues losing the least work, then the fewest
                      (victim_costs): one stage per victim tier, highest priority first (so
                      lower priorities go first), idle jobs of queues above their share last
-  priority_p<P>      (accounting.priority_levels) inside a queue, higher priority first
+  priority_p<P>      (inside.priority_levels) inside a queue, higher priority first
   preemption_inside_<tier>  the preemptions inside a queue that needs, costed the same way
   starts             the most GPUs of waiting work started; ties to the smallest relative
                      share, then higher priority, then older (rules.start_order)
@@ -49,8 +49,7 @@ def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerCon
     cost = victim_costs(victims, cfg)
 
     def tier(job: Job) -> tuple[int, int]:
-        idle = job.name in limits.idle_jobs and st.held[job.queue] > st.shares.fair[job.queue]
-        return (0, 0) if idle else (1, job.priority)
+        return rules.victim_tier(job, rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair))
 
     stages = []
     for key in sorted({tier(j) for j in victims}, reverse=True):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 
 import pulp
@@ -13,9 +12,9 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
 from gpu_policy.planner.attach import Composer
-from gpu_policy.planner.accounting import (accounts, credits, inside_only_when_needed, limits_and_nonpreemptible,
-                                           no_swap_inside, priority_levels, shortfalls)
-from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.accounting import accounts, credits, limits_and_nonpreemptible, shortfalls
+from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
+from gpu_policy.planner.inside import inside_only_when_needed, no_swap_inside, priority_levels
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
 from gpu_policy.planner.objectives import moves_stage, packing_stage, preemption_stages, starts_stage
 from gpu_policy.planner.packing import scenario_mix
@@ -26,7 +25,7 @@ from gpu_policy.planner.reclaim import reclaim
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
-from gpu_policy.planner.solve import CUT_OFF, NOTHING, OPTIMAL, highs_available, solve_stages
+from gpu_policy.planner.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -45,20 +44,28 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     """
     cfg = config or PlannerConfig()
     cfg.validate()
-    began = time.perf_counter()
+    began = cfg.clock()
     deadline = began + cfg.time_limit_s
     s = with_unhealthy(scenario, signals) if signals else scenario
     layout = running_layout(s)
-    first = result = _decide(s, cfg, signals, layout, s.gpus_schedulable, deadline)
+    composes = bool(s.composable and s.composable.nodes)
+    first = result = _decide(s, cfg, signals, layout, s.gpus_schedulable,
+                             began + FIRST_PASS_SHARE * cfg.time_limit_s if composes else deadline)
     capacity, passes = s.gpus_schedulable, 1
     while _capacity_after(s, result) != capacity:
-        if passes == _PASSES or time.perf_counter() >= deadline - _reserve(cfg, s):
-            result = first  # no plan agrees with the shares it assumed: shares of the GPUs attached now
+        if passes == _PASSES:
+            result = _first_kept(s, first, "no plan agrees with the shares it assumed")
+            break
+        if passes == 1:  # the plan made again has its own share, even when the first overran its own
+            deadline = max(deadline, cfg.clock() + (1 - FIRST_PASS_SHARE) * cfg.time_limit_s)
+        elif cfg.clock() >= deadline - _reserve(cfg, s):
+            result = _first_kept(s, first, "time limit")
             break
         capacity, passes = _capacity_after(s, result), passes + 1
         result = _decide(s, cfg, signals, layout, capacity, deadline)
         if result.solver.status not in (OPTIMAL, NOTHING):  # cut off, or a stage found nothing: the first is better
-            result = first
+            cause = "time limit" if result.solver.status == CUT_OFF else "a stage found no solution"
+            result = _first_kept(s, first, cause)
             break
     if result.solver.status == CUT_OFF:
         result.warnings.append(f"the plan's time limit of {cfg.time_limit_s:g} s ran out before the plan was "
@@ -66,6 +73,16 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     if cfg.solver == "highs" and not highs_available():
         result.warnings.append("highspy is not installed: planned with CBC (pip install highspy)")
     return result
+
+
+def _first_kept(s: Scenario, first: Plan, cause: str) -> Plan:
+    """The first plan (fair shares of the GPUs attached now), when no plan made again with the
+    GPUs its compositions leave could replace it: its status says why, a warning what it costs."""
+    first.solver.status = FIRST_PLAN_KEPT.format(cause=cause)
+    first.warnings.append(f"fair shares count the {s.gpus_schedulable} GPUs attached now, not the "
+                          f"{_capacity_after(s, first)} the plan's "
+                          f"compositions leave ({cause}): the next plan, counting those, may rebalance the queues")
+    return first
 
 
 #: Most plans made to find one whose fair shares count the GPUs its own compositions leave.
@@ -86,14 +103,14 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     composition, the next plan, seeing the new capacity, would rebalance. When a plan's
     compositions change the capacity it assumed, it plans again with theirs, at most
     `_PASSES` times; failing agreement, the first plan (shares of the GPUs attached now)."""
-    began = time.perf_counter()
+    began = cfg.clock()
     limits = gpu_limits(signals)
     composer = Composer(s, layout, signals)
     kinds = composer.kinds(s)
     refused = placement.refusals(s)
     st, waiting, order = _standing(s, capacity, kinds, refused)
     solver_deadline = deadline - _reserve(cfg, s)
-    if time.perf_counter() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
+    if cfg.clock() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
         order = []
     sc = scope(s, layout, st, order, cfg, limits, composer.nodes)
     composer.widen(sc)
@@ -102,7 +119,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     mix = cfg.workload_mix or scenario_mix(s)
     if m.starts:
         _build(m, s, grown, sc, st, cfg, limits, order, mix, composer)
-    built = time.perf_counter() - began
+    built = cfg.clock() - began
     report = solve_stages(m, cfg, solver_deadline)
     if not order and waiting:
         report.status = CUT_OFF
@@ -199,11 +216,13 @@ def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layou
                     receiving={q: (rules.GUARANTEE if _on(t.get(rules.GUARANTEE)) else rules.FAIR)
                                for q, t in m.receives.items() if any(_on(v) for v in t.values())},
                     giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
-                            if any((v.varValue or 0) > 1e-6 for v in t.values())},
+                            if any((v.varValue or 0) > rules.EPS for v in t.values())},
                     swapped=_swapped(s, out.preempted),
                     cut_off=report.status != OPTIMAL and report.status != NOTHING,
                     composition=composer if composer.settings.nodes else None, refused=refused)
-    started = [jobs[n] for n in out.started]
+    started: dict[str, list[Job]] = defaultdict(list)  # queue -> the jobs the plan starts
+    for name in out.started:
+        started[jobs[name].queue].append(jobs[name])
     decisions = []
     for job in s.jobs:
         if job.name in out.moved:
@@ -236,7 +255,7 @@ def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> 
 
 
 def _swapped(s: Scenario, preempted: set[str]) -> dict[str, list[Job]]:
-    """Per queue, the jobs the plan preempts (accounting.no_swap_inside: the queue's jobs
+    """Per queue, the jobs the plan preempts (inside.no_swap_inside: the queue's jobs
     whose place they could take wait)."""
     out: dict[str, list[Job]] = defaultdict(list)
     for job in s.jobs:

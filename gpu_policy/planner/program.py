@@ -17,7 +17,6 @@ that may gain or lose GPUs in the plan (composition) reach the capacity rows thr
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
@@ -27,6 +26,8 @@ import pulp
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import mig
 from gpu_policy.planner.layout import Layout
+from gpu_policy.planner.rules.fits import per_gpu
+from gpu_policy.planner.rules.vocabulary import STRICT
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
@@ -200,8 +201,8 @@ def _room_by_shape(s: Scenario, kinds: Counter[NodeKind]) -> dict[Shape, int]:
     for job in s.jobs:
         shape = shape_of(job)
         if shape not in out:
-            per_gpu = math.floor(1 / shape.gpus + 1e-9) if shape.fractional else 1
-            out[shape] = sum(count * (kind.healthy * per_gpu // max(1, shape.whole_gpus))
+            places = per_gpu(shape.gpus) if shape.fractional else 1
+            out[shape] = sum(count * (kind.healthy * places // max(1, shape.whole_gpus))
                              for kind, count in kinds.items() if shape.fits(kind))
     return out
 
@@ -228,7 +229,7 @@ def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limit
                 continue
             if shape.fractional:
                 for i in sc.fraction_gpus.get(n, ()):
-                    m.frac[n, i, shape] = m.var("frac", 0, min(most, math.floor(1 / shape.gpus + 1e-9)),
+                    m.frac[n, i, shape] = m.var("frac", 0, min(most, per_gpu(shape.gpus)),
                                                 "Integer", 0)
             else:
                 m.whole[n, shape] = m.var("whole", 0, min(most, layout.nodes[n].capacity // shape.whole_gpus),
@@ -434,7 +435,7 @@ def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: 
                     continue
                 gpu_terms, gpu_const = m.gpu_used.get((n, i), ({}, slot.used))
                 on, on_const = m.shared[n, i]
-                level = 1 - v.gpus + 1e-3
+                level = 1 - v.gpus + STRICT
                 # used_after[n,i] >= level * (preempted[v] + shared[n,i] - 1)
                 m.add(affine({**gpu_terms, **{x: -level * a for x, a in terms.items()},
                               **{x: -level * a for x, a in on.items()}},

@@ -18,6 +18,7 @@ from gpu_policy.plan import Placement
 from gpu_policy.planner.layout import Layout, layout_after, place, place_at
 from gpu_policy.planner.packing import pack
 from gpu_policy.planner.program import PlanProgram
+from gpu_policy.planner.rules.fits import fits_on_gpu
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import Shape, shape_of
 
@@ -105,7 +106,7 @@ def _back_in_place(job: Job, spots: list[tuple], layout: Layout, after: Layout) 
     if any(not after.nodes[n].slots[i].free and not job.is_fractional
            for n, ix in zip(job.running, layout.indices[job.name]) for i in ix):
         return False
-    if job.is_fractional and any(after.nodes[n].slots[ix[0]].used + job.gpus > 1 + 1e-9
+    if job.is_fractional and any(not fits_on_gpu(after.nodes[n].slots[ix[0]].used, job.gpus)
                                  for n, ix in zip(job.running, layout.indices[job.name])):
         return False
     for node, ix in zip(job.running, layout.indices[job.name]):

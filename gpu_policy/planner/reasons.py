@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpu_policy import placement
 from gpu_policy.model import TERMINATING_QUEUE, Job, Node, Scenario
@@ -20,8 +20,11 @@ from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.shapes import Eligible, NodeKind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
-if TYPE_CHECKING:  # attach.py builds its starts' reasons here
-    from gpu_policy.planner.attach import Composer
+class Composition(Protocol):
+    """What a wait reason asks of the composable nodes (`attach.Composer` answers; reasons
+    does not import it: attach builds its starts' reasons here)."""
+
+    def wait_clause(self, job: Job, spare: dict[str, dict[str, float]], layout: Layout) -> str | None: ...
 
 
 def _gpus(n: float) -> str:
@@ -46,7 +49,7 @@ class Judged:
     giving: dict[str, str] = field(default_factory=dict)      # queue -> tier it gave GPUs in
     swapped: dict[str, list[Job]] = field(default_factory=dict)  # queue -> its jobs the plan preempts
     cut_off: bool = False                                     # the solver ran out of time
-    composition: Composer | None = None                       # composable nodes (None: there are none)
+    composition: Composition | None = None                    # composable nodes (None: there are none)
     refused: dict[str, str] = field(default_factory=dict)     # job -> why its queue does not admit it
     _rooms: dict = field(default_factory=dict)                # eligible node names -> their FreeRoom
 
@@ -206,7 +209,7 @@ class FreeRoom:
                 continue
             self.blocks[nl.node.gpu_model][len(nl.free_indices())] += 1
             for i, sl in enumerate(nl.slots):
-                if nl.healthy(i) and not sl.whole and sl.used < 1 - 1e-9:
+                if nl.healthy(i) and not sl.whole and rules.has_room(sl.used):
                     self.shares[nl.node.gpu_model].append((1 - sl.used, nl.node.name, i, sl.free))
         self.most_spare = {r: max((free[r] for free in spare.values() if r in free), default=None)
                            for r in ("cpu", "memory_gib")}
@@ -231,7 +234,7 @@ def _room(job: Job, j: Judged) -> Reason | None:
     room = j.room_for(job)
     if job.is_fractional:
         models = room.models(job)
-        shareable = [x for m in models for x in room.shares[m] if x[0] >= job.gpus - 1e-9]
+        shareable = [x for m in models for x in room.shares[m] if rules.fits_on_gpu(1 - x[0], job.gpus)]
         most = max((x[0] for m in models for x in room.shares[m]), default=0)
         if not shareable:
             return Reason("NoGpuShareFits", f"needs {job.gpus:g} of a GPU; the most room on any GPU is {most:g}")
@@ -270,17 +273,19 @@ def composition_start(when: str, action: str, reason: str) -> Reason:
     return Reason("MovedToDefragment", f"{reason}; {when}")
 
 
-def preempt_reason(job: Job, j: Judged, started: list[Job], idle_s: float | None = None) -> Reason:
+def preempt_reason(job: Job, j: Judged, started: dict[str, list[Job]], idle_s: float | None = None) -> Reason:
+    """Why a running job is preempted; `started`: the jobs the plan starts, per queue (so that
+    each reason reads only its own queue's starts)."""
     why = _preempt_why(job, j, started)
     return Reason(why.code, f"{why.text}; idle for {idle_s / 60:.0f} min") if idle_s is not None else why
 
 
-def _preempt_why(job: Job, j: Judged, started: list[Job]) -> Reason:
+def _preempt_why(job: Job, j: Judged, started: dict[str, list[Job]]) -> Reason:
     q = job.queue
-    mine = [p for p in started if rules.may_preempt_inside(job, p)]
+    mine = [p for p in started.get(q, ()) if rules.may_preempt_inside(job, p)]
     tier = j.giving.get(q)
     if tier:
-        takers = sorted({p.queue for p in started if p.queue in j.receiving and p.queue != q})
+        takers = sorted(r for r in started if r in j.receiving and r != q)
         parts = []
         for r in takers:
             up_r, up_g = j.tree.judged(r, q)

@@ -10,11 +10,10 @@ from collections import defaultdict
 from gpu_policy.model import Job
 from gpu_policy.planner import rules
 from gpu_policy.planner.accounting import Accounts, Credit
+from gpu_policy.planner.inside import inside_victims
 from gpu_policy.planner.program import PlanProgram, affine, most
 from gpu_policy.planner.scope import Scope, Standing
 
-#: Strictness of "still above its floor", in GPUs (amounts are sums of fractions).
-STRICT = 1e-4
 
 
 def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict[str, Credit]) -> None:
@@ -46,7 +45,7 @@ def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict
             net[q] = (received, 0.0)
             continue
         cross, const = _lost(m, victims)
-        _inside(m, acc, q, victims, received, cross)
+        inside_victims(m, acc, q, victims, received, cross)
         tiers = [t for t in rules.TIERS if q in giving and rules.may_give(st.shares, q, st.held[q], t)]
         if not tiers:
             # cross[q] <= 0: no other queue may take from q now
@@ -78,35 +77,12 @@ def _matched(m: PlanProgram, st: Standing, given: dict[str, dict], received: dic
     # GPUs given <= big * any_given
     m.add(affine({**every, any_given: -(sum(st.held[q] for q in givers) + 1)}) <= 0, "matched")
     # GPUs given - the largest victim + strict * any_given <= GPUs received
-    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: STRICT,
+    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: rules.STRICT,
                   **{v: -1 for tier in rules.TIERS for v in received[tier]}}) <= 0, "matched")
     if given[rules.GUARANTEE]:
         # GPUs given in the guarantee tier - the largest victim <= GPUs received in it
         m.add(affine({**given[rules.GUARANTEE], **{z: -size for z, size in picks.items()},
                       **{v: -1 for v in received[rules.GUARANTEE]}}) <= 0, "matched")
-
-
-def _inside(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], received: dict, cross: dict) -> None:
-    """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
-    cross[q], and are no more than those starts take."""
-    waiting = [jobs[0] for k, jobs in m.kinds.items() if k.queue == q and k in m.starts]
-    mine = [v for v in victims if any(rules.may_preempt_inside(v, p) for p in waiting)]
-    if not mine:
-        return
-    lowest = min(v.priority for v in mine)
-    inside = {}
-    for v in mine:
-        var = m.inside[v.name] = m.binary("inside", 0)
-        inside[var] = v.total_gpus
-        terms, const = m.preempted(v)
-        # inside[v] <= preempted[v]
-        m.add(affine({**terms, var: -1}, const) >= 0, "inside")
-        cross[var] = cross.get(var, 0) - v.total_gpus
-    above = m.started(lambda k: k.queue == q and k.priority > lowest)
-    # GPUs of inside victims <= GPUs started by q's jobs above the lowest of them
-    m.add(affine({**inside, **{v: -g for v, g in above.items()}}) <= 0, "inside")
-    # inside GPUs + received GPUs <= GPUs q starts
-    m.add(affine({**inside, **received, **{v: -g for v, g in acc.new[q].items()}}) <= 0, "inside")
 
 
 def _largest_given(m: PlanProgram, givers: list[str], largest: dict[str, dict]) -> dict:
@@ -199,13 +175,13 @@ def _giver(m: PlanProgram, st: Standing, q: str, cross: dict, const: float, larg
             # a queue does not give and receive in one plan
             m.add(affine({on: 1, receives: 1}) <= 1, "gives_or_receives")
         floor = rules.floor(st.shares, q, tier)
-        slack = big + abs(st.held[q] - floor) + STRICT
+        slack = big + abs(st.held[q] - floor) + rules.STRICT
         terms = dict(cross)
         for size, z in largest.items():
             terms[z] = terms.get(z, 0) - size
         terms[on] = slack
         # cross[q] - largest[q] <= held[q] - floor[q,t] - strict + slack * (1 - gives[q,t])
-        m.add(affine(terms, const) <= st.held[q] - floor - STRICT + slack, "floor")
+        m.add(affine(terms, const) <= st.held[q] - floor - rules.STRICT + slack, "floor")
     # cross[q] = sum over tiers of given[q,t]
     m.add(affine({**cross, **total}, const) == 0, "given")
     return parts
@@ -254,7 +230,7 @@ def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tup
             given[z] = -size
         if picks:
             m.add(affine({z: 1 for z in picks.values()}) <= 1, "largest")
-        slack = big + abs(st.held[d] - low) + STRICT
+        slack = big + abs(st.held[d] - low) + rules.STRICT
         given[out_of] = slack
         # given[d] - largest[d] <= held[d] - floor[d] - strict + slack * (1 - gives[d])
-        m.add(affine(given, -const) <= st.held[d] - low - STRICT + slack, "dept_floor")
+        m.add(affine(given, -const) <= st.held[d] - low - rules.STRICT + slack, "dept_floor")

@@ -27,8 +27,6 @@ from gpu_policy.planner.layout import Layout, spare_resources
 from gpu_policy.planner.shapes import Eligible, Shape, node_kind, scenario_constraints, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
-_EPS = 1e-9
-
 
 @dataclass
 class Standing:
@@ -159,20 +157,21 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
     index = _FreeIndex(s, free)
     detailed: set[str] = set()
     fraction_gpus: dict[str, set[int]] = defaultdict(set)
-    rankings = _ReclaimRankings(s, layout, legal, cfg)
+    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
+    rankings = _ReclaimRankings(s, layout, legal, cfg, idle)
     used_for_reclaim: set[str] = set()
     consolidations = Consolidations(movable, cfg)
     consolidated: set[str] = set()
     moves_left = cfg.max_moves
     opened: list[list] = []  # [room, node, gpu] of GPUs virtually holding fractions, best fit first
     shared = sorted((1 - sl.used, n, i) for n, nl in layout.nodes.items() for i, sl in enumerate(nl.slots)
-                    if nl.healthy(i) and sl.fractions and not sl.whole and 1 - sl.used > _EPS)
+                    if nl.healthy(i) and sl.fractions and not sl.whole and rules.has_room(sl.used))
     opened.extend([list(x) for x in shared])
 
     def cpu_ok(job: Job):
         def ok(node: str) -> bool:
             room = spare[node]
-            return all(room.get(r, float("inf")) + _EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
+            return all(room.get(r, float("inf")) + rules.EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
         return ok
 
     def consolidate(found: Consolidation, job: Job, need: int) -> int:
@@ -194,7 +193,8 @@ def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job],
         shape = shape_of(job)
         for _ in range(job.replicas):
             if shape.fractional:
-                spot = next((x for x in opened if x[0] + _EPS >= job.gpus and shape.fits_model(nodes[x[1]])
+                spot = next((x for x in opened if rules.fits_on_gpu(1 - x[0], job.gpus)
+                             and shape.fits_model(nodes[x[1]])
                              and index.allows(shape, x[1]) and limits.room_for_fraction(x[1], x[2], job.gpus)),
                             None)
                 if spot is None:
@@ -288,7 +288,7 @@ def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job
     their free GPUs: only their GPUs need counting."""
     per_gpu = {r: max((((getattr(j, r) or 0) / j.gpus) for j in waiting if not j.is_fractional), default=0.0)
                for r in ("cpu", "memory_gib")}
-    return {n.name: all(spare[n.name].get(r, float("inf")) + _EPS >= per_gpu[r] * free[n.name]
+    return {n.name: all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
                         for r in ("cpu", "memory_gib")) for n in s.nodes}
 
 
@@ -307,8 +307,9 @@ class _ReclaimRankings:
     """Per node, the legal victims sorted cheapest first; per (victim set, size), the nodes
     where they free a block of that size, cheapest first. Built once, then looked up."""
 
-    def __init__(self, s: Scenario, layout: Layout, legal: list[Job], cfg: PlannerConfig):
-        self.layout = layout
+    def __init__(self, s: Scenario, layout: Layout, legal: list[Job], cfg: PlannerConfig, idle: set[str]):
+        """`idle`: the legal victims that are idle jobs of queues above their share (rules.idle_victim)."""
+        self.layout, self.idle = layout, idle
         self.free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
         jobs = {j.name: j for j in legal}
         held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -318,7 +319,7 @@ class _ReclaimRankings:
                     held[n][slot.whole] += 1
         self.lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in legal}
         self.on_node = {n: sorted(((jobs[v], g) for v, g in mine.items()),
-                                  key=lambda x: rules.victim_order_key(x[0], self.lost[x[0].name]))
+                                  key=lambda x: rules.victim_order_key(x[0], self.lost[x[0].name], x[0].name in idle))
                         for n, mine in held.items()}
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
@@ -355,17 +356,19 @@ class _ReclaimRankings:
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
               allowed: frozenset[str] | None = None) -> list[str]:
         """The `k` cheapest nodes not in `used`, among the `allowed` (None: all), where the
-        victims legal for `job` free `need` GPUs usable by it: ranked by the highest victim priority taken, then the work the victims lose
-        (rules.lost_work), then how many (as the program ranks victims). One pass
+        victims legal for `job` free `need` GPUs usable by it: ranked by the highest victim tier
+        taken (rules.victim_tier: idle jobs first, then the lowest priority), then the work the
+        victims lose (rules.lost_work), then how many (as the program ranks victims). One pass
         over the nodes per (legal victims, queue, priority) ranks every size at once."""
         key = self.key(job, givers)
         if key not in self.memo:
             ranked: dict[int, list] = defaultdict(list)
             for node, mine in self.victims(job, givers).items():
-                have, cost = self.free[node], (0, 0.0, 0)
+                have, cost = self.free[node], ((0, 0), 0.0, 0)
                 for v, g in mine:
                     before, have = have, have + g
-                    cost = (max(cost[0], v.priority), cost[1] + self.lost[v.name], cost[2] + 1)
+                    tier = rules.victim_tier(v, v.name in self.idle)
+                    cost = (max(cost[0], tier), cost[1] + self.lost[v.name], cost[2] + 1)
                     for size in range(before + 1, have + 1):
                         ranked[size].append((cost, node))
             self.memo[key] = {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}

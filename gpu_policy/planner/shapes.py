@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from gpu_policy.model import Job, Node, Scenario, gpus_fit
 from gpu_policy.placement import Constraints, admits, constraints_of
-
-_EPS = 1e-9
+from gpu_policy.planner.rules.vocabulary import EPS
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,9 @@ class Shape:
         healthy GPUs)? The one test of "a replica fits a node" that every part of the planner uses."""
         if not self.fits_model(node) or not self.admitted(node):
             return False
-        if node.cpu is not None and self.cpu > node.cpu + _EPS:
+        if node.cpu is not None and self.cpu > node.cpu + EPS:
             return False
-        if node.memory_gib is not None and self.memory_gib > node.memory_gib + _EPS:
+        if node.memory_gib is not None and self.memory_gib > node.memory_gib + EPS:
             return False
         healthy = node.healthy if isinstance(node, NodeKind) else len(node.healthy_gpus)
         return healthy >= (1 if self.fractional else self.gpus)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import NamedTuple
 
 import numpy as np
@@ -42,6 +41,9 @@ from gpu_policy.planner.program import Program
 
 OPTIMAL, CUT_OFF, NOTHING = "Optimal", "feasible (time limit)", "Nothing to decide"
 NO_SOLUTION = "feasible (a stage found no solution)"
+#: The status of a plan whose compositions change the GPUs its fair shares count and that no
+#: plan made again with those GPUs could replace: `first_plan_kept(cause)`.
+FIRST_PLAN_KEPT = "feasible ({cause}; fair shares of the GPUs attached now)"
 _banner_shown = False
 
 
@@ -56,15 +58,15 @@ class StageOutcome(NamedTuple):
 
 
 def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) -> SolverReport:
-    """Solve `m.stages` in order before `deadline` (time.perf_counter() seconds; default
+    """Solve `m.stages` in order before `deadline` (`cfg.clock` seconds; default
     `cfg.time_limit_s` from now) and leave the chosen solution in the variables."""
-    began = time.perf_counter()
+    began = cfg.clock()
     deadline = began + cfg.time_limit_s if deadline is None else deadline
     if not m.stages:
         return SolverReport(backend=_backend(cfg), status=NOTHING, seconds=0.0, variables=0, constraints=0)
     driver = _Highs(m, cfg) if cfg.solver == "highs" and highs_available() else _Cbc(m, cfg)
     report, solved_any, refused = _solve_in_order(m, cfg, driver, deadline)
-    if refused and isinstance(driver, _Highs) and time.perf_counter() < deadline:
+    if refused and isinstance(driver, _Highs) and cfg.clock() < deadline:
         # A later stage is infeasible only if an earlier optimum leaned on HiGHS's integrality
         # tolerance (seen once in 2,799 plans of the teams simulation: CBC proves that optimum
         # unattainable). CBC solves every stage again; its plan is kept if it finishes in time.
@@ -74,7 +76,7 @@ def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) 
             again.backend = f"{cbc.name} (HiGHS called stage {refused} infeasible)"
             driver, report, solved_any = cbc, again, cbc_solved
     driver.finish(solved_any)
-    report.seconds = time.perf_counter() - began
+    report.seconds = cfg.clock() - began
     report.variables, report.constraints = driver.size()
     return report
 
@@ -90,20 +92,20 @@ def _solve_in_order(m: Program, cfg: PlannerConfig, driver, deadline: float) -> 
     driver.hold(held, True)
     for name, objective in m.stages:
         driver.hold(m.held.get(name, ()), False)
-        left = deadline - time.perf_counter()
+        left = deadline - cfg.clock()
         if skip is None and left <= 0.0:
             report.status, report.gap, skip = CUT_OFF, None, "skipped (time limit)"
         if skip is not None:
             report.stages.append({"name": name, "status": skip})
             continue
-        t0 = time.perf_counter()
+        t0 = cfg.clock()
         found = driver.solve(objective, left)
-        stage = {"name": name, "status": found.status, "seconds": round(time.perf_counter() - t0, 4)}
+        stage = {"name": name, "status": found.status, "seconds": round(cfg.clock() - t0, 4)}
         if found.value is not None:
             stage["objective"] = round(found.value, 9)
         report.stages.append(stage)
         if found.value is None:  # no solution at all: keep the previous stage's (or the do-nothing plan)
-            if time.perf_counter() >= deadline:
+            if cfg.clock() >= deadline:
                 report.status, skip = CUT_OFF, "skipped (time limit)"
             else:
                 report.status, skip = NO_SOLUTION, f"skipped ({name} found no solution)"
@@ -138,7 +140,7 @@ class _Highs:
         import highspy
 
         self.highspy = highspy
-        self.m = m
+        self.m, self.clock = m, cfg.clock
         self.columns = m.prob.variables()
         self.index = {v.name: i for i, v in enumerate(self.columns)}
         self.h = _quiet_highs(highspy)
@@ -181,14 +183,14 @@ class _Highs:
         idx, vals = self._row(objective)
         costs[idx] = vals
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
-        began = time.perf_counter()
+        began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
         self.h.run()
         if self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
             # Keeping every running job is feasible, and each stage's bound keeps the last
             # solution feasible: "infeasible" is presolve's mistake (HiGHS 1.16 made it on
             # tests/planner/data/highs-presolve-infeasible.yaml). Solve again without it.
-            self.h.setOptionValue("time_limit", max(0.0, float(seconds) - (time.perf_counter() - began)))
+            self.h.setOptionValue("time_limit", max(0.0, float(seconds) - (self.clock() - began)))
             self.h.setOptionValue("presolve", "off")
             self.h.run()
             self.h.setOptionValue("presolve", "choose")

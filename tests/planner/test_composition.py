@@ -160,23 +160,60 @@ def test_a_plan_cut_off_detaches_nothing():
     assert result.solver.status == "feasible (time limit)" and result.compositions == []
 
 
+#: A budget no loaded machine runs out of: these tests are about decisions, not time.
+GENEROUS = PlannerConfig(time_limit_s=600.0)
+
+
 def test_fair_shares_count_the_gpus_the_plan_attaches():
     """A random cluster where a GPU attached for q1 raises q1's fair share from 3 to 4:
     with shares of the GPUs before the attach, the next plan would reclaim for q1."""
     s = parse_scenario(composable_scenario(31))
-    first = plan_with_telemetry(s)
-    assert first.summary["attached"] == 1
+    first = plan_with_telemetry(s, config=GENEROUS)
+    assert first.solver.status == "Optimal" and first.summary["attached"] == 1
     reported = {q.name: q.fair_share for q in first.queues}
     assert fair_shares(s) == {"q0": 3, "q1": 3}
     assert reported == fair_shares(s, s.gpus_schedulable + 1) == {"q0": 3, "q1": 4}
-    again = plan_with_telemetry(apply_plan(s, first))
+    again = plan_with_telemetry(apply_plan(s, first), config=GENEROUS)
     assert again.summary["preemptions"] == again.summary["starts"] == again.summary["attached"] == 0
 
+
+class FakeClock:
+    """Seconds that pass only when the test says so: a budget squeezed without load."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_plan_made_again_has_its_own_share_of_the_budget(monkeypatch):
+    """The first plan overruns the whole budget (as on a loaded machine); the plan made
+    again with the GPUs it attaches still has its own share, and decides as with a
+    generous budget."""
+    clock = FakeClock()
+    decide_once = planner._decide
+
+    def decide(*args):
+        result = decide_once(*args)
+        clock.now += 10.0  # every plan takes the whole budget
+        return result
+
+    monkeypatch.setattr(planner, "_decide", decide)
+    s = parse_scenario(composable_scenario(31))
+    squeezed = plan_with_telemetry(s, config=PlannerConfig(time_limit_s=10.0, clock=clock))
+    monkeypatch.setattr(planner, "_decide", decide_once)
+    generous = plan_with_telemetry(s, config=GENEROUS)
+    assert squeezed.solver.status == generous.solver.status == "Optimal"
+    assert [(j.name, j.action) for j in squeezed.jobs] == [(j.name, j.action) for j in generous.jobs]
+    assert {q.name: q.fair_share for q in squeezed.queues} == {"q0": 3, "q1": 4}
+    assert squeezed.compositions == generous.compositions and not squeezed.warnings
 
 
 def test_a_second_plan_cut_off_leaves_the_first(monkeypatch):
     """When the plan made again with the capacity the first plan's compositions leave is cut
-    off by the deadline, the first plan stands (shares of the GPUs attached now)."""
+    off by the deadline, the first plan stands (shares of the GPUs attached now), and its
+    status and a warning say so."""
     made = []
 
     def decide(*args):
@@ -189,10 +226,31 @@ def test_a_second_plan_cut_off_leaves_the_first(monkeypatch):
     decide_once = planner._decide
     monkeypatch.setattr(planner, "_decide", decide)
     s = parse_scenario(composable_scenario(31))
-    result = plan_with_telemetry(s)
+    result = plan_with_telemetry(s, config=GENEROUS)
     assert made == [s.gpus_schedulable, s.gpus_schedulable + 1]
-    assert result.solver.status == "Optimal" and result.summary["attached"] == 1
+    assert result.solver.status == "feasible (time limit; fair shares of the GPUs attached now)"
+    assert result.summary["attached"] == 1
     assert {q.name: q.fair_share for q in result.queues} == fair_shares(s) == {"q0": 3, "q1": 3}
+    assert any(w.startswith(f"fair shares count the {s.gpus_schedulable} GPUs attached now, not the "
+                            f"{s.gpus_schedulable + 1} the plan's compositions leave (time limit)")
+               for w in result.warnings)
+
+
+def test_plans_that_never_agree_keep_the_first_and_say_so(monkeypatch):
+    """Every plan made again changes the capacity once more: after three plans the first
+    stands, and its status says no plan agreed."""
+    calls = []
+
+    def capacity_after(s, result):
+        calls.append(result)
+        return s.gpus_schedulable + len({id(r) for r in calls})  # each plan a new capacity
+
+    monkeypatch.setattr(planner, "_capacity_after", capacity_after)
+    s = parse_scenario(composable_scenario(31))
+    result = plan_with_telemetry(s, config=GENEROUS)
+    assert result.solver.status == ("feasible (no plan agrees with the shares it assumed; "
+                                    "fair shares of the GPUs attached now)")
+    assert {q.name: q.fair_share for q in result.queues} == {"q0": 3, "q1": 3}
 
 
 @pytest.mark.parametrize("name,reason", [

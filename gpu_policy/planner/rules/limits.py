@@ -1,0 +1,39 @@
+"""Limits and non-preemptible work: an entity never holds more than its limit (unless it
+already did: a limit lowered below use preempts nothing), and non-preemptible work starts
+only within deserved."""
+
+from __future__ import annotations
+
+from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
+
+
+def limit_bound(shares: Shares, entity: str, held_before: float) -> float | None:
+    """Most GPUs the entity may hold after the plan: its limit, or what it already holds
+    when that is more (a limit lowered below use preempts nothing). None: no limit."""
+    limit = shares.limit[entity]
+    return None if limit is None else max(limit, held_before)
+
+
+def limit_blocker(tree: QueueTree, shares: Shares, held: dict[str, float], queue: str, gpus: float) -> str | None:
+    """The first entity, from the queue up, whose limit `gpus` more would break."""
+    for e in tree.path(queue):
+        bound = shares.limit[e]
+        if bound is not None and held[e] + gpus > bound + EPS:
+            return e
+    return None
+
+
+def nonpreemptible_bound(shares: Shares, entity: str, held_nonpreemptible: float) -> float:
+    """Most non-preemptible GPUs the entity may hold after starting non-preemptible work:
+    its deserved quota (never less than what already runs: nothing is preempted for it)."""
+    return max(shares.deserved[entity], held_nonpreemptible)
+
+
+def nonpreemptible_blocker(tree: QueueTree, shares: Shares, held_nonpreemptible: dict[str, float], queue: str,
+                           gpus: float) -> str | None:
+    """Non-preemptible jobs start only while the queue and every department above it stay
+    within deserved in non-preemptible GPUs: the first entity that would not, or None."""
+    for e in tree.path(queue):
+        if held_nonpreemptible[e] + gpus > nonpreemptible_bound(shares, e, held_nonpreemptible[e]) + EPS:
+            return e
+    return None
