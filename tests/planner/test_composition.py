@@ -164,12 +164,13 @@ def test_fair_shares_count_the_gpus_the_plan_attaches():
     """A random cluster where a GPU attached for q1 raises q1's fair share from 3 to 4:
     with shares of the GPUs before the attach, the next plan would reclaim for q1."""
     s = parse_scenario(composable_scenario(31))
-    first = plan_with_telemetry(s)
+    unhurried = PlannerConfig(time_limit_s=600)  # the default 10 s cut the re-plan off on a loaded machine
+    first = plan_with_telemetry(s, config=unhurried)
     assert first.summary["attached"] == 1
     reported = {q.name: q.fair_share for q in first.queues}
     assert fair_shares(s) == {"q0": 3, "q1": 3}
     assert reported == fair_shares(s, s.gpus_schedulable + 1) == {"q0": 3, "q1": 4}
-    again = plan_with_telemetry(apply_plan(s, first))
+    again = plan_with_telemetry(apply_plan(s, first), config=unhurried)
     assert again.summary["preemptions"] == again.summary["starts"] == again.summary["attached"] == 0
 
 
