@@ -1,5 +1,6 @@
 """Shared fixtures: the scenario files, a helper to write a scenario from text, the release build."""
 
+import fcntl
 import subprocess
 from pathlib import Path
 
@@ -27,10 +28,15 @@ def write_scenario(tmp_path):
 
 @pytest.fixture(scope="session")
 def dist_dir(tmp_path_factory) -> Path:
-    """The wheel and sdist as `make dist` builds and checks them (built once per session)."""
+    """The wheel and sdist as `make dist` builds and checks them (built once per session).
+    One build at a time: `make test` runs the suites at once, and each build writes the
+    checkout's gpu_policy.egg-info."""
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(["make", "-s", "-C", str(ROOT), "dist", f"DIST={out}"], capture_output=True, text=True,
-                          timeout=900)
+    (ROOT / "build").mkdir(exist_ok=True)
+    with open(ROOT / "build" / "make-dist.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(["make", "-s", "-C", str(ROOT), "dist", f"DIST={out}"], capture_output=True, text=True,
+                              timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("PASSED") == 2, done.stdout[-2000:]  # twine check, wheel and sdist
     return out

@@ -29,6 +29,8 @@ import zlib
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.serving import serve_in_thread
+
 
 @lru_cache(maxsize=1)
 def gzip_bomb() -> bytes:
@@ -67,7 +69,7 @@ class HostileApi:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> HostileApi:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        serve_in_thread(self._server)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -3,7 +3,6 @@ goes on without telemetry, with a warning."""
 
 import json
 import socket
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -12,6 +11,7 @@ import pytest
 from gpu_policy import parse_scenario
 from gpu_policy.cluster.compose import plan_with_telemetry
 from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings, TelemetryUnavailable
+from tests.serving import serve_in_thread
 from tests.telemetry.conftest import NODE_A
 
 FAST = TelemetrySettings(timeout_s=0.3, retries=2, backoff_s=0.01)
@@ -51,7 +51,7 @@ class FakePrometheus:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def close(self):
         self.server.shutdown()

@@ -5,7 +5,6 @@ import json
 import shutil
 import ssl
 import subprocess
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +18,7 @@ from gpu_policy.telemetry import (
     GpuKey, PrometheusDcgmSource, SimulatedDcgmSource, TelemetrySettings, TelemetryUnavailable, cluster_signals)
 from gpu_policy.telemetry.exporter import render_metrics
 from gpu_policy.telemetry.http import redact_url
+from tests.serving import serve_in_thread
 from tests.telemetry.conftest import NODE_A
 
 FAST = TelemetrySettings(timeout_s=0.5, retries=1, backoff_s=0.01, total_timeout_s=5)
@@ -91,7 +91,7 @@ class Hostile:
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
             scheme = "https"
         self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def close(self):
         self.server.shutdown()

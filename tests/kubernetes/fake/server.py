@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
 
+from tests.serving import serve_in_thread
+
 from .watch import Change, History
 
 TOKEN = "gpu-policy-test-token"
@@ -131,7 +133,7 @@ class FakeKubernetes:
         self._stopping = False
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Bound)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fake-kube-apiserver", daemon=True).start()
+        serve_in_thread(self._server, "fake-kube-apiserver")
         return self
 
     def stop(self) -> None:
