@@ -213,6 +213,7 @@ class Controller:
     # -- one round: look, plan, act ---------------------------------------------------------------
     def round(self) -> Plan | None:
         began = time.perf_counter()
+        self.cluster.client.begin_round()  # max_requests_per_round bounds this round, not the controller's life
         try:
             snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
                                        self.cache.pod_views(), self._clock(), self.cluster.url, self.cache.bad())

@@ -1,8 +1,8 @@
 """When the controller releases: what arrived while it planned is planned at once after the
 round (no debounce on top), and a gang whose release stops part way (a patch refused, the API
 server gone) keeps its released pods where they are, the rest placed by its reservation and
-released by the next round, in every snapshot, by any replica; and while it runs, the cyclic
-garbage collector runs less often."""
+released by the next round, in every snapshot, by any replica; each round has its own request
+budget; and while it runs, the cyclic garbage collector runs less often."""
 
 import gc
 import time
@@ -38,6 +38,27 @@ def test_what_arrives_while_a_round_plans_is_planned_right_after_it(api, cluster
         # no fake time passes: the pod has waited the whole round, longer than the debounce
         assert c.step() and c.plans == plans + 2
         assert "meanwhile" in released(api)
+    finally:
+        c.stop.set()
+
+
+def test_every_round_has_its_own_request_budget(api, cluster, fake_time):
+    """`max_requests_per_round` bounds one round (a look, its plan and the acting on it), not the
+    controller's life: many rounds together send far more than one round may."""
+    cluster_of(api)
+    k8s = cluster(lease_duration_s=15.0, max_requests_per_round=30)
+    c = Controller(k8s, ControllerSettings(debounce_s=0.2, watch_timeout_s=2.0))
+    c.start()
+    try:
+        for batch in range(6):  # a release patch and an Event per pod: 20 requests a batch, 120 in all
+            names = [f"p{batch}-{i}" for i in range(10)]
+            for name in names:
+                api.put(gated_pod(name, "ab"[batch % 2]))
+            settle(c, fake_time, lambda: set(names) <= set(released(api)))
+            fake_time.now += 300  # the pods end, as jobs do
+            for name in names:
+                api.delete("pods", name, "jobs")
+        assert k8s.client.stats.calls > 3 * 30 and c.last_error is None
     finally:
         c.stop.set()
 
