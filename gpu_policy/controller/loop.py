@@ -215,7 +215,8 @@ class Controller:
         began = time.perf_counter()
         try:
             snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
-                                       self.cache.pod_views(), self._clock(), self.cluster.url, self.cache.bad())
+                                       self.cache.pod_views(), self._clock(), self.cluster.url,
+                                       self.cluster.device_plugin_lag, self.cache.bad())
         except GpuPolicyError as e:  # a bad object or queue definition: say so, plan again on its fix
             self._failed(str(e))
             return None
