@@ -216,7 +216,8 @@ class Controller:
         self.cluster.client.begin_round()  # max_requests_per_round bounds this round, not the controller's life
         try:
             snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
-                                       self.cache.pod_views(), self._clock(), self.cluster.url, self.cache.bad())
+                                       self.cache.pod_views(), self._clock(), self.cluster.url,
+                                       self.cluster.device_plugin_lag, self.cache.bad())
         except GpuPolicyError as e:  # a bad object or queue definition: say so, plan again on its fix
             self._failed(str(e))
             return None

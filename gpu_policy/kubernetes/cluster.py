@@ -32,6 +32,7 @@ from gpu_policy.kubernetes.pods import PodRef, read_pod
 from gpu_policy.kubernetes.requests import RequestView
 from gpu_policy.kubernetes.reservations import Reservation, key_of, write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.settle import DevicePluginLag
 from gpu_policy.kubernetes.shape import NODE, POD
 from gpu_policy.kubernetes.snapshot import Snapshot
 from gpu_policy.model import Job
@@ -68,6 +69,8 @@ class KubernetesCluster:
         self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
                                    clock, sleep, monotonic)
         self._clock, self._sleep, self._monotonic = clock, sleep, monotonic
+        #: which Online devices each composable node's allocatable counts, across this cluster's looks
+        self.device_plugin_lag = DevicePluginLag(self.settings.composition_settle_s)
         #: each ComposabilityRequest as a write answered (name, answer): the controller's cache takes it in
         self.on_request_written: Callable[[str, dict], None] = lambda name, body: None
 
@@ -82,7 +85,7 @@ class KubernetesCluster:
         nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
         pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
         snap, warnings, bad = look(self.client, self.settings, nodes, pods, self._clock(), self.url,
-                                   bad_nodes + bad_pods)
+                                   self.device_plugin_lag, bad_nodes + bad_pods)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}

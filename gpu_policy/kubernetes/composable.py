@@ -10,12 +10,12 @@ What this module decides where the contract is silent (docs/composition.md):
   and others', so the snapshot's `free` is what is free now, and nobody must keep the
   ConfigMap up to date.
 - A node is planned as it will be once gpu-policy's requests are done: its allocatable GPUs,
-  less the devices its requests have Online, plus their `size`. Allocatable GPUs fewer than
-  those Online devices mean the device plugin has not counted them yet (it follows the
-  operator by seconds): then all allocatable GPUs are the node's own, so a request that has
-  just completed is not planned as missing GPUs and asked for again. GPUs being attached are part
-  of it (the node's highest indices; a step placed on them waits for them, and a
-  reservation can hold them); GPUs being detached are not. `attached` is that total.
+  less the devices its requests have Online that the device plugin counts already (it
+  follows the operator by seconds: `DevicePluginLag`), plus their `size`. GPUs being
+  attached are part of it (the node's highest indices; a step placed on them waits for
+  them, and a reservation can hold them); GPUs being detached are not. `attached` is that
+  total. A node whose device plugin has not counted a change yet (settling) is left out of
+  the composable nodes: nothing is attached to it or detached from it until it has.
 - A request of gpu-policy's that is not complete `deadline_s` after its last change counts
   at the size it had before (what the next execution rolls it back to).
 """
@@ -30,6 +30,7 @@ from gpu_policy.errors import ClusterObjectError, InputError, ScenarioError
 from gpu_policy.kubernetes.names import COMPOSABLE_KEY, GPU_PRODUCT_LABEL
 from gpu_policy.kubernetes.nodes import NodeView
 from gpu_policy.kubernetes.requests import RequestView
+from gpu_policy.kubernetes.settle import DevicePluginLag
 from gpu_policy.model import Node
 from gpu_policy.plan import JobDecision
 from gpu_policy.safe_load import parse_text
@@ -73,6 +74,7 @@ class ComposedNodes:
     nodes: list[NodeView]
     attaching: dict[str, int] = field(default_factory=dict)  # node -> GPUs of its highest indices not there yet
     requests: dict[tuple[str, str], RequestView] = field(default_factory=dict)  # (node, model) -> gpu-policy's request
+    settling: set[str] = field(default_factory=set)  # nodes not composed until their device plugin counts a change
     warnings: list[str] = field(default_factory=list)
 
     def waits_on(self, decision: JobDecision, nodes: list[Node]) -> set[str]:
@@ -96,7 +98,7 @@ def overdue(r: RequestView, now: float, deadline_s: float) -> bool:
 
 
 def compose_nodes(settings: dict, nodes: list[NodeView], requests: list[RequestView], now: float,
-                  deadline_s: float, where: str) -> ComposedNodes:
+                  deadline_s: float, lag: DevicePluginLag, where: str) -> ComposedNodes:
     """The composable nodes as they will be once gpu-policy's requests are done, and the
     pools as they are now (see the module's docstring)."""
     out = ComposedNodes(section={}, nodes=[])
@@ -114,7 +116,8 @@ def compose_nodes(settings: dict, nodes: list[NodeView], requests: list[RequestV
         out.requests.update({(r.node, r.model): r for r in mine})
         online = sum(r.online for r in mine)
         planned = sum(planned_size(r, now, deadline_s) for r in mine)
-        gpus = (view.gpus - online if view.gpus >= online else view.gpus) + planned
+        counted, settling = lag.counted(view.name, view.gpus, online, now)
+        gpus = view.gpus - counted + planned
         if gpus > view.max_gpus:
             raise ClusterObjectError(f"node {view.name}", "metadata.annotations.gpu-policy.io/max-gpus",
                                      f"must be at least the node's {gpus} GPUs (allocatable, and being attached), "
@@ -122,7 +125,13 @@ def compose_nodes(settings: dict, nodes: list[NodeView], requests: list[RequestV
         out.attaching[view.name] = min(gpus, max(0, planned - online))
         model = view.gpu_model or next((r.model for r in mine if planned_size(r, now, deadline_s)), None)
         out.nodes.append(dataclasses.replace(view, gpus=gpus, gpu_model=model))
-        composed.append({"name": view.name, "max_gpus": view.max_gpus, "attached": min(planned, gpus)})
+        if settling:
+            out.settling.add(view.name)
+            out.warnings.append(f"node {view.name}: its allocatable {view.gpus} GPUs do not count the change of "
+                                f"gpu-policy's devices Online there yet (the device plugin follows the CDI operator): "
+                                f"not composed until they do, at most {lag.settle_s:g} s")
+        else:
+            composed.append({"name": view.name, "max_gpus": view.max_gpus, "attached": min(planned, gpus)})
         for r in mine:
             if overdue(r, now, deadline_s):
                 out.warnings.append(f"ComposabilityRequest {r.name}: not complete {deadline_s:g} s after its size "

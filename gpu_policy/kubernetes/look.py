@@ -14,6 +14,7 @@ from typing import Protocol
 
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.composable import ComposedNodes, compose_nodes, settings_from_config_map
+from gpu_policy.kubernetes.settle import DevicePluginLag
 from gpu_policy.kubernetes.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.isolate import ObjectWarning, placeable, read_each
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
@@ -47,7 +48,8 @@ class Reads(Protocol):
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
-         source: str, bad: list[ObjectWarning] = ()) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
+         source: str, lag: DevicePluginLag,
+         bad: list[ObjectWarning] = ()) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
     """The snapshot of these nodes and pods; the warnings of reading the rest (one line
     each, the objects left out first); and the objects left out or left waiting (`bad`,
     the nodes and pods that could not be read, and the pods no node could ever hold)."""
@@ -63,7 +65,7 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
     warnings += unreadable.values()
     labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
-    composed = _composition(reads, settings, nodes, now, warnings)
+    composed = _composition(reads, settings, nodes, now, lag, warnings)
     snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed, labels,
                           pod_groups)
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
@@ -138,7 +140,7 @@ def _pod_groups(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> 
 
 
 def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], now: float,
-                 warnings: list[str]) -> ComposedNodes | None:
+                 lag: DevicePluginLag, warnings: list[str]) -> ComposedNodes | None:
     """Composition as the cluster has it: None unless a node is labelled composable and
     the composable ConfigMap and the operator's CRD exist."""
     composable = [n.name for n in nodes if n.max_gpus is not None]
@@ -157,7 +159,7 @@ def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeVie
                         "operator installed?): no GPUs are attached or detached")
         return None
     requests = [r for r in map(read_request, listed) if r is not None]
-    return compose_nodes(composition, nodes, requests, now, settings.composition_deadline_s,
+    return compose_nodes(composition, nodes, requests, now, settings.composition_deadline_s, lag,
                          f"{where}: data.{COMPOSABLE_KEY}")
 
 

@@ -81,6 +81,12 @@ class KubernetesSettings:
     (Running, every device Online); after that its errors are reported and its size rolled
     back. Attaching a GPU takes the CDI operator seconds to minutes (it looks again every 30 s);
     a webhook that is down is retried within the same time."""
+    composition_settle_s: float = 120.0
+    """Seconds at most that a composable node is not composed after gpu-policy's devices
+    Online on it changed while its allocatable GPUs did not (the device plugin re-registers
+    after the CDI operator attaches or detaches: a restart of its pod and the kubelet's next
+    node status, tens of seconds); it ends earlier once the allocatable GPUs change. 120 s
+    also covers DCGM's staleness (120 s), during which a detached GPU still reads idle."""
 
     def validate(self) -> KubernetesSettings:
         """Raise ValueError naming the first bad setting; return self."""

@@ -9,7 +9,8 @@ written again here for the tests (nothing copied):
   (devices named) -> its devices Attaching, then Online `attach_polls` turns later ->
   Running; a spec that differs from `status.scalarResource` sends it back to NodeAllocating;
 - when a request reaches Running, its node's allocatable `nvidia.com/gpu` counts its Online
-  devices (as the device plugin would), and it shrinks again when devices go;
+  devices (as the device plugin would), and it shrinks again when devices go; with
+  `plugin_lag`, only when a test calls `count()` (the device plugin re-registering later);
 - an injected error (`fail`) never clears: `status.error` and the device's error stay;
 - the webhook refuses, on create and on update, a second `samenode` request for the same
   target node, type and model (403 "admission webhook ... denied the request: ...");
@@ -35,6 +36,8 @@ class FakeCdiOperator:
         self.attach_polls = attach_polls
         self.failures: dict[str, tuple[str, str | None]] = {}  # request -> (status.error, a device's error)
         self.paused = False
+        self.plugin_lag = False  # True: the node's allocatable follows its devices only at `count()`
+        self._uncounted: set[str] = set()  # nodes whose allocatable does not count their devices yet
         self._names = itertools.count(1)
         self._age: dict[str, int] = {}  # device -> turns spent Attaching
         self._base: dict[str, int] = {}  # node -> allocatable GPUs that are not the operator's devices
@@ -52,6 +55,12 @@ class FakeCdiOperator:
 
     def requests(self) -> list[dict]:
         return self.api.objects(CRO_PLURAL, group=CRO_GROUP)
+
+    def count(self) -> None:
+        """The device plugin re-registers: each node's allocatable counts its Online devices."""
+        uncounted, self._uncounted, self.plugin_lag = self._uncounted, set(), False
+        for node_name in sorted(uncounted):
+            self._count_devices({"metadata": {"name": ""}}, node_name)
 
     def settle(self, turns: int = 20) -> None:
         """Let the controller take `turns` turns with nobody reading."""
@@ -163,6 +172,9 @@ class FakeCdiOperator:
         """The device plugin: the node's allocatable GPUs are its own plus the Online devices."""
         node = self.api.get("nodes", node_name) if node_name else None
         if node is None:
+            return
+        if self.plugin_lag:
+            self._uncounted.add(node_name)
             return
         mine = [changed if r["metadata"]["name"] == changed["metadata"]["name"] else r for r in self.requests()]
         allocatable = node["status"]["allocatable"]

@@ -107,6 +107,52 @@ def test_a_request_in_progress_is_planned_as_done(api, cdi, cluster, fake_time):
     assert obs.backend.composed.attaching == {"node-3": 4}
 
 
+def test_a_planner_s_looks_remember_what_the_device_plugin_counts(api, cdi, cluster, fake_time):
+    """One KubernetesCluster (an `apply` execution, the controller's) across looks: node-3
+    holds 4 GPUs of its own, 2 are attached, and its allocatable still reads 4. A look that
+    saw the devices come Online while the allocatable stayed reads it as not counting them
+    (6 GPUs) and leaves node-3 out of the composable nodes, until the allocatable changes or
+    `composition_settle_s` passes; a first look cannot tell, and reads it as counting them."""
+    api.put(composable_node_object(Node(name="node-3", gpus=4, gpu_model=MODEL), max_gpus=8))
+    request = attached_request("node-3", MODEL, 2, requested_at=fake_time.time())
+    api.put({**request, "status": {}})
+    cdi.paused, cdi.plugin_lag = True, True
+    k8s = cluster()
+    assert k8s.observe().scenario.node("node-3").gpus == 6  # in flight: 4 of its own and 2 being attached
+    cdi.paused = False
+    cdi.settle()  # Online; the allocatable still reads 4
+    cdi.paused = True
+    obs = k8s.observe()
+    assert obs.scenario.node("node-3").gpus == 6 and obs.backend.composed.settling == {"node-3"}
+    assert obs.scenario.composable.nodes == [] and any(w.startswith("node node-3: its allocatable 4 GPUs do not "
+                                                                  "count") for w in obs.warnings)
+    assert cluster().observe().scenario.node("node-3").gpus == 4  # a first look: read alone
+    fake_time.now += k8s.settings.composition_settle_s  # the plugin never re-registers: bounded
+    obs = k8s.observe()
+    assert obs.scenario.node("node-3").gpus == 4 and obs.backend.composed.settling == set()
+    assert [n.name for n in obs.scenario.composable.nodes] == ["node-3"]
+
+
+@pytest.mark.parametrize("plugin_first", [False, True])
+def test_the_device_plugin_may_count_before_or_after_the_operator_s_status(plugin_first):
+    """A node of 2 GPUs of its own gets 4 attached (allocatable 2 -> 6, Online 0 -> 4), the
+    two changes seen in either order: read right once both are seen, settling only while
+    the allocatable lags."""
+    from gpu_policy.kubernetes.settle import DevicePluginLag
+
+    lag = DevicePluginLag(settle_s=120.0)
+    assert lag.counted("n", 2, 0, now=0.0) == (0, False)
+    if plugin_first:
+        lag.counted("n", 6, 0, now=1.0)  # read alone: the next look's Online devices explain it
+        assert lag.counted("n", 6, 4, now=2.0) == (4, False)
+    else:
+        assert lag.counted("n", 2, 4, now=1.0) == (0, True)  # 2 of its own, the 4 not counted yet
+        assert lag.counted("n", 2, 4, now=60.0) == (0, True)
+        assert lag.counted("n", 6, 4, now=61.0) == (4, False)
+    assert lag.counted("n", 6, 0, now=200.0) == (4, True)  # detached: the allocatable still counts them
+    assert lag.counted("n", 6, 0, now=320.0) == (0, False)  # 120 s on: read alone
+
+
 @pytest.mark.parametrize("annotation,problem", [
     (None, 'is required on a node labelled gpu-policy.io/composable: "true"'),
     ("eight", 'must be a whole number of GPUs from 0 to 1,024, got "eight"'),

@@ -25,7 +25,7 @@ def filled(client) -> Cache:
 
 def cached_look(cluster, cache):
     return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster._clock(), cluster.url,
-                cache.bad())
+                cluster.device_plugin_lag, cache.bad())
 
 
 @pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)

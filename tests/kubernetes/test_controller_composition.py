@@ -18,7 +18,7 @@ from gpu_policy.model import Node, Scenario
 from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings, TelemetryUnavailable
 from tests.kubernetes.controller_harness import DEADLINE_S, gated_pod, new_controller, released, sees, settle
 from tests.kubernetes.fake_cdi import MODEL, composable_cluster
-from tests.kubernetes.objects import attached_request
+from tests.kubernetes.objects import attached_request, composable_node_object
 from tests.kubernetes.test_controller_events import described
 
 OURS = "gpu-policy-node-3-a100-80gb"
@@ -259,3 +259,84 @@ def test_prometheus_down_plans_without_telemetry_and_says_why(fake_time):
     feed.collect()
     signals, problem = feed.judge(Scenario(nodes=[Node("node-3", gpus=6)], queues=[], jobs=[]))
     assert problem is None and signals.gpus[GpuKey("node-3", 5)].idle and not signals.gpus[GpuKey("node-3", 4)].idle
+
+
+SETTLING = "node node-3: its allocatable"
+
+
+def settling(plan) -> bool:
+    """The plan's look read node-3 as not counting gpu-policy's devices yet (not composed)."""
+    return any(w.startswith(SETTLING) for w in plan.warnings)
+
+
+def test_no_second_attach_while_the_device_plugin_has_not_counted_the_first(api, cluster, fake_time):
+    """node-3 holds 4 GPUs of its own (team-b's pod 2 of them): the 4-GPU job needs 2 attached.
+    Once they are Online, node-3's allocatable still reads 4, as many as its own GPUs
+    before: one look cannot tell whether it counts them. The controller's looks before can."""
+    cdi = team_b_waits(api)
+    api.put(composable_node_object(Node(name="node-3", gpus=4, gpu_model=MODEL), max_gpus=8))
+    cdi.plugin_lag = True
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: cdi.requests())
+        assert request_writes(api) == ["POST"] and size(cdi) == 2
+        cdi.settle()  # Running, 2 devices Online; the device plugin has not re-registered
+        sees(c, lambda: c.cache.objects[COMPOSABILITY_REQUESTS][("", OURS)].get("status", {}).get("state") == "Running")
+        settle(c, fake_time, turns=4)
+        plan = c.round()
+        assert settling(plan) and not plan.compositions and request_writes(api) == ["POST"] and size(cdi) == 2
+        assert released(api, "b")["train"] == "node-3"  # its request is complete: the pods wait for the plugin
+        cdi.count()  # the allocatable counts them (6): planned as before, not settling
+        sees(c, lambda: caught_up(c, api, "node-3", OURS))
+        settle(c, fake_time, turns=3)
+        assert not settling(c.round()) and request_writes(api) == ["POST"] and size(cdi) == 2
+    finally:
+        c.shut_down()
+
+
+def test_a_look_with_no_memory_of_the_lag_reads_the_node_short(api, cluster, fake_time):
+    """What the rule cannot help, shown: a look with no memory of node-3 (a one-shot apply,
+    a controller started in the lag) reads its 4 allocatable GPUs as counting the 2 Online
+    devices, so node-3 reads 2 short (4, not 6) (docs/composition.md, "Decisions")."""
+    team_b_waits(api)
+    api.put(composable_node_object(Node(name="node-3", gpus=4, gpu_model=MODEL), max_gpus=8))
+    api.put(attached_request("node-3", MODEL, 2, requested_at=fake_time.time() - 10))
+    plan = cluster().observe()
+
+
+@pytest.mark.parametrize("catch_up", ["allocatable", "window"])
+def test_no_further_detach_while_the_device_plugin_has_not_uncounted_the_first(api, cluster, fake_time, catch_up):
+    """node-3: 2 GPUs of its own and 4 attached, GPUs 4 and 5 idle for an hour: 2 go back.
+    Its allocatable still reads 6 after they went, and DCGM still reads 4 and 5 idle: read
+    alone, GPUs 4 and 5 would be the 2 attached left, idle, and go back too. Planning
+    resumes once the allocatable counts the detach, or `composition_settle_s` after it."""
+    cdi = team_b_waits(api, waiting=False)
+    api.put(attached_request("node-3", MODEL, 4, requested_at=fake_time.time() - 4000))
+    node = api.get("nodes", "node-3")
+    node["status"]["allocatable"]["nvidia.com/gpu"] = node["status"]["capacity"]["nvidia.com/gpu"] = "6"
+    api.put(node)
+    cdi.plugin_lag = True
+    feed = TelemetryFeed(Dcgm(fake_time, {4, 5}))
+    c = Controller(cluster(lease_duration_s=15.0), ControllerSettings(debounce_s=0.2, watch_timeout_s=2.0),
+                   telemetry=feed)
+    c.start()
+    try:
+        assert feed.collected.wait(DEADLINE_S)
+        settle(c, fake_time, lambda: request_writes(api))
+        assert request_writes(api) == ["PATCH"] and size(cdi) == 2
+        cdi.settle()  # 2 devices went; node-3's allocatable still reads 6
+        sees(c, lambda: caught_up(c, api, "node-3", OURS))
+        settle(c, fake_time, turns=4)
+        plan = c.round()
+        assert settling(plan) and not plan.compositions and request_writes(api) == ["PATCH"] and size(cdi) == 2
+        if catch_up == "allocatable":
+            cdi.count()
+            sees(c, lambda: caught_up(c, api, "node-3", OURS))
+            plan = c.round()
+            assert not settling(plan) and not plan.compositions and request_writes(api) == ["PATCH"]
+        else:  # the plugin never re-registers: bounded, the node is composed again (and read alone)
+            fake_time.now += c.cluster.settings.composition_settle_s
+            plan = c.round()
+            assert not settling(plan) and [(x.node, x.change) for x in plan.compositions] == [("node-3", -2)]
+    finally:
+        c.shut_down()
