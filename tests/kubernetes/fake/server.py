@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import sys
 import threading
 import time
 import uuid
@@ -79,6 +80,15 @@ def now_rfc3339(t: float | None = None) -> str:
     return datetime.fromtimestamp(time.time() if t is None else t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class _Server(ThreadingHTTPServer):
+    """A client that hangs up (a watch it stopped reading, a controller shut down) is what API
+    servers see every day: no traceback for it; anything else is reported as the stdlib does."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeKubernetes:
     """The server and its store. Objects are plain API JSON (camelCase dicts).
 
@@ -131,7 +141,7 @@ class FakeKubernetes:
             fake = api
 
         self._stopping = False
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Bound)
+        self._server = _Server(("127.0.0.1", 0), Bound)
         self._server.daemon_threads = True
         serve_in_thread(self._server, "fake-kube-apiserver")
         return self
