@@ -114,8 +114,7 @@ class Cache:
 
     def list_composability_requests(self) -> list[dict] | None:
         """None when the cluster does not serve them (no CDI operator): composition is off."""
-        kind = COMPOSABILITY_REQUESTS
-        return list(self.objects[kind].values()) if self.served.get(kind) else None
+        return self._listed(COMPOSABILITY_REQUESTS)
 
     def list_resource_slices(self) -> list[dict] | None:
         return self._listed(RESOURCE_SLICES)

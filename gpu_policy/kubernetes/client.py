@@ -44,6 +44,7 @@ WATCHED_CUSTOM = {
     "kai_pod_groups": (KAI_GROUP, KAI_POD_GROUP_VERSION, POD_GROUPS),
     "volcano_pod_groups": (VOLCANO_GROUP, VOLCANO_VERSION, POD_GROUPS),
     "coscheduling_pod_groups": (COSCHEDULING_GROUP, COSCHEDULING_VERSION, POD_GROUPS),
+    "composability_requests": (CRO_GROUP, CRO_VERSION, CRO_PLURAL),
 }
 #: an Event write that fails is counted, never fatal (spec "Events": best effort)
 _EVENT_REFUSALS = frozenset({400, 403, 404, 409, 422})
@@ -345,7 +346,7 @@ class KubeClient:
     @_needs("list", CRO_PLURAL, group=CRO_GROUP)
     def list_composability_requests(self) -> list[dict] | None:
         """Every ComposabilityRequest; None when the operator's CRD is not installed."""
-        return self.list_composability_requests_versioned()[0]
+        return self._list("list ComposabilityRequests", self._all_of(CRO_GROUP, CRO_VERSION, CRO_PLURAL), missing_ok=True)
 
     @_needs("get", CRO_PLURAL, group=CRO_GROUP)
     def read_composability_request(self, name: str) -> dict | None:
@@ -406,10 +407,6 @@ class KubeClient:
         return self._list_versioned("list KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
             group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), missing_ok=True)
 
-    def list_composability_requests_versioned(self) -> tuple[list[dict] | None, str]:
-        return self._list_versioned("list ComposabilityRequests", lambda **kw: self._custom.list_cluster_custom_object(
-            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, **kw), missing_ok=True)
-
     def watch(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
         """(type, object) events of one WATCH of `kind` from `resource_version`, with
         bookmarks, until the server ends it (at most `timeout_s`). A 410 raises WatchExpired
@@ -440,7 +437,7 @@ class KubeClient:
         return self._watch("watch KAI queues", lambda **kw: self._custom.list_cluster_custom_object(
             group=KAI_GROUP, version=KAI_VERSION, plural=KAI_PLURAL, **kw), resource_version, timeout_s)
 
-    # the DRA kinds and PodGroups (WATCHED_CUSTOM): a method each, to declare its permission
+    # the DRA kinds, PodGroups and ComposabilityRequests (WATCHED_CUSTOM): a method each, to declare its permission
     watch_resource_slices = _custom_watch("resource_slices")
     watch_resource_claims = _custom_watch("resource_claims")
     watch_resource_claim_templates = _custom_watch("resource_claim_templates")
@@ -449,15 +446,11 @@ class KubeClient:
     watch_kai_pod_groups = _custom_watch("kai_pod_groups")
     watch_volcano_pod_groups = _custom_watch("volcano_pod_groups")
     watch_coscheduling_pod_groups = _custom_watch("coscheduling_pod_groups")
+    watch_composability_requests = _custom_watch("composability_requests")
 
     def _watch_custom(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
         group, version, plural = WATCHED_CUSTOM[kind]
         return self._watch(f"watch {plural}.{group}", self._all_of(group, version, plural), resource_version, timeout_s)
-
-    @_needs("watch", CRO_PLURAL, group=CRO_GROUP)
-    def watch_composability_requests(self, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
-        return self._watch("watch ComposabilityRequests", lambda **kw: self._custom.list_cluster_custom_object(
-            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, **kw), resource_version, timeout_s)
 
     @_needs("patch", "pods")
     def patch_pod_json(self, namespace: str, name: str, operations: list[dict]) -> Answer:

@@ -342,7 +342,6 @@ def calls(client: KubeClient) -> dict:
         "watch_kai_queues": lambda: list(client.watch_kai_queues("1", 1)),
         **{f"watch_{kind}": (lambda kind=kind: list(getattr(client, f"watch_{kind}")("1", 1)))
            for kind in WATCHED_CUSTOM},
-        "watch_composability_requests": lambda: list(client.watch_composability_requests("1", 1)),
         "patch_pod_json": lambda: client.patch_pod_json("ml", "p", [{"op": "test", "path": "/kind", "value": "Pod"}]),
         "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"},
                                                            "eventTime": "2026-01-01T00:00:00.000000Z"}),
