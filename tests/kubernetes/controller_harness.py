@@ -69,6 +69,19 @@ def sees(controller: Controller, done) -> None:
         controller.take_changes(wait_s=0.3)
 
 
+def described(api, namespace: str, pod: str) -> list[dict]:
+    """The pod's Events, oldest first, as `kubectl describe pod` lists them."""
+    return sorted((e for e in api.objects("events", namespace, group="events.k8s.io")
+                   if e["regarding"]["name"] == pod), key=lambda e: e["eventTime"])
+
+
+def not_admitted_note(api, namespace: str, pod: str) -> str:
+    """The note of the pod's one Event, which must be the Warning that it is not admitted."""
+    (said,) = described(api, namespace, pod)
+    assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
+    return said["note"]
+
+
 def released(api, namespace: str = "jobs") -> dict[str, str]:
     """Pod name -> the node gpu-policy released it onto (gate gone, hostname selected)."""
     out = {}

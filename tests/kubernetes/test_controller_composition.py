@@ -16,10 +16,9 @@ from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Node, Scenario
 from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings, TelemetryUnavailable
-from tests.kubernetes.controller_harness import DEADLINE_S, gated_pod, new_controller, released, sees, settle
+from tests.kubernetes.controller_harness import DEADLINE_S, described, gated_pod, new_controller, released, sees, settle
 from tests.kubernetes.fake_cdi import MODEL, composable_cluster
 from tests.kubernetes.objects import attached_request, composable_node_object
-from tests.kubernetes.test_controller_events import described
 
 OURS = "gpu-policy-node-3-a100-80gb"
 PATH = f"/apis/{names.CRO_GROUP}/{names.CRO_VERSION}/{names.CRO_PLURAL}"

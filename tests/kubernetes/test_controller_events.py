@@ -2,14 +2,9 @@
 fake API server. Why a pod waits (the code and the numbers), why one is preempted (before
 it goes), and why one is never admitted (a Warning)."""
 
-from tests.kubernetes.controller_harness import cluster_of, gated_pod, new_controller, released, settle
+from tests.kubernetes.controller_harness import (cluster_of, described, gated_pod, new_controller, not_admitted_note,
+                                                 released, settle)
 from tests.kubernetes.test_act import eviction_cluster
-
-
-def described(api, namespace: str, pod: str) -> list[dict]:
-    """The pod's Events, oldest first, as `kubectl describe pod` lists them."""
-    return sorted((e for e in api.objects("events", namespace, group="events.k8s.io")
-                   if e["regarding"]["name"] == pod), key=lambda e: e["eventTime"])
 
 
 def test_a_victim_is_told_why_before_it_is_evicted(api, cluster, fake_time):
@@ -38,9 +33,8 @@ def test_a_pod_its_namespace_may_not_queue_with_gets_a_warning(api, cluster, fak
     c = new_controller(cluster)
     try:
         settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "sneak"))
-        (said,) = described(api, "jobs", "sneak")
-        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
-        assert said["note"] == "NotAllowedInQueue: not admitted: namespace jobs may not use queue a"
+        note = not_admitted_note(api, "jobs", "sneak")
+        assert note == "NotAllowedInQueue: not admitted: namespace jobs may not use queue a"
     finally:
         c.shut_down()
 
@@ -56,10 +50,8 @@ def test_a_pod_gpu_policy_cannot_read_is_told_so_and_the_rest_is_planned(api, cl
     try:
         settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "bad"))
         assert "good" in released(api) and "bad" not in released(api)
-        (said,) = described(api, "jobs", "bad")
-        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
-        assert said["note"].startswith("UnreadablePod: pod jobs/bad: metadata.annotations.gpu-policy.io/gpu-index: "), \
-            said["note"]
+        note = not_admitted_note(api, "jobs", "bad")
+        assert note.startswith("UnreadablePod: pod jobs/bad: metadata.annotations.gpu-policy.io/gpu-index: "), note
     finally:
         c.shut_down()
 
@@ -86,9 +78,8 @@ def test_a_pod_asking_more_than_any_node_holds_waits_with_an_event_naming_it(api
     try:
         settle(c, fake_time, lambda: c.plans >= 1 and described(api, "jobs", "typo"))
         assert "fine" in released(api) and "typo" not in released(api)
-        (said,) = described(api, "jobs", "typo")
-        assert (said["reason"], said["type"]) == ("GpuPolicyNotAdmitted", "Warning")
-        assert said["note"].startswith("NoNodeFits: pod jobs/typo: spec.containers[*].resources.requests.nvidia.com/gpu: "
-                                       "no node could ever hold it"), said["note"]
+        note = not_admitted_note(api, "jobs", "typo")
+        assert note.startswith("NoNodeFits: pod jobs/typo: spec.containers[*].resources.requests.nvidia.com/gpu: "
+                               "no node could ever hold it"), note
     finally:
         c.shut_down()
