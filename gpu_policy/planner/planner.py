@@ -11,17 +11,21 @@ from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
-from gpu_policy.planner.attach import Composer
-from gpu_policy.planner.accounting import accounts, credits, limits_and_nonpreemptible, shortfalls
 from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
-from gpu_policy.planner.inside import inside_only_when_needed, no_swap_inside, priority_levels
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
-from gpu_policy.planner.objectives import moves_stage, packing_stage, preemption_stages, starts_stage
+from gpu_policy.planner.linear import affine
 from gpu_policy.planner.packing import scenario_mix
-from gpu_policy.planner.program import (PlanProgram, affine, build_capacity, build_decisions,
-                                        no_room_left_for_victims)
+from gpu_policy.planner.program import PlanProgram, build_decisions
 from gpu_policy.planner.realize import Outcome, realize
-from gpu_policy.planner.reclaim import reclaim
+from gpu_policy.planner.rules.claims import accounts, credits, shortfalls, starts_stage
+from gpu_policy.planner.rules.composition import Composer
+from gpu_policy.planner.rules.fits import build_capacity, no_room_left_for_victims
+from gpu_policy.planner.rules.inside import inside_only_when_needed, no_swap_inside, priority_levels
+from gpu_policy.planner.rules.limits import limits_and_nonpreemptible
+from gpu_policy.planner.rules.moves import moves_stage
+from gpu_policy.planner.rules.packing import packing_stage
+from gpu_policy.planner.rules.reclaim import reclaim
+from gpu_policy.planner.rules.victims import preemption_stages
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope

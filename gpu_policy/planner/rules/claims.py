@@ -1,12 +1,25 @@
 """Claims before borrowing and who starts first: the guarantee tier before fair share,
-then the smallest relative share; how much of a queue's work counts toward its share."""
+then the smallest relative share; how much of a queue's work counts toward its share. In the program: what each queue holds
+after the plan (`accounts`), what of it counts toward its shares (`credits`: claims before
+borrowing), the `guarantees` and `fair_share` stages (`shortfalls`) and the `starts` stage."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpu_policy.model import Job
+import pulp
+
+from gpu_policy.model import Job, Scenario
+from gpu_policy.planner import rules
+from gpu_policy.planner.linear import affine, most
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.scope import Standing
 
 
 def relative_share(allocated: float, gpus: float, deserved: float, fair: float) -> float:
@@ -50,3 +63,164 @@ def best_fill(amounts: list[float], share: float) -> float:
     for a in milli:
         reach |= (reach << (a // unit)) & mask
     return (reach.bit_length() - 1) * unit / 1000
+
+
+@dataclass
+class Accounts:
+    """Per leaf queue, what it holds after the plan as (terms, constant): kept or moved
+    running jobs, and started jobs."""
+
+    kept: dict[str, tuple[dict, float]] = field(default_factory=dict)
+    new: dict[str, dict] = field(default_factory=dict)
+    jobs: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its jobs
+
+    def held(self, leaves: list[str]) -> tuple[dict, float]:
+        terms: dict = defaultdict(float)
+        const = 0.0
+        for q in leaves:
+            t, c = self.kept[q]
+            for v, a in list(t.items()) + list(self.new[q].items()):
+                terms[v] += a
+            const += c
+        return dict(terms), const
+
+
+def accounts(m: PlanProgram, s: Scenario, st: Standing) -> Accounts:
+    out = Accounts()
+    for q in st.tree.leaves:
+        out.jobs[q] = []
+        out.kept[q] = ({}, 0.0)
+        out.new[q] = {}
+    for kind, var in m.starts.items():
+        out.new[kind.queue][var] = kind.total_gpus
+    for job in s.jobs:
+        out.jobs[job.queue].append(job)
+        if job.is_running:
+            terms, const = out.kept[job.queue]
+            runs, once = m.runs(job)
+            for v, a in runs.items():
+                terms[v] = terms.get(v, 0) + a * job.total_gpus
+            out.kept[job.queue] = (terms, const + once * job.total_gpus)
+    return out
+
+
+@dataclass
+class Credit:
+    """What of a queue counts toward its shares (terms, constant), and of that, its starts."""
+
+    terms: dict
+    const: float
+    claimed: dict  # {starts or their counted part: GPUs}
+
+
+def credits(m: PlanProgram, st: Standing, acc: Accounts) -> dict[str, Credit]:
+    return {q: _credit(m, st, acc, q) for q in st.tree.leaves}
+
+
+def shortfalls(m: PlanProgram, st: Standing, acc: Accounts, credit: dict[str, Credit]) -> list[tuple[str, dict]]:
+    """Stages `guarantees` then `fair_share` (one per depth of the queue tree, top first):
+    the GPUs each entity lacks to min(deserved, demand), then to its fair share.
+
+    Claims before borrowing: a start counts toward its queue's shares only if the queue,
+    counting it, stays within its fair share (credit[q] below), so a start that takes its
+    queue above its fair share serves no claim, and the earlier stages keep the GPUs that
+    a claim could use for the claim.
+    """
+    plain = {q: (c.terms, c.const) for q, c in credit.items()}
+    guarantee = {q: _guarantee_credit(m, st, acc, q, plain[q]) for q in st.tree.leaves}
+    stages = []
+    depths = sorted({st.tree.depth(e) for e in st.tree.parent})
+    for name, target in (("guarantees", st.shares.guarantee), ("fair_share", st.shares.fair)):
+        for depth in depths:
+            objective: dict = {}
+            for e in st.tree.parent:
+                if st.tree.depth(e) != depth or target[e] <= rules.EPS:
+                    continue
+                terms: dict = defaultdict(float)
+                const = 0.0
+                for q in st.tree.leaves_under(e):
+                    t, c = (guarantee if name == "guarantees" else plain)[q]
+                    for v, a in t.items():
+                        terms[v] += a
+                    const += c
+                if not terms:
+                    continue
+                short = m.var("short", 0)
+                terms[short] = 1
+                # short[e] >= target[e] - credit[e]
+                m.add(affine(terms, const) >= target[e], "short")
+                objective[short] = 1
+            if objective:
+                stages.append((name if depth == depths[0] else f"{name}_depth{depth}", objective))
+    return stages
+
+
+def _guarantee_credit(m: PlanProgram, st: Standing, acc: Accounts, q: str,
+                      credit: tuple[dict, float]) -> tuple[dict, float]:
+    """In the guarantee stages a queue that gives also counts its largest victim: jobs are
+    indivisible, and the floor rule lets the last victim take it below its guarantee. Never
+    more than it counted before the plan: giving cannot raise a queue's own credit."""
+    largest = m.largest.get(q)
+    if not largest:
+        return credit
+    terms, const = credit
+    cap = max(st.shares.fair[q], st.shares.guarantee[q])
+    before = rules.best_fill([j.total_gpus for j in acc.jobs[q] if j.is_running], cap)
+    counted = m.var("guarantee_credit", 0, before)
+    # guarantee_credit[q] <= credit[q] + largest[q],  and <= its credit before the plan
+    m.add(affine({counted: 1, **{v: -a for v, a in terms.items()},
+                  **{z: -size for size, z in largest.items()}}, -const) <= 0, "guarantee_credit")
+    return {counted: 1}, 0.0
+
+
+def _credit(m: PlanProgram, st: Standing, acc: Accounts, q: str) -> Credit:
+    """GPUs of q that count toward its shares: what runs after the plan, up to its fair
+    share, plus its claims: starts of a set that fits, whole, on top of what runs within
+    the share (jobs are indivisible: a start that takes the queue above its share serves
+    no claim). kept_counted <= kept, <= fair; kept + claimed <= fair when anything is
+    claimed."""
+    fair = st.shares.fair[q]
+    kept, const = acc.kept[q]
+    new = acc.new[q]
+    low = const + sum(min(0.0, a) for a in kept.values())  # the least q keeps
+    if low >= fair - rules.EPS:
+        return Credit({}, float(fair), {})
+    if const + sum(max(0.0, a) for a in kept.values()) + most(new) <= fair + rules.EPS:
+        return Credit({**kept, **new}, const, dict(new))  # everything fits within the share
+    counted = m.var("kept_counted", 0, fair)
+    # kept_counted[q] <= what q keeps
+    m.add(affine({counted: 1, **{v: -a for v, a in kept.items()}}, -const) <= 0, "counted")
+    claimed = {}
+    for kind, var in m.starts.items():
+        if kind.queue == q:
+            c = m.var("claimed", 0, var.upBound, "Integer", 0)
+            claimed[c] = kind.total_gpus
+            # claimed[k] <= starts[k]
+            m.add(affine({c: 1, var: -1}) <= 0, "claimed")
+    any_claim = m.binary("claims", 0)
+    # claimed GPUs <= big * claims[q];  kept[q] + claimed GPUs <= fair[q] + big * (1 - claims[q])
+    m.add(affine({**claimed, any_claim: -most(claimed)}) <= 0, "claims")
+    big = const + most(kept) + most(claimed)
+    m.add(affine({**kept, **claimed, any_claim: big}, const) <= fair + big, "claims")
+    return Credit({counted: 1, **claimed}, 0.0, claimed)
+
+
+def starts_stage(m: PlanProgram, ordered: list[Job]) -> pulp.LpAffineExpression:
+    """Maximise GPUs started; the rank in start order breaks ties, worth less in total than
+    the smallest job. The k-th job of a kind is worth its rank's value: kind k starting n
+    jobs earns its first n values, one continuous segment per job (starts[k] = sum of its
+    segments; their values fall, so the best fill first)."""
+    rank = {j.name: r for r, j in enumerate(ordered)}
+    jobs = [j for mine in m.kinds.values() for j in mine]
+    n = len(jobs)
+    tie = 1e-3 * min(j.total_gpus for j in jobs) / (n + 1)
+    objective = {}
+    for kind, var in m.starts.items():
+        segments = {}
+        for job in m.kinds[kind]:
+            segment = m.var("rank", 0, 1)
+            segments[segment] = 1
+            objective[segment] = -(job.total_gpus + tie * (n - rank[job.name]) / n)
+        # starts[k] = sum of its segments
+        m.add(affine({**segments, var: -1}) == 0, "segments")
+    return affine(objective)

@@ -1,12 +1,27 @@
-"""What one GPU holds: fractions share a GPU while their sizes sum to at most one. The one
-place this is checked (placing running replicas, the program's bounds, realising a plan,
-the greedy scope and the reasons all ask here)."""
+"""What one GPU holds, and the capacity rows: every started and moved replica is placed on a
+detailed node (per GPU for fractions, per MIG slice) or a pool, within healthy GPUs, CPUs
+and memory; move before preempt (no room left for victims). The predicates are the one
+place "a fraction fits on a GPU" is checked (placing running replicas, the program's
+bounds, realising a plan, the greedy scope and the reasons all ask here)."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from typing import TYPE_CHECKING, Callable
 
-from gpu_policy.planner.rules.vocabulary import EPS
+import pulp
+
+from gpu_policy.model import Job, Scenario
+from gpu_policy.planner.linear import affine
+from gpu_policy.planner.rules.vocabulary import EPS, STRICT
+from gpu_policy.planner.shapes import Shape, shape_of
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.layout import Layout, NodeLayout
+    from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.scope import Scope
+    from gpu_policy.planner.telemetry import GpuLimits
 
 
 def fits_on_gpu(used: float, gpus: float) -> bool:
@@ -22,3 +37,263 @@ def has_room(used: float) -> bool:
 def per_gpu(gpus: float) -> int:
     """How many fractions of `gpus` one GPU holds."""
     return math.floor(1 / gpus + EPS)
+
+
+def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
+    """Place every started and moved replica: per detailed node and GPU, and per pool."""
+    items: dict[Shape, dict] = defaultdict(dict)  # shape -> {decision: replicas}
+    started: dict[Shape, dict] = defaultdict(dict)
+    jobs = {j.name: j for j in s.jobs}
+    for kind, var in m.starts.items():
+        items[kind.shape][var] = kind.replicas
+        started[kind.shape][var] = kind.replicas
+    for name, var in m.move.items():
+        items[shape_of(jobs[name])][var] = jobs[name].replicas
+    m.started_items = started
+    for job in s.jobs:
+        if job.is_fractional and job.name in m.move:
+            m.fraction_gpu[job.name] = layout.indices[job.name][0][0]
+    for shape, demand in items.items():
+        most = sum(a * var.upBound for var, a in demand.items())
+        for n in sc.detailed:
+            node = layout.nodes[n].node
+            if not (shape.fits(node) or (m.growth is not None and m.growth.fits(shape, n))):
+                continue
+            if shape.fractional:
+                for i in sc.fraction_gpus.get(n, ()):
+                    m.frac[n, i, shape] = m.var("frac", 0, min(most, per_gpu(shape.gpus)),
+                                                "Integer", 0)
+            else:
+                m.whole[n, shape] = m.var("whole", 0, min(most, layout.nodes[n].capacity // shape.whole_gpus),
+                                          "Integer", 0)
+        if not shape.fractional:
+            for model, pooled in sc.pools.items():
+                if any(shape.fits(layout.nodes[n].node) for n in pooled):
+                    m.pool[model, shape] = m.var("pool", 0, sum(a * v.upBound for v, a in started[shape].items()), "Integer", 0)
+        _not_back_in_place(m, shape, jobs, started[shape])
+        placed = {v: -1 for (n, sh), v in m.whole.items() if sh == shape}
+        placed.update({v: -1 for (n, i, sh), v in m.frac.items() if sh == shape})
+        pooled_terms = {v: -1 for (model, sh), v in m.pool.items() if sh == shape}
+        # placed replicas of shape = replicas of its started and moved jobs
+        m.add(affine({**demand, **placed, **pooled_terms}) == 0, "placed")
+        if pooled_terms and len(started[shape]) < len(demand):
+            # moved jobs go to detailed nodes only: pooled replicas <= started replicas
+            m.add(affine({**started[shape], **pooled_terms}) >= 0, "pool_starts")
+    for n in sc.detailed:
+        _node_capacity(m, s, layout, n, limits)
+    for model, pooled in sc.pools.items():
+        _pool_capacity(m, layout, model, pooled, sc.cuts)
+
+
+def _not_back_in_place(m: PlanProgram, shape: Shape, jobs: dict[str, Job], started: dict) -> None:
+    """A moved job of one replica does not land where it runs (on its node, or for a
+    fraction on its GPU): places there go to other jobs of its shape."""
+    movers = [jobs[n] for n in m.move if shape_of(jobs[n]) == shape]
+    origins: dict[tuple, list[Job]] = defaultdict(list)
+    for job in movers:
+        if job.replicas == 1:
+            origins[job.running[0], m.fraction_gpu.get(job.name)].append(job)
+    for (node, gpu), mine in origins.items():
+        var = m.frac.get((node, gpu, shape)) if shape.fractional else m.whole.get((node, shape))
+        if var is None:
+            continue
+        others = {**started, **{m.move[j.name]: j.replicas for j in movers if j not in mine}}
+        # places[origin] <= replicas of other started or moved jobs of the shape
+        m.add(affine({var: 1, **{v: -a for v, a in others.items()}}) <= 0, "not_back")
+
+
+def _node_capacity(m: PlanProgram, s: Scenario, layout: Layout, n: str, limits: GpuLimits) -> None:
+    nl = layout.nodes[n]
+    stays = lambda name: m.keep.get(name)  # noqa: E731  (None: a constant, it stays)
+    gpu_terms: dict = defaultdict(float)
+    gpu_const = 0.0
+    opened_free: list[pulp.LpVariable] = []
+    new_fracs: dict[int, list] = defaultdict(list)
+    for (node, i, shape), var in m.frac.items():
+        if node == n:
+            new_fracs[i].append((shape, var))
+    for i, slot in enumerate(nl.slots):
+        if not nl.healthy(i):
+            continue
+        if slot.whole:
+            if stays(slot.whole) is not None:
+                gpu_terms[stays(slot.whole)] += 1
+            else:
+                gpu_const += 1
+        var_fracs: dict[pulp.LpVariable, float] = defaultdict(float)
+        fixed_frac = 0.0
+        for name, f in slot.fractions:
+            if stays(name) is not None:
+                var_fracs[stays(name)] += f
+            else:
+                fixed_frac += f
+        fresh = new_fracs.get(i, [])
+        if not fresh and not var_fracs:
+            gpu_const += 1 if slot.fractions else 0
+            continue
+        if fixed_frac > 0:
+            gpu_const += 1  # shared by a job that stays: one used GPU
+            m.shared[n, i] = ({}, 1.0)
+        else:  # 1 if GPU i holds fractions after the plan (its whole holder, if any, has left)
+            used = m.var("shared", 0, 1, "Binary", 1 if slot.fractions else 0)
+            m.shared[n, i] = ({used: 1}, 0.0)
+            gpu_terms[used] += 1
+            if slot.free:
+                opened_free.append(used)
+            for keep in var_fracs:
+                # shared[n,i] >= keep[j] for each fraction j on GPU i
+                m.add(affine({used: 1, keep: -1}) >= 0, "shared")
+            for shape, var in fresh:
+                # most * shared[n,i] >= frac[n,i,s]
+                m.add(affine({used: var.upBound, var: -1}) >= 0, "shared")
+            # shared[n,i] <= fractions kept + fractions placed on GPU i: shared only if used
+            m.add(affine({used: 1, **{keep: -1 for keep in var_fracs}, **{var: -1 for _, var in fresh}}) <= 0,
+                  "shared")
+        # fractions on GPU i + its whole holder if kept <= 1
+        terms: dict = defaultdict(float)
+        for keep, f in var_fracs.items():
+            terms[keep] += f
+        for shape, var in fresh:
+            terms[var] += shape.gpus
+        if slot.whole and stays(slot.whole) is not None:
+            terms[stays(slot.whole)] += 1
+        m.add(affine(terms, fixed_frac) <= 1, "gpu")
+        m.gpu_used[n, i] = (dict(terms), fixed_frac)
+        _telemetry_room(m, n, i, slot, fresh, limits)
+    slice_rows(m, s, nl, n, stays)
+    for lower, higher in zip(opened_free, opened_free[1:]):
+        # free GPUs of a node are interchangeable: open them for fractions in index order
+        m.add(affine({lower: 1, higher: -1}) >= 0, "order")
+    for (node, shape), var in m.whole.items():
+        if node == n:
+            gpu_terms[var] += shape.whole_gpus
+    m.node_used[n] = (dict(gpu_terms), gpu_const)
+    added = m.growth.added(n) if m.growth else {}
+    # whole GPUs kept + started + GPUs shared by fractions <= healthy GPUs of n (+ attached - detached)
+    m.add(affine({**gpu_terms, **{v: -a for v, a in added.items()}}, gpu_const) <= len(nl.node.healthy_gpus), "cap_gpu")
+    for resource in ("cpu", "memory_gib"):
+        capacity = getattr(nl.node, resource)
+        if capacity is None:
+            continue
+        terms, const = defaultdict(float), 0.0
+        for job in s.jobs:
+            use = (getattr(job, resource) or 0) * job.running.count(n)
+            if use and stays(job.name) is not None:
+                terms[stays(job.name)] += use
+            else:
+                const += use
+        for (node, shape), var in m.whole.items():
+            if node == n:
+                terms[var] += getattr(shape, resource)
+        for (node, i, shape), var in m.frac.items():
+            if node == n:
+                terms[var] += getattr(shape, resource)
+        if terms:
+            # CPUs (memory) of the jobs on n after the plan <= what n has
+            m.add(affine(terms, const) <= capacity, f"cap_{resource}")
+
+
+def _telemetry_room(m: PlanProgram, n: str, i: int, slot, fresh: list, limits: GpuLimits) -> None:
+    """A GPU that is busy or short of framebuffer takes a new fraction only if every
+    occupant leaves (telemetry headroom is judged on the occupants that stay), and then
+    only jobs that start: a moved job would bring its load along."""
+    occupants = [name for name, _ in slot.fractions] + ([slot.whole] if slot.whole else [])
+    for shape, var in fresh:
+        if not occupants or limits.room_for_fraction(n, i, shape.gpus):
+            continue
+        # frac[n,i,s] <= replicas of started jobs of shape s
+        m.add(affine({var: 1, **{v: -a for v, a in m.started_items.get(shape, {}).items()}}) <= 0, "headroom")
+        for name in occupants:
+            if name in m.keep:
+                # frac[n,i,s] <= most * (1 - keep[j])
+                m.add(affine({var: 1, m.keep[name]: var.upBound}) <= var.upBound, "headroom")
+            else:
+                var.upBound = 0
+
+
+def _pool_capacity(m: PlanProgram, layout: Layout, model: str | None, pooled: list[str],
+                   cuts: dict[str, list[Job]]) -> None:
+    """One row per job size: jobs of at least s GPUs, counted in units of s, fit in the
+    sum over pooled nodes of floor(free / s), where a reclaim node's free GPUs grow with
+    the option the plan takes there. Exact when the sizes divide each other."""
+    mine = {shape: var for (mdl, shape), var in m.pool.items() if mdl == model}
+    if not mine:
+        return
+    free = {n: len(layout.nodes[n].free_indices()) for n in pooled}
+    for size in sorted({shape.whole_gpus for shape in mine}):
+        terms = {var: shape.whole_gpus / size for shape, var in mine.items() if shape.whole_gpus >= size}
+        for n in pooled:
+            freed = free[n]
+            for w, job in zip(m.options.get(n, ()), cuts.get(n, ())):
+                freed += sum(1 for i in layout.indices[job.name][0] if layout.nodes[n].healthy(i))
+                terms[w] = terms.get(w, 0) - (freed // size - free[n] // size)
+        # sum over shapes of size >= s of (size / s) * pool[m, shape]
+        #   <= sum_n floor(free_n / s) + sum over reclaim options of the blocks they add
+        m.add(affine(terms) <= sum(f // size for f in free.values()), "pool_rows")
+
+
+def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
+    """Move before preempt, judged on the state after the plan: a preempted job of one
+    replica does not fit in the GPUs the plan leaves free on any detailed node (it would
+    only have had to change place; the plan keeps or moves it instead). CPU and memory are
+    not looked at, which only makes the rule stricter. Gangs and reclaim nodes of large
+    clusters are left out (docs/policy.md, "Known approximations").
+
+    free_after[n] <= gpus[v] - 1 + healthy[n] * (1 - preempted[v]) for a whole-GPU victim;
+    for a fraction f: no free GPU, and on every GPU shared after the plan
+    used_after[n,i] >= (1 - f + strict) * preempted[v]. On a composable node the free GPUs
+    after count what it attaches and detaches, and, when attaching comes before preemption,
+    the GPUs it could still take (`Growth.for_victims`).
+    """
+    for v in (j for j in sc.victims if j.replicas == 1):
+        terms, const = m.preempted(v)
+        shape = shape_of(v)
+        for n in sc.detailed:
+            nl = layout.nodes[n]
+            if n not in m.node_used or not shape.fits(nl.node):
+                continue
+            extra, extra_const = m.growth.for_victims(n) if m.growth else ({}, 0.0)
+            healthy = len(nl.node.healthy_gpus) + extra_const
+            big = healthy + sum(max(0, a) * v.upBound for v, a in extra.items())
+            used, used_const = m.node_used[n]
+            need = 1 if shape.fractional else shape.whole_gpus
+            # healthy + extra - used_after <= need - 1 + big * (1 - preempted)
+            m.add(affine({**{x: -a for x, a in used.items()}, **extra, **{x: big * a for x, a in terms.items()}},
+                         healthy - used_const + big * const) <= need - 1 + big, "no_room")
+            if not shape.fractional:
+                continue
+            for i, slot in enumerate(nl.slots):
+                if (n, i) not in m.shared or not limits.room_for_fraction(n, i, v.gpus):
+                    continue
+                gpu_terms, gpu_const = m.gpu_used.get((n, i), ({}, slot.used))
+                on, on_const = m.shared[n, i]
+                level = 1 - v.gpus + STRICT
+                # used_after[n,i] >= level * (preempted[v] + shared[n,i] - 1)
+                m.add(affine({**gpu_terms, **{x: -level * a for x, a in terms.items()},
+                              **{x: -level * a for x, a in on.items()}},
+                             gpu_const - level * (const + on_const - 1)) >= 0, "no_room")
+
+
+def slice_rows(m, s: Scenario, nl: NodeLayout, n: str, stays: Callable[[str], pulp.LpVariable | None]) -> None:
+    """For each MIG profile of node n: slices kept + slices placed <= the node's slices."""
+    node = nl.node
+    if not node.mig:
+        return
+    jobs = {j.name: j for j in s.jobs if j.mig_profile}
+    terms: dict[str, dict] = defaultdict(lambda: defaultdict(float))
+    fixed: dict[str, float] = defaultdict(float)
+    for slot in nl.slots:
+        for name, _ in slot.fractions:
+            if name in jobs:
+                profile, keep = jobs[name].mig_profile, stays(name)
+                if keep is None:
+                    fixed[profile] += 1
+                else:
+                    terms[profile][keep] += 1
+    for (node_name, _, shape), var in m.frac.items():
+        if node_name == n and shape.mig_profile:
+            terms[shape.mig_profile][var] += 1
+    for profile, count in sorted(node.mig.items()):
+        if terms[profile]:
+            # slices of the profile kept and placed on node n <= its slices of the profile
+            m.add(pulp.LpAffineExpression(list(terms[profile].items()), fixed[profile]) <= count, "mig")

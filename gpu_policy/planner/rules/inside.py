@@ -1,15 +1,28 @@
 """Priority inside a queue: only a strictly higher priority of the same queue preempts
 (`may_preempt_inside`), only for GPUs its starts need (`most_idle_for_inside_victim`,
 `gathered_by_moves`), and never so that the victim could swap back (`may_swap_back`).
-The program's rows and stages for this rule are in `gpu_policy.planner.inside`, each
-calling these."""
+The program's rows and stages for this rule are here too: the inside victims' variables
+(`inside_victims`, which `rules.reclaim` keeps out of what a queue gives to others), no swap
+back (`no_swap_inside`), preempt only for GPUs the starts need (`inside_only_when_needed`),
+and the `priority_p<P>` stages (`priority_levels`)."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from gpu_policy.model import Job
+from gpu_policy.model import Job, Scenario
+from gpu_policy.placement import constraints_of
+from gpu_policy.planner import rules
+from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.vocabulary import EPS, STRICT
+from gpu_policy.planner.shapes import Eligible
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.claims import Accounts
+    from gpu_policy.planner.scope import Standing
 
 
 def may_preempt_inside(victim: Job, job: Job) -> bool:
@@ -52,3 +65,115 @@ def may_swap_back(victim: Job, starter: Job) -> bool:
     if starter.is_fractional:
         return False
     return victim.gpus <= starter.gpus and victim.replicas <= starter.replicas * (starter.gpus // victim.gpus)
+
+
+def priority_levels(m: PlanProgram, st: Standing, acc: Accounts) -> list[tuple[str, dict]]:
+    """Stages `priority_p<P>`, highest P first: inside a queue, work of priority >= P
+    before lower-priority work (a waiting job may preempt lower-priority jobs of its own
+    queue). Only queues where some job has a lower priority than a waiting one count."""
+    levels: dict[int, dict] = defaultdict(dict)
+    for q in st.tree.leaves:
+        mine = acc.jobs[q]
+        waiting = {k.priority for k in m.starts if k.queue == q}
+        for level in waiting:
+            if not any(j.priority < level for j in mine):
+                continue
+            for j in mine:
+                if j.priority >= level and j.is_running:
+                    for v, a in m.runs(j)[0].items():
+                        levels[level][v] = levels[level].get(v, 0) - a * j.total_gpus
+            for v, g in m.started(lambda k: k.queue == q and k.priority >= level).items():
+                levels[level][v] = levels[level].get(v, 0) - g
+    return [(f"priority_p{level}", levels[level]) for level in sorted(levels, reverse=True)]
+
+
+def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], received: dict,
+                   cross: dict) -> None:
+    """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
+    cross[q] (the GPUs `gpu_policy.planner.reclaim` counts as given to other queues), and
+    are no more than those starts take."""
+    waiting = [jobs[0] for k, jobs in m.kinds.items() if k.queue == q and k in m.starts]
+    mine = [v for v in victims if any(rules.may_preempt_inside(v, p) for p in waiting)]
+    if not mine:
+        return
+    lowest = min(v.priority for v in mine)
+    inside = {}
+    for v in mine:
+        var = m.inside[v.name] = m.binary("inside", 0)
+        inside[var] = v.total_gpus
+        terms, const = m.preempted(v)
+        # inside[v] <= preempted[v]
+        m.add(affine({**terms, var: -1}, const) >= 0, "inside")
+        cross[var] = cross.get(var, 0) - v.total_gpus
+    above = m.started(lambda k: k.queue == q and k.priority > lowest)
+    # GPUs of inside victims <= GPUs started by q's jobs above the lowest of them
+    m.add(affine({**inside, **{v: -g for v, g in above.items()}}) <= 0, "inside")
+    # inside GPUs + received GPUs <= GPUs q starts
+    m.add(affine({**inside, **received, **{v: -g for v, g in acc.new[q].items()}}) <= 0, "inside")
+
+
+def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
+    """Inside a queue only a strictly higher priority preempts: a plan that preempts a job
+    of a queue (for whatever reason) starts none of the queue's lower-priority jobs whose
+    place it could take (rules.may_swap_back). Otherwise a job reclaimed for another queue
+    could be swapped for its own queue's lower-priority work, and the next plan, in which
+    the preempted job waits with the higher priority, would swap them back.
+
+    starts[k] <= n[k] * (1 - preempted[v]) for each such victim v and kind k.
+    """
+    for q in st.tree.leaves:
+        victims = [j for j in acc.jobs[q] if j.name in m.victims]
+        kinds = [(k, var, m.kinds[k][0]) for k, var in m.starts.items() if k.queue == q]
+        for v in victims:
+            for kind, var, starter in kinds:
+                if rules.may_swap_back(v, starter):
+                    terms, const = m.preempted(v)
+                    m.add(affine({var: 1, **{x: var.upBound * a for x, a in terms.items()}},
+                                 var.upBound * const) <= var.upBound, "no_swap")
+
+
+def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> None:
+    """A job preempted for its own queue's higher-priority work leaves fewer idle GPUs than
+    it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the
+    whole cluster with fractions by size (moves could gather them), and on composable nodes
+    with the GPUs they attach, detach or, attaching first, could still take (as
+    `program.no_room_left_for_victims` counts them). Only for victims whose replicas hold
+    at most one GPU each (rules.gathered_by_moves; a gang counts all its GPUs) and that
+    any node's GPU model and placement constraints suit (docs/policy.md, "Known approximations").
+
+    idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
+    idle_after <= most idle[v] + (highest idle - most idle[v]) * (1 - inside[v])
+    """
+    if not m.inside:
+        return
+    terms, const = acc.held(st.tree.leaves)
+    idle: dict = defaultdict(float, {x: -a for x, a in terms.items()})
+    idle_const = float(s.gpus_schedulable) - const
+    for n in (m.growth.room.keys() | m.growth.attach.keys() | m.growth.detach.keys() if m.growth else ()):
+        extra, extra_const = m.growth.for_victims(n)
+        for x, a in extra.items():
+            idle[x] += a
+        idle_const += extra_const
+    high = idle_const + sum(a * (x.upBound if a > 0 else (x.lowBound or 0)) for x, a in idle.items())
+    low = idle_const + sum(a * ((x.lowBound or 0) if a > 0 else x.upBound) for x, a in idle.items())
+    jobs = {j.name: j for j in s.jobs}
+    eligible = Eligible(s.nodes)
+    victims = [(inside, jobs[name]) for name, inside in m.inside.items() if rules.gathered_by_moves(jobs[name])
+               and not (jobs[name].gpu_model and any(n.gpu_model not in jobs[name].gpu_model for n in s.nodes))
+               and _anywhere(eligible.names(constraints_of(jobs[name])), s)]
+    if not victims:
+        return
+    idle_after = m.var("idle", low, high)
+    # idle_after = healthy + GPUs gained - GPUs held after
+    m.add(affine({**{x: -a for x, a in idle.items()}, idle_after: 1}) == idle_const, "idle")
+    for inside, v in victims:
+        bound = rules.most_idle_for_inside_victim(v)
+        if high <= bound:
+            continue
+        # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
+        m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed")
+
+
+def _anywhere(names: frozenset[str] | None, s: Scenario) -> bool:
+    """Whether the eligible node `names` (None: all) are every node of the scenario."""
+    return names is None or len(names) == len(s.nodes)

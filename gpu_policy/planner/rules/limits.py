@@ -1,10 +1,19 @@
 """Limits and non-preemptible work: an entity never holds more than its limit (unless it
 already did: a limit lowered below use preempts nothing), and non-preemptible work starts
-only within deserved."""
+only within deserved. The program's rows: `limits_and_nonpreemptible`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from gpu_policy.planner import rules
+from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.claims import Accounts
+    from gpu_policy.planner.scope import Standing
 
 
 def limit_bound(shares: Shares, entity: str, held_before: float) -> float | None:
@@ -37,3 +46,19 @@ def nonpreemptible_blocker(tree: QueueTree, shares: Shares, held_nonpreemptible:
         if held_nonpreemptible[e] + gpus > nonpreemptible_bound(shares, e, held_nonpreemptible[e]) + EPS:
             return e
     return None
+
+
+def limits_and_nonpreemptible(m: PlanProgram, st: Standing, acc: Accounts) -> None:
+    for e in st.tree.parent:
+        leaves = st.tree.leaves_under(e)
+        terms, const = acc.held(leaves)
+        bound = rules.limit_bound(st.shares, e, st.held[e])
+        if bound is not None and terms:
+            # allocated_after[e] <= max(limit[e], allocated_before[e])
+            m.add(affine(terms, const) <= bound, "limit")
+        mine = set(leaves)
+        pinned = m.started(lambda k: k.queue in mine and not k.preemptible)
+        if pinned:
+            before = st.held_nonpreemptible[e]
+            # non-preemptible GPUs of e after <= max(deserved[e], non-preemptible GPUs of e before)
+            m.add(affine(pinned, before) <= rules.nonpreemptible_bound(st.shares, e, before), "nonpreemptible")

@@ -1,9 +1,21 @@
 """Reclaim across queues: who may give, who may receive, in which tier, and that each
-victim is needed above its queue's floor (the rows are in `gpu_policy.planner.reclaim`)."""
+victim is needed above its queue's floor (the predicates), and the program's rows, judged on the state after the plan (`reclaim`)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from gpu_policy.model import Job
+from gpu_policy.planner import rules
+from gpu_policy.planner.linear import affine, most
+from gpu_policy.planner.rules.inside import inside_victims
 from gpu_policy.planner.rules.vocabulary import EPS, TIERS, QueueTree, Shares, cap, floor
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.claims import Accounts, Credit
+    from gpu_policy.planner.scope import Scope, Standing
 
 
 def keeps_floor(held_before: float, lost: float, largest: float, floor_: float) -> bool:
@@ -36,3 +48,223 @@ def reclaim_tiers(tree: QueueTree, shares: Shares, held_before: dict[str, float]
     return [tier for tier in TIERS
             if may_receive(shares, receiver, held_before[receiver], gpus, tier)
             and all(may_give(shares, e, held_before[e], tier) for e in up_g)]
+
+
+def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict[str, Credit]) -> None:
+    """Reclaim judged on the state after the plan (rules.floor, rules.cap, rules.keeps_floor).
+
+    Per leaf queue q: lost[q] = GPUs of its preempted jobs, of which inside[q] went to its
+    own higher-priority starts and cross[q] = lost[q] - inside[q] to other queues, given in
+    the fair-share tier or the guarantee tier: given[q,t]. A queue that gives in tier t
+    stays above that tier's floor after losing all its victims but the largest:
+    cross[q] - largest[q] < held_before[q] - floor[q,t]. A queue that receives in tier t
+    ends at or below that tier's cap, and receives no more than it starts. Each tier's
+    GPUs given are matched by GPUs received in it: sum_q given[q,t] <= sum_q received[q,t].
+    Departments: the same rules on each department's net flow (docs/policy.md).
+    """
+    receivers = {r for r, gs in sc.givers.items() if gs}
+    giving = set().union(*sc.givers.values()) if sc.givers else set()
+    given_by_tier: dict[str, dict] = {t: {} for t in rules.TIERS}
+    received_by_tier: dict[str, dict] = {t: {} for t in rules.TIERS}
+    net: dict[str, tuple[dict, float]] = {}  # leaf -> received - cross
+    largest: dict[str, dict] = {}
+    any_cross = False
+    for q in st.tree.leaves:
+        rcv = _receiver(m, st, acc, q, credit[q]) if q in receivers else {}
+        for tier, (amount, _) in rcv.items():
+            received_by_tier[tier][amount] = 1
+        victims = [j for j in acc.jobs[q] if j.name in m.victims]
+        received = {amount: 1 for amount, _ in rcv.values()}
+        if not victims:
+            net[q] = (received, 0.0)
+            continue
+        cross, const = _lost(m, victims)
+        inside_victims(m, acc, q, victims, received, cross)
+        tiers = [t for t in rules.TIERS if q in giving and rules.may_give(st.shares, q, st.held[q], t)]
+        if not tiers:
+            # cross[q] <= 0: no other queue may take from q now
+            m.add(affine(cross, const) <= 0, "no_reclaim")
+            net[q] = (received, 0.0)
+            continue
+        any_cross = True
+        largest[q] = m.largest[q] = _largest(m, victims)
+        parts = _giver(m, st, q, cross, const, largest[q], tiers, rcv)
+        for tier, amount in parts.items():
+            given_by_tier[tier][amount] = 1
+        net[q] = ({**received, **{v: -a for v, a in cross.items()}}, -const)
+    if any_cross:
+        _matched(m, st, given_by_tier, received_by_tier, largest)
+    if st.tree.departments and any_cross:
+        _departments(m, st, acc, net, largest)
+
+
+def _matched(m: PlanProgram, st: Standing, given: dict[str, dict], received: dict[str, dict],
+             largest: dict[str, dict]) -> None:
+    """GPUs taken from other queues go to queues that may receive them, and each victim is
+    needed: all GPUs given, less the largest victim, are fewer than all received; those
+    given below a fair-share floor (the guarantee tier), less the largest, are no more than
+    received in the guarantee tier."""
+    givers = list(largest)
+    picks = _largest_given(m, givers, largest)
+    every = {v: 1 for tier in rules.TIERS for v in given[tier]}
+    any_given = m.binary("any_given", 0)
+    # GPUs given <= big * any_given
+    m.add(affine({**every, any_given: -(sum(st.held[q] for q in givers) + 1)}) <= 0, "matched")
+    # GPUs given - the largest victim + strict * any_given <= GPUs received
+    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: rules.STRICT,
+                  **{v: -1 for tier in rules.TIERS for v in received[tier]}}) <= 0, "matched")
+    if given[rules.GUARANTEE]:
+        # GPUs given in the guarantee tier - the largest victim <= GPUs received in it
+        m.add(affine({**given[rules.GUARANTEE], **{z: -size for z, size in picks.items()},
+                      **{v: -1 for v in received[rules.GUARANTEE]}}) <= 0, "matched")
+
+
+def _largest_given(m: PlanProgram, givers: list[str], largest: dict[str, dict]) -> dict:
+    """Binaries picking the one largest victim among `givers`: {binary: its size}."""
+    picks = {}
+    for q in givers:
+        for size, z in largest[q].items():
+            pick = m.binary("largest_given", 0)
+            picks[pick] = size
+            # pick <= largest[q,s]
+            m.add(affine({pick: 1, z: -1}) <= 0, "largest_given")
+    if picks:
+        m.add(affine({z: 1 for z in picks}) <= 1, "largest_given")
+    return picks
+
+
+def _lost(m: PlanProgram, victims: list[Job]) -> tuple[dict, float]:
+    """GPUs of `victims` preempted, as (terms, constant)."""
+    lost: dict = defaultdict(float)
+    const = 0.0
+    for v in victims:
+        t, c = m.preempted(v)
+        for var, a in t.items():
+            lost[var] += a * v.total_gpus
+        const += c * v.total_gpus
+    return dict(lost), const
+
+
+def _largest(m: PlanProgram, victims: list[Job]) -> dict[float, object]:
+    """One binary per victim size: 1 for the size of the largest victim preempted."""
+    out = {}
+    for size in sorted({v.total_gpus for v in victims}):
+        z = out[size] = m.binary("largest", 0)
+        terms: dict = {z: 1}
+        const = 0.0
+        for v in victims:
+            if v.total_gpus == size:
+                t, c = m.preempted(v, "cross")
+                for var, a in t.items():
+                    terms[var] = terms.get(var, 0) - a
+                const -= c
+        # largest[q,s] <= number of victims of size s preempted for other queues
+        m.add(affine(terms, const) <= 0, "largest")
+    m.add(affine({z: 1 for z in out.values()}) <= 1, "largest")
+    return out
+
+
+def _receiver(m: PlanProgram, st: Standing, acc: Accounts, q: str, credit: Credit) -> dict[str, tuple]:
+    """Per tier q may receive in: (GPUs received, binary). GPUs taken from other queues
+    serve only q's claims, its starts that count toward its share; so in the fair-share
+    tier q's claims end within its fair share, and in the guarantee tier within its
+    deserved quota. (q may still borrow beside them, like any queue, on GPUs no claim could
+    use: claims before borrowing.)"""
+    if not credit.claimed:
+        return {}
+    big = credit.const + most(credit.terms)
+    out = {}
+    for tier in rules.TIERS:
+        if not rules.may_receive(st.shares, q, st.held[q], 0, tier):
+            continue
+        amount, on = m.var("received", 0, most(credit.claimed), initial=0), m.binary("receives", 0)
+        # received[q,t] <= GPUs of q's claims * receives[q,t]
+        m.add(affine({amount: 1, on: -most(credit.claimed)}) <= 0, "received")
+        if tier == rules.GUARANTEE:
+            # credit[q] <= deserved[q] + big * (1 - receives[q,t])
+            m.add(affine({**credit.terms, on: big}, credit.const) <= rules.cap(st.shares, q, tier) + big,
+                  "receive_cap")
+        out[tier] = (amount, on)
+        m.receives.setdefault(q, {})[tier] = on
+    if out:
+        # received[q] <= GPUs of q's claims
+        m.add(affine({**{a: 1 for a, _ in out.values()}, **{v: -g for v, g in credit.claimed.items()}}) <= 0,
+              "received")
+    return out
+
+
+def _giver(m: PlanProgram, st: Standing, q: str, cross: dict, const: float, largest: dict, tiers: list[str],
+           rcv: dict) -> dict[str, object]:
+    """The floor rule of a queue that may give: per tier, the GPUs it gives in that tier."""
+    big = most(cross) + abs(const) + 1
+    parts = {}
+    total: dict = {}
+    for tier in tiers:
+        amount, on = m.var("given", 0, st.held[q], initial=0), m.binary("gives", 0)
+        parts[tier] = m.gives.setdefault(q, {})[tier] = amount
+        total[amount] = -1
+        # given[q,t] <= big * gives[q,t]
+        m.add(affine({amount: 1, on: -big}) <= 0, "gives")
+        for _, receives in rcv.values():
+            # a queue does not give and receive in one plan
+            m.add(affine({on: 1, receives: 1}) <= 1, "gives_or_receives")
+        floor = rules.floor(st.shares, q, tier)
+        slack = big + abs(st.held[q] - floor) + rules.STRICT
+        terms = dict(cross)
+        for size, z in largest.items():
+            terms[z] = terms.get(z, 0) - size
+        terms[on] = slack
+        # cross[q] - largest[q] <= held[q] - floor[q,t] - strict + slack * (1 - gives[q,t])
+        m.add(affine(terms, const) <= st.held[q] - floor - rules.STRICT + slack, "floor")
+    # cross[q] = sum over tiers of given[q,t]
+    m.add(affine({**cross, **total}, const) == 0, "given")
+    return parts
+
+
+def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tuple[dict, float]],
+                 largest: dict[str, dict]) -> None:
+    """A department whose queues together receive more than they give across its boundary
+    ends within its fair share (its deserved quota when one of its queues receives in the
+    guarantee tier); one that gives more than it receives stays above its lower floor
+    after losing all but its largest victim."""
+    for d in st.tree.departments:
+        leaves = st.tree.leaves_under(d)
+        flow: dict = defaultdict(float)
+        const = 0.0
+        for q in leaves:
+            t, c = net.get(q, ({}, 0.0))
+            for v, a in t.items():
+                flow[v] += a
+            const += c
+        if not flow:
+            continue
+        terms, held_const = acc.held(leaves)
+        big = most(flow) + abs(const) + held_const + most(terms) + 1
+        into, out_of = m.binary("dept_receives", 0), m.binary("dept_gives", 0)
+        # net[d] <= big * receives[d];  -net[d] <= big * gives[d];  not both
+        m.add(affine({**flow, into: -big}, const) <= 0, "dept_net")
+        m.add(affine({**{v: -a for v, a in flow.items()}, out_of: -big}, -const) <= 0, "dept_net")
+        m.add(affine({into: 1, out_of: 1}) <= 1, "dept_net")
+        # allocated_after[d] <= fair[d] + big * (1 - receives[d])
+        m.add(affine({**terms, into: big}, held_const) <= rules.cap(st.shares, d, rules.FAIR) + big, "dept_cap")
+        for q in leaves:
+            on = m.receives.get(q, {}).get(rules.GUARANTEE)
+            if on is not None:
+                # allocated_after[d] <= deserved[d] + big * (2 - receives[d] - receives_guarantee[q])
+                m.add(affine({**terms, into: big, on: big}, held_const)
+                      <= rules.cap(st.shares, d, rules.GUARANTEE) + 2 * big, "dept_cap")
+        low = min(rules.floor(st.shares, d, t) for t in rules.TIERS)
+        given = {v: -a for v, a in flow.items()}
+        picks = {}
+        for size in sorted({size for q in leaves for size in largest.get(q, {})}):
+            z = picks[size] = m.binary("largest", 0)
+            # largest[d,s] <= sum over its queues of largest[q,s]
+            m.add(affine({z: 1, **{largest[q][size]: -1 for q in leaves if size in largest.get(q, {})}}) <= 0,
+                  "largest")
+            given[z] = -size
+        if picks:
+            m.add(affine({z: 1 for z in picks.values()}) <= 1, "largest")
+        slack = big + abs(st.held[d] - low) + rules.STRICT
+        given[out_of] = slack
+        # given[d] - largest[d] <= held[d] - floor[d] - strict + slack * (1 - gives[d])
+        m.add(affine(given, -const) <= st.held[d] - low - rules.STRICT + slack, "dept_floor")

@@ -1,10 +1,25 @@
-"""Which victim goes first: the one order every part of the planner uses."""
+"""Which victim goes first: the one order every part of the planner uses, and the program's
+preemption stages (`preemption_stages`: one per victim tier, each costing victims by
+`gpu_policy.planner.objectives.victim_costs`)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from gpu_policy.model import Job
+import pulp
+
+from gpu_policy.model import Job, Scenario
+from gpu_policy.planner import rules
+from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.linear import affine
+from gpu_policy.planner.objectives import victim_costs
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.scope import Standing
+    from gpu_policy.planner.telemetry import GpuLimits
 
 
 def lost_work(job: Job, default_age_s: float) -> float:
@@ -32,3 +47,29 @@ def victim_order_key(job: Job, lost_work: float, idle: bool = False) -> tuple:
     """Among valid victims: the lowest tier (`victim_tier`), then the least lost work, then
     the most recently submitted."""
     return (*victim_tier(job, idle), lost_work, -job.submitted_at, job.name)
+
+
+def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
+                      part: str) -> list[tuple[str, pulp.LpAffineExpression]]:
+    """`part`: "cross" (victims given to other queues: solved before priority inside a
+    queue) or "inside" (victims of a queue's own higher-priority work: after it)."""
+    victims = [j for j in s.jobs if j.name in m.victims and (part == "cross" or j.name in m.inside)]
+    cost = victim_costs(victims, cfg)
+
+    def tier(job: Job) -> tuple[int, int]:
+        return rules.victim_tier(job, rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair))
+
+    stages = []
+    for key in sorted({tier(j) for j in victims}, reverse=True):
+        terms: dict = defaultdict(float)
+        const = 0.0
+        for j in victims:
+            if tier(j) == key:
+                t, c = m.preempted(j, part)
+                for var, a in t.items():
+                    terms[var] += a * cost[j.name]
+                const += c * cost[j.name]
+        label = "idle" if key[0] == 0 else f"p{key[1]}"
+        stages.append((f"preemption_{label}" if part == "cross" else f"preemption_inside_{label}",
+                       affine(terms, const)))
+    return stages

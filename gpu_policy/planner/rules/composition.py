@@ -31,7 +31,8 @@ from gpu_policy.composition import attachable, node_takes, uses_new_gpus
 from gpu_policy.model import Composable, Job, Node, Scenario
 from gpu_policy.plan import Composition, JobDecision
 from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
-from gpu_policy.planner.program import Growth, PlanProgram, affine
+from gpu_policy.planner.linear import affine
+from gpu_policy.planner.program import Growth, PlanProgram
 from gpu_policy.planner.reasons import composition_start
 from gpu_policy.planner.rules.vocabulary import EPS
 from gpu_policy.planner.scope import Scope

@@ -1,0 +1,23 @@
+"""Moves: a running job restarts elsewhere to make room (move before preempt is a capacity
+row, `rules.fits.no_room_left_for_victims`); the moves stage picks the moves that lose the
+least work, then the fewest."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pulp
+
+from gpu_policy.model import Scenario
+from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.linear import affine
+from gpu_policy.planner.objectives import victim_costs
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.program import PlanProgram
+
+
+def moves_stage(m: PlanProgram, s: Scenario, cfg: PlannerConfig) -> pulp.LpAffineExpression:
+    """The moves that lose the least work, then the fewest (costs as for victims)."""
+    cost = victim_costs([j for j in s.jobs if j.name in m.move], cfg)
+    return affine({m.move[name]: c for name, c in cost.items()})
