@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import pulp
-
 from gpu_policy import placement
 from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Scenario
@@ -13,19 +11,13 @@ from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
 from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
-from gpu_policy.planner.linear import affine
 from gpu_policy.planner.packing import scenario_mix
 from gpu_policy.planner.program import PlanProgram, build_decisions
 from gpu_policy.planner.realize import Outcome, realize
-from gpu_policy.planner.rules.claims import accounts, credits, shortfalls, starts_stage
 from gpu_policy.planner.rules.composition import Composer
-from gpu_policy.planner.rules.fits import build_capacity, no_room_left_for_victims
-from gpu_policy.planner.rules.inside import inside_only_when_needed, no_swap_inside, priority_levels
-from gpu_policy.planner.rules.limits import limits_and_nonpreemptible
-from gpu_policy.planner.rules.moves import moves_stage
-from gpu_policy.planner.rules.packing import packing_stage
-from gpu_policy.planner.rules.reclaim import reclaim
-from gpu_policy.planner.rules.victims import preemption_stages
+from gpu_policy.planner.rules.context import PlanContext
+from gpu_policy.planner.rules.order import in_order
+from gpu_policy.planner.rules.protocol import build
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
@@ -122,7 +114,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     m = build_decisions(s, sc, cfg.max_moves, kinds)
     mix = cfg.workload_mix or scenario_mix(s)
     if m.starts:
-        _build(m, s, grown, sc, st, cfg, limits, order, mix, composer)
+        _build(PlanContext(m, s, grown, sc, st, cfg, limits, order, mix, composer))
     built = cfg.clock() - began
     report = solve_stages(m, cfg, solver_deadline)
     if not order and waiting:
@@ -151,9 +143,9 @@ def start_order(s: Scenario) -> list[Job]:
     return _standing(s, s.gpus_schedulable, Composer(s, running_layout(s), None).kinds(s), placement.refusals(s))[2]
 
 
-def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
-           order: list[Job], mix, composer: Composer) -> None:
-    """The program's rows and its stages, in the strict order of the objectives.
+def _build(ctx: PlanContext) -> None:
+    """The program's rows, rule by rule, and its stages, in the strict order of the
+    objectives (`rules.protocol.STAGE_ORDER`).
 
     The order of remedies for waiting work is the order of these stages (docs/policy.md,
     "Composition"): free GPUs first (later stages only add), then moves (`moves` comes
@@ -163,30 +155,7 @@ def _build(m: PlanProgram, s: Scenario, layout: Layout, sc, st: Standing, cfg: P
     were no pool (reclaim first), and attaching then serves only claims within fair share
     that reclaim could not serve. Idle attached GPUs go back (`detach`) only once starts,
     attaching and moves are settled."""
-    composer.add_variables(m)
-    build_capacity(m, s, layout, sc, limits)
-    composer.add_placement_rows(m)
-    no_room_left_for_victims(m, layout, sc, limits)
-    acc = accounts(m, s, st)
-    limits_and_nonpreemptible(m, st, acc)
-    no_swap_inside(m, st, acc)
-    credit = credits(m, st, acc)
-    reclaim(m, st, acc, sc, credit)
-    inside_only_when_needed(m, s, st, acc)
-    stages = [(name, affine(terms)) for name, terms in shortfalls(m, st, acc, credit)]
-    stages += preemption_stages(m, s, st, cfg, limits, "cross")
-    stages += [(name, affine(terms)) for name, terms in priority_levels(m, st, acc)]
-    stages += preemption_stages(m, s, st, cfg, limits, "inside")
-    stages.append(("starts", starts_stage(m, order)))
-    stages.append(("attach", composer.attached()))
-    if not composer.settings.before_preemption:
-        composer.after_reclaim(m, credit, "starts")
-    if m.move:
-        stages.append(("moves", moves_stage(m, s, cfg)))
-    stages.append(("detach", composer.detached()))
-    if (m.whole or m.frac) and mix is not None:
-        stages.append(("packing", packing_stage(m, s, layout, mix)))
-    m.stages = [(name, expr) for name, expr in stages if isinstance(expr, pulp.LpAffineExpression) and len(expr)]
+    build(ctx, in_order(ctx.composer))
 
 
 def _reserve(cfg: PlannerConfig, s: Scenario) -> float:

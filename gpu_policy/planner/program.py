@@ -47,6 +47,7 @@ class Growth:
     Their layout holds a free slot for each GPU they could take, beyond their own."""
 
     fits: Callable[[Shape, str], bool]  # could one replica of the shape run on the node once GPUs are attached
+    placement_rows: Callable[[PlanProgram], None]  # the rows composable nodes add once replicas have places
     attach: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # node -> GPUs attached (per model)
     detach: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # node -> 1 per GPU it gives back
     room: dict[str, int] = field(default_factory=dict)  # node -> most GPUs it could take

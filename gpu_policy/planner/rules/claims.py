@@ -15,10 +15,12 @@ import pulp
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.linear import affine, most
+from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
 
 
@@ -117,42 +119,48 @@ def credits(m: PlanProgram, st: Standing, acc: Accounts) -> dict[str, Credit]:
     return {q: _credit(m, st, acc, q) for q in st.tree.leaves}
 
 
-def shortfalls(m: PlanProgram, st: Standing, acc: Accounts, credit: dict[str, Credit]) -> list[tuple[str, dict]]:
-    """Stages `guarantees` then `fair_share` (one per depth of the queue tree, top first):
-    the GPUs each entity lacks to min(deserved, demand), then to its fair share.
+def shortfalls(m: PlanProgram, st: Standing, acc: Accounts, credit: dict[str, Credit],
+               name: str) -> list[tuple[str, pulp.LpAffineExpression]]:
+    """Stages `guarantees` or `fair_share` (`name`; one per depth of the queue tree, top
+    first): the GPUs each entity lacks to min(deserved, demand), or to its fair share.
 
     Claims before borrowing: a start counts toward its queue's shares only if the queue,
     counting it, stays within its fair share (credit[q] below), so a start that takes its
     queue above its fair share serves no claim, and the earlier stages keep the GPUs that
     a claim could use for the claim.
     """
-    plain = {q: (c.terms, c.const) for q, c in credit.items()}
-    guarantee = {q: _guarantee_credit(m, st, acc, q, plain[q]) for q in st.tree.leaves}
-    stages = []
+    counted = {q: (c.terms, c.const) for q, c in credit.items()}
+    if name == "guarantees":
+        counted = {q: _guarantee_credit(m, st, acc, q, counted[q]) for q in st.tree.leaves}
+    target = st.shares.guarantee if name == "guarantees" else st.shares.fair
     depths = sorted({st.tree.depth(e) for e in st.tree.parent})
-    for name, target in (("guarantees", st.shares.guarantee), ("fair_share", st.shares.fair)):
-        for depth in depths:
-            objective: dict = {}
-            for e in st.tree.parent:
-                if st.tree.depth(e) != depth or target[e] <= rules.EPS:
-                    continue
-                terms: dict = defaultdict(float)
-                const = 0.0
-                for q in st.tree.leaves_under(e):
-                    t, c = (guarantee if name == "guarantees" else plain)[q]
-                    for v, a in t.items():
-                        terms[v] += a
-                    const += c
-                if not terms:
-                    continue
-                short = m.var("short", 0)
-                terms[short] = 1
-                # short[e] >= target[e] - credit[e]
-                m.add(affine(terms, const) >= target[e], "short")
-                objective[short] = 1
-            if objective:
-                stages.append((name if depth == depths[0] else f"{name}_depth{depth}", objective))
+    stages = []
+    for depth in depths:
+        shorts = [_short(m, st, counted, e, target[e]) for e in st.tree.parent
+                  if st.tree.depth(e) == depth and target[e] > rules.EPS]
+        objective = {short: 1 for short in shorts if short is not None}
+        if objective:
+            stages.append((name if depth == depths[0] else f"{name}_depth{depth}", affine(objective)))
     return stages
+
+
+def _short(m: PlanProgram, st: Standing, counted: dict[str, tuple[dict, float]], e: str, target: float):
+    """The GPUs entity e lacks to `target`, counting its leaves' credit (None: it has no
+    variable credit, so nothing to decide)."""
+    terms: dict = defaultdict(float)
+    const = 0.0
+    for q in st.tree.leaves_under(e):
+        t, c = counted[q]
+        for v, a in t.items():
+            terms[v] += a
+        const += c
+    if not terms:
+        return None
+    short = m.var("short", 0)
+    terms[short] = 1
+    # short[e] >= target[e] - credit[e]
+    m.add(affine(terms, const) >= target, "short")
+    return short
 
 
 def _guarantee_credit(m: PlanProgram, st: Standing, acc: Accounts, q: str,
@@ -224,3 +232,22 @@ def starts_stage(m: PlanProgram, ordered: list[Job]) -> pulp.LpAffineExpression:
         # starts[k] = sum of its segments
         m.add(affine({**segments, var: -1}) == 0, "segments")
     return affine(objective)
+
+
+class Claims(RuleBase):
+    """Claims before borrowing: what counts toward each queue's shares (its variables and
+    rows), the `guarantees` and `fair_share` stages, and the `starts` stage."""
+
+    name = "claims"
+
+    def rows(self, ctx: PlanContext) -> None:
+        ctx.credits  # noqa: B018  (the claims' variables: before reclaim's, which read them)
+
+    def stages(self, ctx: PlanContext) -> list[Stage]:
+        def short(name: str):
+            return lambda: shortfalls(ctx.m, ctx.standing, ctx.accounts, ctx.credits, name)
+        return [Stage("guarantees", short("guarantees")), Stage("fair_share", short("fair_share")),
+                Stage("starts", lambda: [("starts", starts_stage(ctx.m, ctx.order))])]
+
+
+RULE = Claims()

@@ -13,7 +13,7 @@ own (`extended`), so replicas are placed there as anywhere else; its capacity ro
 its GPUs now plus attached less detached (`program.Growth`), and a fraction on a slot
 beyond them needs the attach to reach that slot.
 
-Which remedy comes first is the program's stage order (`planner._build`): the `attach`
+Which remedy comes first is the program's stage order (`rules.protocol.STAGE_ORDER`): the `attach`
 stage (fewest GPUs attached) comes after the stages that minimise preemption, and before
 `moves`, so free GPUs and moves come first and preemption last; with `before_preemption:
 false` the attach variables are held at 0 until `starts` (`after_reclaim`). The `detach`
@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpu_policy.composition import attachable, node_takes, uses_new_gpus
 from gpu_policy.model import Composable, Job, Node, Scenario
@@ -34,11 +35,15 @@ from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.program import Growth, PlanProgram
 from gpu_policy.planner.reasons import composition_start
+from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds, scenario_constraints
 from gpu_policy.telemetry.model import GpuKey
 from gpu_policy.telemetry.signals import ClusterSignals
+
+if TYPE_CHECKING:
+    from gpu_policy.planner.rules.context import PlanContext
 
 
 @dataclass
@@ -83,9 +88,12 @@ def idle_attached(nl: NodeLayout, attached: int, signals: ClusterSignals | None,
     return out
 
 
-class Composer:
-    """Composition for one plan: the composable nodes, their variables, and what the plan
-    decided for them. Without a `composable:` section every method leaves the plan alone."""
+class Composer(RuleBase):
+    """Composition for one plan, the program's rule for composable nodes: the nodes, their
+    variables and rows, the `attach` and `detach` stages, and what the plan decided for them.
+    Without a `composable:` section every method leaves the plan alone."""
+
+    name = "composition"
 
     def __init__(self, s: Scenario, layout: Layout, signals: ClusterSignals | None):
         self.settings: Composable = s.composable or Composable()
@@ -156,11 +164,26 @@ class Composer:
 
     # -- in the program ------------------------------------------------------------------------
 
+    def rows(self, ctx: PlanContext) -> None:
+        """The variables and the pool's rows; the rows on placements come with the capacity
+        rows (`rules.fits`), through `Growth.placement_rows`."""
+        self.add_variables(ctx.m)
+
+    def stages(self, ctx: PlanContext) -> list[Stage]:
+        return [Stage("attach", lambda: self._attach_stage(ctx)), Stage("detach", lambda: [("detach", self.detached())])]
+
+    def _attach_stage(self, ctx: PlanContext) -> list:
+        """Fewest GPUs attached; with `before_preemption: false`, none before `starts`."""
+        stage = [("attach", self.attached())]
+        if not self.settings.before_preemption:
+            self.after_reclaim(ctx.m, ctx.credits, "starts")
+        return stage
+
     def add_variables(self, m: PlanProgram) -> None:
         """attach, pick and detach variables, the pool's rows; hands the program its `Growth`."""
         if not self.spots:
             return
-        growth = Growth(self.fits, attach_first=self.settings.before_preemption)
+        growth = Growth(self.fits, self.add_placement_rows, attach_first=self.settings.before_preemption)
         by_model: dict[str, dict] = defaultdict(dict)
         for n, spot in self.spots.items():
             if spot.rooms:
@@ -196,29 +219,37 @@ class Composer:
         the model of a node that takes any."""
         for (n, i), (terms, const) in m.shared.items():
             spot = self.spots.get(n)
-            if spot is None or not terms:
-                continue
-            if i >= spot.node.gpus and n in self.attach:
-                # (i - gpus[n] + 1) * shared[n,i] <= GPUs attached to n: the slot must exist
-                m.add(affine({**{v: i - spot.node.gpus + 1 for v in terms},
-                              **{v: -1 for v in self.attach[n].values()}}) <= 0, "attach_reach")
-            for (gpu, _), gone in zip(spot.idle, self.detach.get(n, ())):
-                if gpu == i:
-                    # shared[n,i] + detach[n,i] <= 1: a GPU going back takes no fraction
-                    m.add(affine({**terms, gone: 1}) <= 1 - const, "detach_free")
+            if spot is not None and terms:
+                self._slot_rows(m, spot, n, i, terms, const)
         for n, picks in self.picks.items():
-            placed = [(shape, v) for (node, shape), v in m.whole.items() if node == n]
-            placed += [(shape, v) for (node, _, shape), v in m.frac.items() if node == n]
-            for shape, v in placed:
-                allowed = [p for model, p in picks.items() if shape.models is None or model in shape.models]
-                if len(allowed) < len(picks):
-                    # replicas of a shape on n <= most * (picks of the models it accepts)
-                    m.add(affine({v: 1, **{p: -v.upBound for p in allowed}}) <= 0, "model")
+            self._model_rows(m, n, picks)
+
+    def _slot_rows(self, m: PlanProgram, spot: Spot, n: str, i: int, terms: dict, const: float) -> None:
+        """A fraction on GPU i of composable node n (shared[n,i] = terms + const) needs the
+        GPU attached, and a GPU going back takes none."""
+        if i >= spot.node.gpus and n in self.attach:
+            # (i - gpus[n] + 1) * shared[n,i] <= GPUs attached to n: the slot must exist
+            m.add(affine({**{v: i - spot.node.gpus + 1 for v in terms},
+                          **{v: -1 for v in self.attach[n].values()}}) <= 0, "attach_reach")
+        for (gpu, _), gone in zip(spot.idle, self.detach.get(n, ())):
+            if gpu == i:
+                # shared[n,i] + detach[n,i] <= 1: a GPU going back takes no fraction
+                m.add(affine({**terms, gone: 1}) <= 1 - const, "detach_free")
+
+    def _model_rows(self, m: PlanProgram, n: str, picks: dict) -> None:
+        """Replicas on node n, which takes any model, only of shapes that accept the model it picks."""
+        placed = [(shape, v) for (node, shape), v in m.whole.items() if node == n]
+        placed += [(shape, v) for (node, _, shape), v in m.frac.items() if node == n]
+        for shape, v in placed:
+            allowed = [p for model, p in picks.items() if shape.models is None or model in shape.models]
+            if len(allowed) < len(picks):
+                # replicas of a shape on n <= most * (picks of the models it accepts)
+                m.add(affine({v: 1, **{p: -v.upBound for p in allowed}}) <= 0, "model")
 
     def after_reclaim(self, m: PlanProgram, credit: dict, release: str) -> None:
         """`before_preemption: false`: nothing is attached in the stages before `release`,
         which therefore reclaim as if there were no pool; then GPUs attached are no more
-        than the GPUs of claims (starts within fair share, `accounting.Credit`), so work
+        than the GPUs of claims (starts within fair share, `rules.claims.Credit`), so work
         beyond its share never gets GPUs attached (the victims of reclaim would get them
         in the next plan)."""
         attach = [v for mine in self.attach.values() for v in mine.values()]

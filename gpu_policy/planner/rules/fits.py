@@ -14,12 +14,14 @@ import pulp
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner.linear import affine
+from gpu_policy.planner.rules.protocol import RuleBase
 from gpu_policy.planner.rules.vocabulary import EPS, STRICT
 from gpu_policy.planner.shapes import Shape, shape_of
 
 if TYPE_CHECKING:
     from gpu_policy.planner.layout import Layout, NodeLayout
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Scope
     from gpu_policy.planner.telemetry import GpuLimits
 
@@ -297,3 +299,19 @@ def slice_rows(m, s: Scenario, nl: NodeLayout, n: str, stays: Callable[[str], pu
         if terms[profile]:
             # slices of the profile kept and placed on node n <= its slices of the profile
             m.add(pulp.LpAffineExpression(list(terms[profile].items()), fixed[profile]) <= count, "mig")
+
+
+class Fits(RuleBase):
+    """The capacity rows (with those composable nodes add, `program.Growth.placement_rows`),
+    then move before preempt."""
+
+    name = "fits"
+
+    def rows(self, ctx: PlanContext) -> None:
+        build_capacity(ctx.m, ctx.scenario, ctx.layout, ctx.scope, ctx.limits)
+        if ctx.m.growth is not None:
+            ctx.m.growth.placement_rows(ctx.m)
+        no_room_left_for_victims(ctx.m, ctx.layout, ctx.scope, ctx.limits)
+
+
+RULE = Fits()

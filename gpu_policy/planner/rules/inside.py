@@ -16,12 +16,14 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.placement import constraints_of
 from gpu_policy.planner import rules
 from gpu_policy.planner.linear import affine
+from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS, STRICT
 from gpu_policy.planner.shapes import Eligible
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
     from gpu_policy.planner.rules.claims import Accounts
+    from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
 
 
@@ -177,3 +179,21 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
 def _anywhere(names: frozenset[str] | None, s: Scenario) -> bool:
     """Whether the eligible node `names` (None: all) are every node of the scenario."""
     return names is None or len(names) == len(s.nodes)
+
+
+class Inside(RuleBase):
+    """Priority inside a queue: no swap back, preempt only for GPUs the starts need (its
+    victims' variables come with `rules.reclaim`'s rows), and the `priority_p<P>` stages."""
+
+    name = "inside"
+
+    def rows(self, ctx: PlanContext) -> None:
+        no_swap_inside(ctx.m, ctx.standing, ctx.accounts)
+        inside_only_when_needed(ctx.m, ctx.scenario, ctx.standing, ctx.accounts)
+
+    def stages(self, ctx: PlanContext) -> list[Stage]:
+        return [Stage("priority", lambda: [(name, affine(terms))
+                                           for name, terms in priority_levels(ctx.m, ctx.standing, ctx.accounts)])]
+
+
+RULE = Inside()

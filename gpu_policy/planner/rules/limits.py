@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 
 from gpu_policy.planner import rules
 from gpu_policy.planner.linear import affine
+from gpu_policy.planner.rules.protocol import RuleBase
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
     from gpu_policy.planner.rules.claims import Accounts
+    from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
 
 
@@ -62,3 +64,15 @@ def limits_and_nonpreemptible(m: PlanProgram, st: Standing, acc: Accounts) -> No
             before = st.held_nonpreemptible[e]
             # non-preemptible GPUs of e after <= max(deserved[e], non-preemptible GPUs of e before)
             m.add(affine(pinned, before) <= rules.nonpreemptible_bound(st.shares, e, before), "nonpreemptible")
+
+
+class Limits(RuleBase):
+    """Limits and non-preemptible work within deserved: rows only."""
+
+    name = "limits"
+
+    def rows(self, ctx: PlanContext) -> None:
+        limits_and_nonpreemptible(ctx.m, ctx.standing, ctx.accounts)
+
+
+RULE = Limits()

@@ -12,12 +12,28 @@ from gpu_policy.model import Scenario
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.objectives import victim_costs
+from gpu_policy.planner.rules.protocol import RuleBase, Stage
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.context import PlanContext
 
 
 def moves_stage(m: PlanProgram, s: Scenario, cfg: PlannerConfig) -> pulp.LpAffineExpression:
     """The moves that lose the least work, then the fewest (costs as for victims)."""
     cost = victim_costs([j for j in s.jobs if j.name in m.move], cfg)
     return affine({m.move[name]: c for name, c in cost.items()})
+
+
+class Moves(RuleBase):
+    """The moves stage, where the scope has movers."""
+
+    name = "moves"
+
+    def stages(self, ctx: PlanContext) -> list[Stage]:
+        if not ctx.m.move:
+            return []
+        return [Stage("moves", lambda: [("moves", moves_stage(ctx.m, ctx.scenario, ctx.config))])]
+
+
+RULE = Moves()

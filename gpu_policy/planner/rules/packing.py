@@ -13,9 +13,11 @@ from gpu_policy.packing.fragmentation import WorkloadMix
 from gpu_policy.planner.layout import Layout
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.packing import placement_costs
+from gpu_policy.planner.rules.protocol import RuleBase, Stage
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.context import PlanContext
 
 
 def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix) -> pulp.LpAffineExpression:
@@ -48,3 +50,18 @@ def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix)
             m.add(affine({**terms, opened: -max(1, nl.capacity)}) <= 0, "opened")
             objective[opened] = 1
     return affine(objective)
+
+
+class Packing(RuleBase):
+    """The packing stage, where replicas are placed on detailed nodes and a workload mix
+    prices the placements."""
+
+    name = "packing"
+
+    def stages(self, ctx: PlanContext) -> list[Stage]:
+        if not (ctx.m.whole or ctx.m.frac) or ctx.mix is None:
+            return []
+        return [Stage("packing", lambda: [("packing", packing_stage(ctx.m, ctx.scenario, ctx.layout, ctx.mix))])]
+
+
+RULE = Packing()

@@ -10,11 +10,13 @@ from gpu_policy.model import Job
 from gpu_policy.planner import rules
 from gpu_policy.planner.linear import affine, most
 from gpu_policy.planner.rules.inside import inside_victims
+from gpu_policy.planner.rules.protocol import RuleBase
 from gpu_policy.planner.rules.vocabulary import EPS, TIERS, QueueTree, Shares, cap, floor
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
     from gpu_policy.planner.rules.claims import Accounts, Credit
+    from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Scope, Standing
 
 
@@ -268,3 +270,16 @@ def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tup
         given[out_of] = slack
         # given[d] - largest[d] <= held[d] - floor[d] - strict + slack * (1 - gives[d])
         m.add(affine(given, -const) <= st.held[d] - low - rules.STRICT + slack, "dept_floor")
+
+
+class Reclaim(RuleBase):
+    """Reclaim across queues, judged on the state after the plan: rows only (its victims'
+    order is `rules.victims`' stages)."""
+
+    name = "reclaim"
+
+    def rows(self, ctx: PlanContext) -> None:
+        reclaim(ctx.m, ctx.standing, ctx.accounts, ctx.scope, ctx.credits)
+
+
+RULE = Reclaim()

@@ -15,9 +15,11 @@ from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.objectives import victim_costs
+from gpu_policy.planner.rules.protocol import RuleBase, Stage
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
     from gpu_policy.planner.telemetry import GpuLimits
 
@@ -73,3 +75,18 @@ def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerCon
         stages.append((f"preemption_{label}" if part == "cross" else f"preemption_inside_{label}",
                        affine(terms, const)))
     return stages
+
+
+class Victims(RuleBase):
+    """Which victim goes first: the preemption stages, for other queues before priority
+    inside a queue, and inside a queue after it."""
+
+    name = "victims"
+
+    def stages(self, ctx: PlanContext) -> list[Stage]:
+        def part(which: str):
+            return lambda: preemption_stages(ctx.m, ctx.scenario, ctx.standing, ctx.config, ctx.limits, which)
+        return [Stage("preemption", part("cross")), Stage("preemption_inside", part("inside"))]
+
+
+RULE = Victims()
