@@ -1,24 +1,28 @@
-"""The integer program: decisions, and the capacity of every node and pool.
+"""The integer program and its decisions.
 
 Variables (only where a decision exists; everything else is a constant), named from
 indices, never from user strings:
-  keep[j]        1 if running candidate j stays where it is
+  keep[j]        1 if running candidate j stays where it is          (`Decisions`)
   move[j]        1 if running candidate j restarts elsewhere (all its replicas)
+  cut[n, k]      1 if reclaim node n takes its k-th option (preempts its first k victims)
   starts[k]      how many waiting jobs of kind k start (the oldest first; all replicas of
                  a job: gangs are all-or-nothing)
-  whole[n, s]    replicas of whole-GPU shape s placed on detailed node n
+  whole[n, s]    replicas of whole-GPU shape s placed on detailed node n  (`Placements`)
   frac[n, i, s]  replicas of fractional shape s placed on GPU i of detailed node n
   pool[m, s]     replicas of shape s placed on pooled nodes of GPU model m
-A candidate that neither keeps nor moves is preempted. The queue rules are in
-`gpu_policy.planner.accounting`, the objectives in `gpu_policy.planner.objectives`. Nodes
-that may gain or lose GPUs in the plan (composition) reach the capacity rows through
-`Growth`, which `gpu_policy.planner.attach` fills.
+  receives, gives, inside, largest   GPUs between queues             (`Flows`)
+A candidate that neither keeps nor moves is preempted. This module makes the decisions
+(`build_decisions`); each rule of `gpu_policy.planner.rules` adds its own variables, rows
+and stages (`rules.protocol.Rule`), writing only its part of the program: `rules.fits`
+the placements, `rules.reclaim` and `rules.inside` the flows. Nodes that may gain or lose
+GPUs in the plan (composition) reach the capacity rows through `Growth`, which
+`rules.composition` fills.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import pulp
@@ -66,8 +70,9 @@ class Growth:
 
 
 @dataclass
-class PlanProgram(Program):
-    """The planner's program: the decisions it reads back, by job, node and shape."""
+class Decisions:
+    """What the plan decides per job (`build_decisions`): keep, move or preempt a running
+    candidate, how many of each kind of waiting job start."""
 
     keep: dict[str, pulp.LpVariable] = field(default_factory=dict)
     move: dict[str, pulp.LpVariable] = field(default_factory=dict)
@@ -76,20 +81,67 @@ class PlanProgram(Program):
     options: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # reclaim node -> its options
     starts: dict[Kind, pulp.LpVariable] = field(default_factory=dict)
     kinds: dict[Kind, list[Job]] = field(default_factory=dict)  # the jobs of each kind it may start, oldest first
+    victims: set[str] = field(default_factory=set)  # candidates that may be preempted
+    fraction_gpu: dict[str, int] = field(default_factory=dict)  # moving fractional job -> the GPU it leaves
+
+
+@dataclass
+class Placements:
+    """Where started and moved replicas go, and what each node and GPU holds after the plan
+    (`rules.fits` writes them; `rules.composition` and `rules.packing` read them)."""
+
     whole: dict[tuple[str, Shape], pulp.LpVariable] = field(default_factory=dict)
     frac: dict[tuple[str, int, Shape], pulp.LpVariable] = field(default_factory=dict)
     pool: dict[tuple[str | None, Shape], pulp.LpVariable] = field(default_factory=dict)
+    started_items: dict[Shape, dict] = field(default_factory=dict)  # shape -> {start[p]: replicas}
+    node_used: dict[str, tuple[dict, float]] = field(default_factory=dict)  # detailed node -> GPUs used after
+    gpu_used: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # shared GPU -> use after
+    shared: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # GPU -> 1 if shared after
+
+
+@dataclass
+class Flows:
+    """GPUs between queues (`rules.reclaim` and `rules.inside` write them; the guarantee
+    stages and the reasons read them)."""
+
     receives: dict[str, dict[str, pulp.LpVariable]] = field(default_factory=dict)  # queue -> tier -> binary
     gives: dict[str, dict[str, pulp.LpVariable]] = field(default_factory=dict)  # queue -> tier -> GPUs given
     inside: dict[str, pulp.LpVariable] = field(default_factory=dict)  # victim -> 1 if preempted for its own queue
     largest: dict[str, dict[float, pulp.LpVariable]] = field(default_factory=dict)  # queue -> size -> 1 if its
     # largest victim given to other queues has that size
-    victims: set[str] = field(default_factory=set)  # candidates that may be preempted
-    fraction_gpu: dict[str, int] = field(default_factory=dict)  # running fractional job -> its GPU
-    started_items: dict[Shape, dict] = field(default_factory=dict)  # shape -> {start[p]: replicas}
-    node_used: dict[str, tuple[dict, float]] = field(default_factory=dict)  # detailed node -> GPUs used after
-    gpu_used: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # shared GPU -> use after
-    shared: dict[tuple[str, int], tuple[dict, float]] = field(default_factory=dict)  # GPU -> 1 if shared after
+
+
+class _Part:
+    """`m.<name>` reads `m.<part>.<name>`: what reads a solved program (realising it, the
+    reasons) names a decision without knowing which part holds it."""
+
+    def __init__(self, part: str, name: str):
+        self.part, self.name = part, name
+
+    def __get__(self, m, owner=None):
+        return self if m is None else getattr(getattr(m, self.part), self.name)
+
+    def __set__(self, m, value) -> None:
+        raise AttributeError(f"set {self.part}.{self.name}, not {self.name}")
+
+
+def _reads_parts(cls):
+    """Every field of the program's parts, read by its own name on the program (`_Part`)."""
+    for part, kind in (("decisions", Decisions), ("placement", Placements), ("flows", Flows)):
+        for f in fields(kind):
+            setattr(cls, f.name, _Part(part, f.name))
+    return cls
+
+
+@_reads_parts
+@dataclass
+class PlanProgram(Program):
+    """The planner's program: the decisions it reads back, by job, node and shape, in parts
+    that each rule writes its own of."""
+
+    decisions: Decisions = field(default_factory=Decisions)
+    placement: Placements = field(default_factory=Placements)
+    flows: Flows = field(default_factory=Flows)
     growth: Growth | None = None  # composable nodes (None: no node changes its GPUs)
     counter: int = 0
 
@@ -111,32 +163,32 @@ class PlanProgram(Program):
 
     def runs(self, job: Job) -> tuple[dict, float]:
         """'running job runs after the plan' (kept or moved) as (terms, constant)."""
-        if job.name in self.keep:
-            terms = {self.keep[job.name]: 1}
-            if job.name in self.move:
-                terms[self.move[job.name]] = 1
+        if job.name in self.decisions.keep:
+            terms = {self.decisions.keep[job.name]: 1}
+            if job.name in self.decisions.move:
+                terms[self.decisions.move[job.name]] = 1
             return terms, 0.0
-        if job.name in self.cut:
-            return {w: -1 for w in self.cut[job.name]}, 1.0
+        if job.name in self.decisions.cut:
+            return {w: -1 for w in self.decisions.cut[job.name]}, 1.0
         return {}, 1.0
 
     def started(self, which=lambda kind: True) -> dict:
         """{starts[k]: GPUs of one job of kind k} for the kinds `which` admits."""
-        return {var: kind.total_gpus for kind, var in self.starts.items() if which(kind)}
+        return {var: kind.total_gpus for kind, var in self.decisions.starts.items() if which(kind)}
 
     def preempted(self, job: Job, part: str = "all") -> tuple[dict, float]:
         """'job is preempted' as (terms, constant); `part` "cross" or "inside": preempted for
         another queue, or for its own queue's higher priority."""
         if part == "inside":
-            return ({self.inside[job.name]: 1}, 0.0) if job.name in self.inside else ({}, 0.0)
-        if job.name in self.cut:
-            terms, const = {w: 1 for w in self.cut[job.name]}, 0.0
+            return ({self.flows.inside[job.name]: 1}, 0.0) if job.name in self.flows.inside else ({}, 0.0)
+        if job.name in self.decisions.cut:
+            terms, const = {w: 1 for w in self.decisions.cut[job.name]}, 0.0
         else:
-            terms, const = {self.keep[job.name]: -1}, 1.0
-            if job.name in self.move:
-                terms[self.move[job.name]] = -1
-        if part == "cross" and job.name in self.inside:
-            terms[self.inside[job.name]] = -1
+            terms, const = {self.decisions.keep[job.name]: -1}, 1.0
+            if job.name in self.decisions.move:
+                terms[self.decisions.move[job.name]] = -1
+        if part == "cross" and job.name in self.flows.inside:
+            terms[self.flows.inside[job.name]] = -1
         return terms, const
 
 
@@ -144,35 +196,36 @@ def build_decisions(s: Scenario, sc: Scope, max_moves: int, kinds: Counter[NodeK
     """keep / move for running candidates, start for waiting jobs (at most as many of each
     kind as could ever fit on `kinds`, default the cluster's nodes), in a fresh program."""
     m = PlanProgram(pulp.LpProblem("gpu_policy_plan", pulp.LpMinimize))
+    d = m.decisions
     movers = {j.name for j in sc.movers}
-    m.victims = {j.name for j in sc.victims}
+    d.victims = {j.name for j in sc.victims}
     for job in _unique(sc.victims + sc.movers):
-        m.keep[job.name] = m.binary("keep", 1)
+        d.keep[job.name] = m.binary("keep", 1)
         if job.name in movers:
-            m.move[job.name] = m.binary("move", 0)
-            if job.name in m.victims:
-                m.add(affine({m.keep[job.name]: 1, m.move[job.name]: 1}) <= 1, "once")
+            d.move[job.name] = m.binary("move", 0)
+            if job.name in d.victims:
+                m.add(affine({d.keep[job.name]: 1, d.move[job.name]: 1}) <= 1, "once")
             else:  # not a legal victim: it stays or moves
-                m.add(affine({m.keep[job.name]: 1, m.move[job.name]: 1}) == 1, "once")
-    if m.move:
+                m.add(affine({d.keep[job.name]: 1, d.move[job.name]: 1}) == 1, "once")
+    if d.move:
         # moves <= max_moves
-        m.add(affine({v: 1 for v in m.move.values()}) <= max_moves, "max_moves")
+        m.add(affine({v: 1 for v in d.move.values()}) <= max_moves, "max_moves")
     for n, victims in sc.cuts.items():
         options = [m.binary("cut", 0) for _ in victims]
-        m.options[n] = options
+        d.options[n] = options
         # at most one option per reclaim node: option k preempts its first k victims
         m.add(affine({w: 1 for w in options}) <= 1, "cut")
         for i, job in enumerate(victims):
-            m.cut[job.name] = options[i:]
-            m.victims.add(job.name)
+            d.cut[job.name] = options[i:]
+            d.victims.add(job.name)
     room = _room_by_shape(s, kinds or node_kinds(s))
     for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name)):
-        mine = m.kinds.setdefault(Kind.of(job), [])
+        mine = d.kinds.setdefault(Kind.of(job), [])
         if len(mine) < room[shape_of(job)] // job.replicas:  # more could never fit: the rest wait
             mine.append(job)
-    for kind, jobs in m.kinds.items():
+    for kind, jobs in d.kinds.items():
         if jobs:
-            m.starts[kind] = m.var("starts", 0, len(jobs), "Integer", 0)
+            d.starts[kind] = m.var("starts", 0, len(jobs), "Integer", 0)
     return m
 
 

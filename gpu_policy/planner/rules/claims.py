@@ -1,7 +1,9 @@
 """Claims before borrowing and who starts first: the guarantee tier before fair share,
-then the smallest relative share; how much of a queue's work counts toward its share. In the program: what each queue holds
-after the plan (`accounts`), what of it counts toward its shares (`credits`: claims before
-borrowing), the `guarantees` and `fair_share` stages (`shortfalls`) and the `starts` stage."""
+then the smallest relative share; how much of a queue's work counts toward its share.
+
+In the program: what each queue holds after the plan (`accounts`), what of it counts
+toward its shares (`credits`: claims before borrowing), the `guarantees` and `fair_share`
+stages (`shortfalls`) and the `starts` stage."""
 
 from __future__ import annotations
 
@@ -93,7 +95,7 @@ def accounts(m: PlanProgram, s: Scenario, st: Standing) -> Accounts:
         out.jobs[q] = []
         out.kept[q] = ({}, 0.0)
         out.new[q] = {}
-    for kind, var in m.starts.items():
+    for kind, var in m.decisions.starts.items():
         out.new[kind.queue][var] = kind.total_gpus
     for job in s.jobs:
         out.jobs[job.queue].append(job)
@@ -168,7 +170,7 @@ def _guarantee_credit(m: PlanProgram, st: Standing, acc: Accounts, q: str,
     """In the guarantee stages a queue that gives also counts its largest victim: jobs are
     indivisible, and the floor rule lets the last victim take it below its guarantee. Never
     more than it counted before the plan: giving cannot raise a queue's own credit."""
-    largest = m.largest.get(q)
+    largest = m.flows.largest.get(q)
     if not largest:
         return credit
     terms, const = credit
@@ -199,7 +201,7 @@ def _credit(m: PlanProgram, st: Standing, acc: Accounts, q: str) -> Credit:
     # kept_counted[q] <= what q keeps
     m.add(affine({counted: 1, **{v: -a for v, a in kept.items()}}, -const) <= 0, "counted")
     claimed = {}
-    for kind, var in m.starts.items():
+    for kind, var in m.decisions.starts.items():
         if kind.queue == q:
             c = m.var("claimed", 0, var.upBound, "Integer", 0)
             claimed[c] = kind.total_gpus
@@ -219,13 +221,13 @@ def starts_stage(m: PlanProgram, ordered: list[Job]) -> pulp.LpAffineExpression:
     jobs earns its first n values, one continuous segment per job (starts[k] = sum of its
     segments; their values fall, so the best fill first)."""
     rank = {j.name: r for r, j in enumerate(ordered)}
-    jobs = [j for mine in m.kinds.values() for j in mine]
+    jobs = [j for mine in m.decisions.kinds.values() for j in mine]
     n = len(jobs)
     tie = 1e-3 * min(j.total_gpus for j in jobs) / (n + 1)
     objective = {}
-    for kind, var in m.starts.items():
+    for kind, var in m.decisions.starts.items():
         segments = {}
-        for job in m.kinds[kind]:
+        for job in m.decisions.kinds[kind]:
             segment = m.var("rank", 0, 1)
             segments[segment] = 1
             objective[segment] = -(job.total_gpus + tie * (n - rank[job.name]) / n)

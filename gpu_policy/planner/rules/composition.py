@@ -170,7 +170,8 @@ class Composer(RuleBase):
         self.add_variables(ctx.m)
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
-        return [Stage("attach", lambda: self._attach_stage(ctx)), Stage("detach", lambda: [("detach", self.detached())])]
+        return [Stage("attach", lambda: self._attach_stage(ctx)),
+                Stage("detach", lambda: [("detach", self.detached())])]
 
     def _attach_stage(self, ctx: PlanContext) -> list:
         """Fewest GPUs attached; with `before_preemption: false`, none before `starts`."""
@@ -217,7 +218,7 @@ class Composer(RuleBase):
     def add_placement_rows(self, m: PlanProgram) -> None:
         """After the capacity rows: fractions on GPUs yet to attach or about to go back, and
         the model of a node that takes any."""
-        for (n, i), (terms, const) in m.shared.items():
+        for (n, i), (terms, const) in m.placement.shared.items():
             spot = self.spots.get(n)
             if spot is not None and terms:
                 self._slot_rows(m, spot, n, i, terms, const)
@@ -238,8 +239,8 @@ class Composer(RuleBase):
 
     def _model_rows(self, m: PlanProgram, n: str, picks: dict) -> None:
         """Replicas on node n, which takes any model, only of shapes that accept the model it picks."""
-        placed = [(shape, v) for (node, shape), v in m.whole.items() if node == n]
-        placed += [(shape, v) for (node, _, shape), v in m.frac.items() if node == n]
+        placed = [(shape, v) for (node, shape), v in m.placement.whole.items() if node == n]
+        placed += [(shape, v) for (node, _, shape), v in m.placement.frac.items() if node == n]
         for shape, v in placed:
             allowed = [p for model, p in picks.items() if shape.models is None or model in shape.models]
             if len(allowed) < len(picks):

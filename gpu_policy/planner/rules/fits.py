@@ -43,156 +43,202 @@ def per_gpu(gpus: float) -> int:
 
 def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
     """Place every started and moved replica: per detailed node and GPU, and per pool."""
-    items: dict[Shape, dict] = defaultdict(dict)  # shape -> {decision: replicas}
-    started: dict[Shape, dict] = defaultdict(dict)
     jobs = {j.name: j for j in s.jobs}
-    for kind, var in m.starts.items():
-        items[kind.shape][var] = kind.replicas
-        started[kind.shape][var] = kind.replicas
-    for name, var in m.move.items():
-        items[shape_of(jobs[name])][var] = jobs[name].replicas
-    m.started_items = started
-    for job in s.jobs:
-        if job.is_fractional and job.name in m.move:
-            m.fraction_gpu[job.name] = layout.indices[job.name][0][0]
+    items, started = _items(m, s, layout, jobs)
     for shape, demand in items.items():
-        most = sum(a * var.upBound for var, a in demand.items())
-        for n in sc.detailed:
-            node = layout.nodes[n].node
-            if not (shape.fits(node) or (m.growth is not None and m.growth.fits(shape, n))):
-                continue
-            if shape.fractional:
-                for i in sc.fraction_gpus.get(n, ()):
-                    m.frac[n, i, shape] = m.var("frac", 0, min(most, per_gpu(shape.gpus)),
-                                                "Integer", 0)
-            else:
-                m.whole[n, shape] = m.var("whole", 0, min(most, layout.nodes[n].capacity // shape.whole_gpus),
-                                          "Integer", 0)
-        if not shape.fractional:
-            for model, pooled in sc.pools.items():
-                if any(shape.fits(layout.nodes[n].node) for n in pooled):
-                    m.pool[model, shape] = m.var("pool", 0, sum(a * v.upBound for v, a in started[shape].items()), "Integer", 0)
+        _places(m, layout, sc, shape, demand, started[shape])
         _not_back_in_place(m, shape, jobs, started[shape])
-        placed = {v: -1 for (n, sh), v in m.whole.items() if sh == shape}
-        placed.update({v: -1 for (n, i, sh), v in m.frac.items() if sh == shape})
-        pooled_terms = {v: -1 for (model, sh), v in m.pool.items() if sh == shape}
-        # placed replicas of shape = replicas of its started and moved jobs
-        m.add(affine({**demand, **placed, **pooled_terms}) == 0, "placed")
-        if pooled_terms and len(started[shape]) < len(demand):
-            # moved jobs go to detailed nodes only: pooled replicas <= started replicas
-            m.add(affine({**started[shape], **pooled_terms}) >= 0, "pool_starts")
+        _all_placed(m, shape, demand, started[shape])
     for n in sc.detailed:
         _node_capacity(m, s, layout, n, limits)
     for model, pooled in sc.pools.items():
         _pool_capacity(m, layout, model, pooled, sc.cuts)
 
 
+def _items(m: PlanProgram, s: Scenario, layout: Layout, jobs: dict[str, Job]) -> tuple[dict, dict]:
+    """Per shape, the replicas to place as {decision: replicas}: of all started and moved
+    jobs, and of the started ones only (`Placements.started_items`). Notes the GPU each
+    moving fraction leaves."""
+    items: dict[Shape, dict] = defaultdict(dict)  # shape -> {decision: replicas}
+    started: dict[Shape, dict] = defaultdict(dict)
+    for kind, var in m.decisions.starts.items():
+        items[kind.shape][var] = kind.replicas
+        started[kind.shape][var] = kind.replicas
+    for name, var in m.decisions.move.items():
+        items[shape_of(jobs[name])][var] = jobs[name].replicas
+    m.placement.started_items = started
+    for job in s.jobs:
+        if job.is_fractional and job.name in m.decisions.move:
+            m.decisions.fraction_gpu[job.name] = layout.indices[job.name][0][0]
+    return items, started
+
+
+def _places(m: PlanProgram, layout: Layout, sc: Scope, shape: Shape, demand: dict, started: dict) -> None:
+    """The places a replica of `shape` may take: each detailed node it fits (each GPU open
+    to new fractions, for a fraction), and each pool of nodes it fits (started jobs only)."""
+    most = sum(a * var.upBound for var, a in demand.items())
+    p = m.placement
+    for n in sc.detailed:
+        node = layout.nodes[n].node
+        if not (shape.fits(node) or (m.growth is not None and m.growth.fits(shape, n))):
+            continue
+        if shape.fractional:
+            for i in sc.fraction_gpus.get(n, ()):
+                p.frac[n, i, shape] = m.var("frac", 0, min(most, per_gpu(shape.gpus)), "Integer", 0)
+        else:
+            p.whole[n, shape] = m.var("whole", 0, min(most, layout.nodes[n].capacity // shape.whole_gpus),
+                                      "Integer", 0)
+    if not shape.fractional:
+        for model, pooled in sc.pools.items():
+            if any(shape.fits(layout.nodes[n].node) for n in pooled):
+                p.pool[model, shape] = m.var("pool", 0, sum(a * v.upBound for v, a in started.items()), "Integer", 0)
+
+
+def _all_placed(m: PlanProgram, shape: Shape, demand: dict, started: dict) -> None:
+    """Every replica of the shape's started and moved jobs has a place; moved ones on
+    detailed nodes."""
+    p = m.placement
+    placed = {v: -1 for (n, sh), v in p.whole.items() if sh == shape}
+    placed.update({v: -1 for (n, i, sh), v in p.frac.items() if sh == shape})
+    pooled_terms = {v: -1 for (model, sh), v in p.pool.items() if sh == shape}
+    # placed replicas of shape = replicas of its started and moved jobs
+    m.add(affine({**demand, **placed, **pooled_terms}) == 0, "placed")
+    if pooled_terms and len(started) < len(demand):
+        # moved jobs go to detailed nodes only: pooled replicas <= started replicas
+        m.add(affine({**started, **pooled_terms}) >= 0, "pool_starts")
+
+
 def _not_back_in_place(m: PlanProgram, shape: Shape, jobs: dict[str, Job], started: dict) -> None:
     """A moved job of one replica does not land where it runs (on its node, or for a
     fraction on its GPU): places there go to other jobs of its shape."""
-    movers = [jobs[n] for n in m.move if shape_of(jobs[n]) == shape]
+    movers = [jobs[n] for n in m.decisions.move if shape_of(jobs[n]) == shape]
     origins: dict[tuple, list[Job]] = defaultdict(list)
     for job in movers:
         if job.replicas == 1:
-            origins[job.running[0], m.fraction_gpu.get(job.name)].append(job)
+            origins[job.running[0], m.decisions.fraction_gpu.get(job.name)].append(job)
     for (node, gpu), mine in origins.items():
-        var = m.frac.get((node, gpu, shape)) if shape.fractional else m.whole.get((node, shape))
+        var = m.placement.frac.get((node, gpu, shape)) if shape.fractional else m.placement.whole.get((node, shape))
         if var is None:
             continue
-        others = {**started, **{m.move[j.name]: j.replicas for j in movers if j not in mine}}
+        others = {**started, **{m.decisions.move[j.name]: j.replicas for j in movers if j not in mine}}
         # places[origin] <= replicas of other started or moved jobs of the shape
         m.add(affine({var: 1, **{v: -a for v, a in others.items()}}) <= 0, "not_back")
 
 
 def _node_capacity(m: PlanProgram, s: Scenario, layout: Layout, n: str, limits: GpuLimits) -> None:
+    """Node n after the plan: what each healthy GPU holds, its MIG slices, its free GPUs
+    opened for fractions in index order, and its GPUs, CPUs and memory."""
     nl = layout.nodes[n]
-    stays = lambda name: m.keep.get(name)  # noqa: E731  (None: a constant, it stays)
+    stays = lambda name: m.decisions.keep.get(name)  # noqa: E731  (None: a constant, it stays)
     gpu_terms: dict = defaultdict(float)
     gpu_const = 0.0
     opened_free: list[pulp.LpVariable] = []
     new_fracs: dict[int, list] = defaultdict(list)
-    for (node, i, shape), var in m.frac.items():
+    for (node, i, shape), var in m.placement.frac.items():
         if node == n:
             new_fracs[i].append((shape, var))
     for i, slot in enumerate(nl.slots):
-        if not nl.healthy(i):
-            continue
-        if slot.whole:
-            if stays(slot.whole) is not None:
-                gpu_terms[stays(slot.whole)] += 1
-            else:
-                gpu_const += 1
-        var_fracs: dict[pulp.LpVariable, float] = defaultdict(float)
-        fixed_frac = 0.0
-        for name, f in slot.fractions:
-            if stays(name) is not None:
-                var_fracs[stays(name)] += f
-            else:
-                fixed_frac += f
-        fresh = new_fracs.get(i, [])
-        if not fresh and not var_fracs:
-            gpu_const += 1 if slot.fractions else 0
-            continue
-        if fixed_frac > 0:
-            gpu_const += 1  # shared by a job that stays: one used GPU
-            m.shared[n, i] = ({}, 1.0)
-        else:  # 1 if GPU i holds fractions after the plan (its whole holder, if any, has left)
-            used = m.var("shared", 0, 1, "Binary", 1 if slot.fractions else 0)
-            m.shared[n, i] = ({used: 1}, 0.0)
-            gpu_terms[used] += 1
-            if slot.free:
-                opened_free.append(used)
-            for keep in var_fracs:
-                # shared[n,i] >= keep[j] for each fraction j on GPU i
-                m.add(affine({used: 1, keep: -1}) >= 0, "shared")
-            for shape, var in fresh:
-                # most * shared[n,i] >= frac[n,i,s]
-                m.add(affine({used: var.upBound, var: -1}) >= 0, "shared")
-            # shared[n,i] <= fractions kept + fractions placed on GPU i: shared only if used
-            m.add(affine({used: 1, **{keep: -1 for keep in var_fracs}, **{var: -1 for _, var in fresh}}) <= 0,
-                  "shared")
-        # fractions on GPU i + its whole holder if kept <= 1
-        terms: dict = defaultdict(float)
-        for keep, f in var_fracs.items():
-            terms[keep] += f
-        for shape, var in fresh:
-            terms[var] += shape.gpus
-        if slot.whole and stays(slot.whole) is not None:
-            terms[stays(slot.whole)] += 1
-        m.add(affine(terms, fixed_frac) <= 1, "gpu")
-        m.gpu_used[n, i] = (dict(terms), fixed_frac)
-        _telemetry_room(m, n, i, slot, fresh, limits)
+        if nl.healthy(i):
+            const, opened = _gpu_rows(m, n, i, slot, new_fracs.get(i, []), stays, limits, gpu_terms)
+            gpu_const += const
+            if opened is not None:
+                opened_free.append(opened)
     slice_rows(m, s, nl, n, stays)
     for lower, higher in zip(opened_free, opened_free[1:]):
         # free GPUs of a node are interchangeable: open them for fractions in index order
         m.add(affine({lower: 1, higher: -1}) >= 0, "order")
-    for (node, shape), var in m.whole.items():
+    for (node, shape), var in m.placement.whole.items():
         if node == n:
             gpu_terms[var] += shape.whole_gpus
-    m.node_used[n] = (dict(gpu_terms), gpu_const)
+    m.placement.node_used[n] = (dict(gpu_terms), gpu_const)
     added = m.growth.added(n) if m.growth else {}
     # whole GPUs kept + started + GPUs shared by fractions <= healthy GPUs of n (+ attached - detached)
     m.add(affine({**gpu_terms, **{v: -a for v, a in added.items()}}, gpu_const) <= len(nl.node.healthy_gpus), "cap_gpu")
     for resource in ("cpu", "memory_gib"):
-        capacity = getattr(nl.node, resource)
-        if capacity is None:
-            continue
-        terms, const = defaultdict(float), 0.0
-        for job in s.jobs:
-            use = (getattr(job, resource) or 0) * job.running.count(n)
-            if use and stays(job.name) is not None:
-                terms[stays(job.name)] += use
-            else:
-                const += use
-        for (node, shape), var in m.whole.items():
-            if node == n:
-                terms[var] += getattr(shape, resource)
-        for (node, i, shape), var in m.frac.items():
-            if node == n:
-                terms[var] += getattr(shape, resource)
-        if terms:
-            # CPUs (memory) of the jobs on n after the plan <= what n has
-            m.add(affine(terms, const) <= capacity, f"cap_{resource}")
+        _resource_row(m, s, nl, n, stays, resource)
+
+
+def _gpu_rows(m: PlanProgram, n: str, i: int, slot, fresh: list, stays: Callable, limits: GpuLimits,
+              node_terms: dict) -> tuple[float, pulp.LpVariable | None]:
+    """GPU i of node n after the plan: its fractions and its whole holder, if kept, hold at
+    most one GPU; whether it is shared. Adds the GPU's use to `node_terms`; returns the
+    constant part of it, and the `shared` variable of a free GPU opened for fractions
+    (None: none)."""
+    const = 0.0
+    if slot.whole:
+        if stays(slot.whole) is not None:
+            node_terms[stays(slot.whole)] += 1
+        else:
+            const += 1
+    var_fracs: dict[pulp.LpVariable, float] = defaultdict(float)
+    fixed_frac = 0.0
+    for name, f in slot.fractions:
+        if stays(name) is not None:
+            var_fracs[stays(name)] += f
+        else:
+            fixed_frac += f
+    if not fresh and not var_fracs:
+        return const + (1 if slot.fractions else 0), None
+    opened = None
+    if fixed_frac > 0:
+        const += 1  # shared by a job that stays: one used GPU
+        m.placement.shared[n, i] = ({}, 1.0)
+    else:
+        used = _shared_rows(m, n, i, slot, var_fracs, fresh)
+        node_terms[used] += 1
+        opened = used if slot.free else None
+    # fractions on GPU i + its whole holder if kept <= 1
+    terms: dict = defaultdict(float)
+    for keep, f in var_fracs.items():
+        terms[keep] += f
+    for shape, var in fresh:
+        terms[var] += shape.gpus
+    if slot.whole and stays(slot.whole) is not None:
+        terms[stays(slot.whole)] += 1
+    m.add(affine(terms, fixed_frac) <= 1, "gpu")
+    m.placement.gpu_used[n, i] = (dict(terms), fixed_frac)
+    _telemetry_room(m, n, i, slot, fresh, limits)
+    return const, opened
+
+
+def _shared_rows(m: PlanProgram, n: str, i: int, slot, var_fracs: dict, fresh: list) -> pulp.LpVariable:
+    """shared[n,i]: 1 if GPU i holds fractions after the plan (its whole holder, if any,
+    has left), and only then."""
+    used = m.var("shared", 0, 1, "Binary", 1 if slot.fractions else 0)
+    m.placement.shared[n, i] = ({used: 1}, 0.0)
+    for keep in var_fracs:
+        # shared[n,i] >= keep[j] for each fraction j on GPU i
+        m.add(affine({used: 1, keep: -1}) >= 0, "shared")
+    for shape, var in fresh:
+        # most * shared[n,i] >= frac[n,i,s]
+        m.add(affine({used: var.upBound, var: -1}) >= 0, "shared")
+    # shared[n,i] <= fractions kept + fractions placed on GPU i: shared only if used
+    m.add(affine({used: 1, **{keep: -1 for keep in var_fracs}, **{var: -1 for _, var in fresh}}) <= 0,
+          "shared")
+    return used
+
+
+def _resource_row(m: PlanProgram, s: Scenario, nl: NodeLayout, n: str, stays: Callable, resource: str) -> None:
+    """CPUs (memory) of the jobs on node n after the plan <= what n has."""
+    capacity = getattr(nl.node, resource)
+    if capacity is None:
+        return
+    terms, const = defaultdict(float), 0.0
+    for job in s.jobs:
+        use = (getattr(job, resource) or 0) * job.running.count(n)
+        if use and stays(job.name) is not None:
+            terms[stays(job.name)] += use
+        else:
+            const += use
+    for (node, shape), var in m.placement.whole.items():
+        if node == n:
+            terms[var] += getattr(shape, resource)
+    for (node, i, shape), var in m.placement.frac.items():
+        if node == n:
+            terms[var] += getattr(shape, resource)
+    if terms:
+        # CPUs (memory) of the jobs on n after the plan <= what n has
+        m.add(affine(terms, const) <= capacity, f"cap_{resource}")
 
 
 def _telemetry_room(m: PlanProgram, n: str, i: int, slot, fresh: list, limits: GpuLimits) -> None:
@@ -204,11 +250,11 @@ def _telemetry_room(m: PlanProgram, n: str, i: int, slot, fresh: list, limits: G
         if not occupants or limits.room_for_fraction(n, i, shape.gpus):
             continue
         # frac[n,i,s] <= replicas of started jobs of shape s
-        m.add(affine({var: 1, **{v: -a for v, a in m.started_items.get(shape, {}).items()}}) <= 0, "headroom")
+        m.add(affine({var: 1, **{v: -a for v, a in m.placement.started_items.get(shape, {}).items()}}) <= 0, "headroom")
         for name in occupants:
-            if name in m.keep:
+            if name in m.decisions.keep:
                 # frac[n,i,s] <= most * (1 - keep[j])
-                m.add(affine({var: 1, m.keep[name]: var.upBound}) <= var.upBound, "headroom")
+                m.add(affine({var: 1, m.decisions.keep[name]: var.upBound}) <= var.upBound, "headroom")
             else:
                 var.upBound = 0
 
@@ -218,7 +264,7 @@ def _pool_capacity(m: PlanProgram, layout: Layout, model: str | None, pooled: li
     """One row per job size: jobs of at least s GPUs, counted in units of s, fit in the
     sum over pooled nodes of floor(free / s), where a reclaim node's free GPUs grow with
     the option the plan takes there. Exact when the sizes divide each other."""
-    mine = {shape: var for (mdl, shape), var in m.pool.items() if mdl == model}
+    mine = {shape: var for (mdl, shape), var in m.placement.pool.items() if mdl == model}
     if not mine:
         return
     free = {n: len(layout.nodes[n].free_indices()) for n in pooled}
@@ -226,7 +272,7 @@ def _pool_capacity(m: PlanProgram, layout: Layout, model: str | None, pooled: li
         terms = {var: shape.whole_gpus / size for shape, var in mine.items() if shape.whole_gpus >= size}
         for n in pooled:
             freed = free[n]
-            for w, job in zip(m.options.get(n, ()), cuts.get(n, ())):
+            for w, job in zip(m.decisions.options.get(n, ()), cuts.get(n, ())):
                 freed += sum(1 for i in layout.indices[job.name][0] if layout.nodes[n].healthy(i))
                 terms[w] = terms.get(w, 0) - (freed // size - free[n] // size)
         # sum over shapes of size >= s of (size / s) * pool[m, shape]
@@ -252,12 +298,12 @@ def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: 
         shape = shape_of(v)
         for n in sc.detailed:
             nl = layout.nodes[n]
-            if n not in m.node_used or not shape.fits(nl.node):
+            if n not in m.placement.node_used or not shape.fits(nl.node):
                 continue
             extra, extra_const = m.growth.for_victims(n) if m.growth else ({}, 0.0)
             healthy = len(nl.node.healthy_gpus) + extra_const
             big = healthy + sum(max(0, a) * v.upBound for v, a in extra.items())
-            used, used_const = m.node_used[n]
+            used, used_const = m.placement.node_used[n]
             need = 1 if shape.fractional else shape.whole_gpus
             # healthy + extra - used_after <= need - 1 + big * (1 - preempted)
             m.add(affine({**{x: -a for x, a in used.items()}, **extra, **{x: big * a for x, a in terms.items()}},
@@ -265,10 +311,10 @@ def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: 
             if not shape.fractional:
                 continue
             for i, slot in enumerate(nl.slots):
-                if (n, i) not in m.shared or not limits.room_for_fraction(n, i, v.gpus):
+                if (n, i) not in m.placement.shared or not limits.room_for_fraction(n, i, v.gpus):
                     continue
-                gpu_terms, gpu_const = m.gpu_used.get((n, i), ({}, slot.used))
-                on, on_const = m.shared[n, i]
+                gpu_terms, gpu_const = m.placement.gpu_used.get((n, i), ({}, slot.used))
+                on, on_const = m.placement.shared[n, i]
                 level = 1 - v.gpus + STRICT
                 # used_after[n,i] >= level * (preempted[v] + shared[n,i] - 1)
                 m.add(affine({**gpu_terms, **{x: -level * a for x, a in terms.items()},
@@ -292,7 +338,7 @@ def slice_rows(m, s: Scenario, nl: NodeLayout, n: str, stays: Callable[[str], pu
                     fixed[profile] += 1
                 else:
                     terms[profile][keep] += 1
-    for (node_name, _, shape), var in m.frac.items():
+    for (node_name, _, shape), var in m.placement.frac.items():
         if node_name == n and shape.mig_profile:
             terms[shape.mig_profile][var] += 1
     for profile, count in sorted(node.mig.items()):

@@ -76,7 +76,7 @@ def priority_levels(m: PlanProgram, st: Standing, acc: Accounts) -> list[tuple[s
     levels: dict[int, dict] = defaultdict(dict)
     for q in st.tree.leaves:
         mine = acc.jobs[q]
-        waiting = {k.priority for k in m.starts if k.queue == q}
+        waiting = {k.priority for k in m.decisions.starts if k.queue == q}
         for level in waiting:
             if not any(j.priority < level for j in mine):
                 continue
@@ -94,14 +94,14 @@ def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], re
     """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
     cross[q] (the GPUs `gpu_policy.planner.reclaim` counts as given to other queues), and
     are no more than those starts take."""
-    waiting = [jobs[0] for k, jobs in m.kinds.items() if k.queue == q and k in m.starts]
+    waiting = [jobs[0] for k, jobs in m.decisions.kinds.items() if k.queue == q and k in m.decisions.starts]
     mine = [v for v in victims if any(rules.may_preempt_inside(v, p) for p in waiting)]
     if not mine:
         return
     lowest = min(v.priority for v in mine)
     inside = {}
     for v in mine:
-        var = m.inside[v.name] = m.binary("inside", 0)
+        var = m.flows.inside[v.name] = m.binary("inside", 0)
         inside[var] = v.total_gpus
         terms, const = m.preempted(v)
         # inside[v] <= preempted[v]
@@ -124,8 +124,8 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
     starts[k] <= n[k] * (1 - preempted[v]) for each such victim v and kind k.
     """
     for q in st.tree.leaves:
-        victims = [j for j in acc.jobs[q] if j.name in m.victims]
-        kinds = [(k, var, m.kinds[k][0]) for k, var in m.starts.items() if k.queue == q]
+        victims = [j for j in acc.jobs[q] if j.name in m.decisions.victims]
+        kinds = [(k, var, m.decisions.kinds[k][0]) for k, var in m.decisions.starts.items() if k.queue == q]
         for v in victims:
             for kind, var, starter in kinds:
                 if rules.may_swap_back(v, starter):
@@ -139,30 +139,22 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
     it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the
     whole cluster with fractions by size (moves could gather them), and on composable nodes
     with the GPUs they attach, detach or, attaching first, could still take (as
-    `program.no_room_left_for_victims` counts them). Only for victims whose replicas hold
+    `rules.fits.no_room_left_for_victims` counts them). Only for victims whose replicas hold
     at most one GPU each (rules.gathered_by_moves; a gang counts all its GPUs) and that
     any node's GPU model and placement constraints suit (docs/policy.md, "Known approximations").
 
     idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
     idle_after <= most idle[v] + (highest idle - most idle[v]) * (1 - inside[v])
     """
-    if not m.inside:
+    if not m.flows.inside:
         return
-    terms, const = acc.held(st.tree.leaves)
-    idle: dict = defaultdict(float, {x: -a for x, a in terms.items()})
-    idle_const = float(s.gpus_schedulable) - const
-    for n in (m.growth.room.keys() | m.growth.attach.keys() | m.growth.detach.keys() if m.growth else ()):
-        extra, extra_const = m.growth.for_victims(n)
-        for x, a in extra.items():
-            idle[x] += a
-        idle_const += extra_const
+    idle, idle_const = _idle_after(m, s, st, acc)
     high = idle_const + sum(a * (x.upBound if a > 0 else (x.lowBound or 0)) for x, a in idle.items())
     low = idle_const + sum(a * ((x.lowBound or 0) if a > 0 else x.upBound) for x, a in idle.items())
     jobs = {j.name: j for j in s.jobs}
     eligible = Eligible(s.nodes)
-    victims = [(inside, jobs[name]) for name, inside in m.inside.items() if rules.gathered_by_moves(jobs[name])
-               and not (jobs[name].gpu_model and any(n.gpu_model not in jobs[name].gpu_model for n in s.nodes))
-               and _anywhere(eligible.names(constraints_of(jobs[name])), s)]
+    victims = [(inside, jobs[name]) for name, inside in m.flows.inside.items()
+               if _idle_counts_for(jobs[name], eligible, s)]
     if not victims:
         return
     idle_after = m.var("idle", low, high)
@@ -174,6 +166,29 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
             continue
         # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
         m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed")
+
+
+def _idle_after(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> tuple[dict, float]:
+    """Idle GPUs after the plan as (terms, constant): healthy GPUs, plus those composable
+    nodes gain (`Growth.for_victims`), less the GPUs every queue holds after the plan."""
+    terms, const = acc.held(st.tree.leaves)
+    idle: dict = defaultdict(float, {x: -a for x, a in terms.items()})
+    idle_const = float(s.gpus_schedulable) - const
+    for n in (m.growth.room.keys() | m.growth.attach.keys() | m.growth.detach.keys() if m.growth else ()):
+        extra, extra_const = m.growth.for_victims(n)
+        for x, a in extra.items():
+            idle[x] += a
+        idle_const += extra_const
+    return idle, idle_const
+
+
+def _idle_counts_for(victim: Job, eligible: Eligible, s: Scenario) -> bool:
+    """Whether idle GPUs anywhere in the cluster could hold the victim: replicas of at most
+    one GPU (rules.gathered_by_moves), and every node's GPU model and placement
+    constraints suit it."""
+    return (rules.gathered_by_moves(victim)
+            and not (victim.gpu_model and any(n.gpu_model not in victim.gpu_model for n in s.nodes))
+            and _anywhere(eligible.names(constraints_of(victim)), s))
 
 
 def _anywhere(names: frozenset[str] | None, s: Scenario) -> bool:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 def moves_stage(m: PlanProgram, s: Scenario, cfg: PlannerConfig) -> pulp.LpAffineExpression:
     """The moves that lose the least work, then the fewest (costs as for victims)."""
-    cost = victim_costs([j for j in s.jobs if j.name in m.move], cfg)
-    return affine({m.move[name]: c for name, c in cost.items()})
+    cost = victim_costs([j for j in s.jobs if j.name in m.decisions.move], cfg)
+    return affine({m.decisions.move[name]: c for name, c in cost.items()})
 
 
 class Moves(RuleBase):
@@ -31,7 +31,7 @@ class Moves(RuleBase):
     name = "moves"
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
-        if not ctx.m.move:
+        if not ctx.m.decisions.move:
             return []
         return [Stage("moves", lambda: [("moves", moves_stage(ctx.m, ctx.scenario, ctx.config))])]
 

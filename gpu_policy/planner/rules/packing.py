@@ -26,11 +26,11 @@ def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix)
     tell two fractions sharing a GPU from two on two GPUs); then the placements that grow
     the expected fragmentation least (`gpu_policy.planner.packing`). Each term weighs less
     than one unit of the one before."""
-    options = [(shape.representative(), n, None) for n, shape in m.whole]
-    options += [(shape.representative(), n, i) for n, i, shape in m.frac]
-    keys = list(m.whole.values()) + list(m.frac.values())
+    options = [(shape.representative(), n, None) for n, shape in m.placement.whole]
+    options += [(shape.representative(), n, i) for n, i, shape in m.placement.frac]
+    keys = list(m.placement.whole.values()) + list(m.placement.frac.values())
     costs = placement_costs(s, layout, mix, options)
-    opened_gpus = [terms for (n, i), (terms, _) in m.shared.items() if layout.nodes[n].slots[i].free]
+    opened_gpus = [terms for (n, i), (terms, _) in m.placement.shared.items() if layout.nodes[n].slots[i].free]
     gpu_weight = 1 / (len(opened_gpus) + 2)
     scale = (sum(abs(c) * (var.upBound or 1) for c, var in zip(costs, keys)) + 1) / gpu_weight
     objective: dict = {var: cost / scale for var, cost in zip(keys, costs)}
@@ -38,9 +38,9 @@ def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix)
         for var in terms:
             objective[var] = objective.get(var, 0) + gpu_weight
     used_on: dict[str, dict] = defaultdict(dict)
-    for (n, shape), var in m.whole.items():
+    for (n, shape), var in m.placement.whole.items():
         used_on[n][var] = shape.whole_gpus
-    for (n, _i, shape), var in m.frac.items():
+    for (n, _i, shape), var in m.placement.frac.items():
         used_on[n][var] = used_on[n].get(var, 0) + shape.gpus
     for n, terms in used_on.items():
         nl = layout.nodes[n]
@@ -59,7 +59,7 @@ class Packing(RuleBase):
     name = "packing"
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
-        if not (ctx.m.whole or ctx.m.frac) or ctx.mix is None:
+        if not (ctx.m.placement.whole or ctx.m.placement.frac) or ctx.mix is None:
             return []
         return [Stage("packing", lambda: [("packing", packing_stage(ctx.m, ctx.scenario, ctx.layout, ctx.mix))])]
 

@@ -1,5 +1,6 @@
 """Reclaim across queues: who may give, who may receive, in which tier, and that each
-victim is needed above its queue's floor (the predicates), and the program's rows, judged on the state after the plan (`reclaim`)."""
+victim is needed above its queue's floor (the predicates), and the program's rows, judged
+on the state after the plan (`reclaim`)."""
 
 from __future__ import annotations
 
@@ -69,35 +70,38 @@ def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict
     given_by_tier: dict[str, dict] = {t: {} for t in rules.TIERS}
     received_by_tier: dict[str, dict] = {t: {} for t in rules.TIERS}
     net: dict[str, tuple[dict, float]] = {}  # leaf -> received - cross
-    largest: dict[str, dict] = {}
-    any_cross = False
+    largest: dict[str, dict] = {}  # leaf that may give -> size -> 1 if its largest victim has that size
     for q in st.tree.leaves:
         rcv = _receiver(m, st, acc, q, credit[q]) if q in receivers else {}
         for tier, (amount, _) in rcv.items():
             received_by_tier[tier][amount] = 1
-        victims = [j for j in acc.jobs[q] if j.name in m.victims]
-        received = {amount: 1 for amount, _ in rcv.values()}
-        if not victims:
-            net[q] = (received, 0.0)
-            continue
-        cross, const = _lost(m, victims)
-        inside_victims(m, acc, q, victims, received, cross)
-        tiers = [t for t in rules.TIERS if q in giving and rules.may_give(st.shares, q, st.held[q], t)]
-        if not tiers:
-            # cross[q] <= 0: no other queue may take from q now
-            m.add(affine(cross, const) <= 0, "no_reclaim")
-            net[q] = (received, 0.0)
-            continue
-        any_cross = True
-        largest[q] = m.largest[q] = _largest(m, victims)
-        parts = _giver(m, st, q, cross, const, largest[q], tiers, rcv)
-        for tier, amount in parts.items():
-            given_by_tier[tier][amount] = 1
-        net[q] = ({**received, **{v: -a for v, a in cross.items()}}, -const)
-    if any_cross:
+        net[q] = _leaf(m, st, acc, q, rcv, q in giving, given_by_tier, largest)
+    if largest:
         _matched(m, st, given_by_tier, received_by_tier, largest)
-    if st.tree.departments and any_cross:
-        _departments(m, st, acc, net, largest)
+        if st.tree.departments:
+            _departments(m, st, acc, net, largest)
+
+
+def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives: bool,
+          given_by_tier: dict[str, dict], largest: dict[str, dict]) -> tuple[dict, float]:
+    """Leaf queue q's victims: those lost to its own queue (`inside_victims`), and the
+    floor rule on those given to other queues, in the tiers it may give in (none unless
+    `gives`: some receiver may take from q). Returns q's net flow, received - given."""
+    victims = [j for j in acc.jobs[q] if j.name in m.decisions.victims]
+    received = {amount: 1 for amount, _ in rcv.values()}
+    if not victims:
+        return received, 0.0
+    cross, const = _lost(m, victims)
+    inside_victims(m, acc, q, victims, received, cross)
+    tiers = [t for t in rules.TIERS if gives and rules.may_give(st.shares, q, st.held[q], t)]
+    if not tiers:
+        # cross[q] <= 0: no other queue may take from q now
+        m.add(affine(cross, const) <= 0, "no_reclaim")
+        return received, 0.0
+    largest[q] = m.flows.largest[q] = _largest(m, victims)
+    for tier, amount in _giver(m, st, q, cross, const, largest[q], tiers, rcv).items():
+        given_by_tier[tier][amount] = 1
+    return {**received, **{v: -a for v, a in cross.items()}}, -const
 
 
 def _matched(m: PlanProgram, st: Standing, given: dict[str, dict], received: dict[str, dict],
@@ -187,7 +191,7 @@ def _receiver(m: PlanProgram, st: Standing, acc: Accounts, q: str, credit: Credi
             m.add(affine({**credit.terms, on: big}, credit.const) <= rules.cap(st.shares, q, tier) + big,
                   "receive_cap")
         out[tier] = (amount, on)
-        m.receives.setdefault(q, {})[tier] = on
+        m.flows.receives.setdefault(q, {})[tier] = on
     if out:
         # received[q] <= GPUs of q's claims
         m.add(affine({**{a: 1 for a, _ in out.values()}, **{v: -g for v, g in credit.claimed.items()}}) <= 0,
@@ -203,7 +207,7 @@ def _giver(m: PlanProgram, st: Standing, q: str, cross: dict, const: float, larg
     total: dict = {}
     for tier in tiers:
         amount, on = m.var("given", 0, st.held[q], initial=0), m.binary("gives", 0)
-        parts[tier] = m.gives.setdefault(q, {})[tier] = amount
+        parts[tier] = m.flows.gives.setdefault(q, {})[tier] = amount
         total[amount] = -1
         # given[q,t] <= big * gives[q,t]
         m.add(affine({amount: 1, on: -big}) <= 0, "gives")
@@ -250,7 +254,7 @@ def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tup
         # allocated_after[d] <= fair[d] + big * (1 - receives[d])
         m.add(affine({**terms, into: big}, held_const) <= rules.cap(st.shares, d, rules.FAIR) + big, "dept_cap")
         for q in leaves:
-            on = m.receives.get(q, {}).get(rules.GUARANTEE)
+            on = m.flows.receives.get(q, {}).get(rules.GUARANTEE)
             if on is not None:
                 # allocated_after[d] <= deserved[d] + big * (2 - receives[d] - receives_guarantee[q])
                 m.add(affine({**terms, into: big, on: big}, held_const)

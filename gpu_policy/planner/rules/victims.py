@@ -55,7 +55,7 @@ def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerCon
                       part: str) -> list[tuple[str, pulp.LpAffineExpression]]:
     """`part`: "cross" (victims given to other queues: solved before priority inside a
     queue) or "inside" (victims of a queue's own higher-priority work: after it)."""
-    victims = [j for j in s.jobs if j.name in m.victims and (part == "cross" or j.name in m.inside)]
+    victims = [j for j in s.jobs if j.name in m.decisions.victims and (part == "cross" or j.name in m.flows.inside)]
     cost = victim_costs(victims, cfg)
 
     def tier(job: Job) -> tuple[int, int]:
