@@ -35,8 +35,9 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     avoid busy GPUs and GPUs without the memory they need.
 
     With a `composable:` section, GPUs are attached from the pool for waiting work and
-    idle attached GPUs go back (`gpu_policy.planner.attach`); fair shares then count the
-    GPUs the plan's compositions leave, so a plan that changes them is made again (`_decide`).
+    idle attached GPUs go back (`gpu_policy.planner.rules.composition`); fair shares then
+    count the GPUs the plan's compositions leave, so a plan that changes them is made again
+    (`_decide`).
     """
     cfg = config or PlannerConfig()
     cfg.validate()

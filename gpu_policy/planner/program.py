@@ -47,7 +47,7 @@ class Program:
 
 @dataclass
 class Growth:
-    """Detailed nodes whose GPUs the plan may change (GPU composition, `gpu_policy.planner.attach`).
+    """Detailed nodes whose GPUs the plan may change (GPU composition, `rules.composition`).
     Their layout holds a free slot for each GPU they could take, beyond their own."""
 
     fits: Callable[[Shape, str], bool]  # could one replica of the shape run on the node once GPUs are attached

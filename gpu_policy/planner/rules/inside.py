@@ -92,7 +92,7 @@ def priority_levels(m: PlanProgram, st: Standing, acc: Accounts) -> list[tuple[s
 def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], received: dict,
                    cross: dict) -> None:
     """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
-    cross[q] (the GPUs `gpu_policy.planner.reclaim` counts as given to other queues), and
+    cross[q] (the GPUs `rules.reclaim` counts as given to other queues), and
     are no more than those starts take."""
     waiting = [jobs[0] for k, jobs in m.decisions.kinds.items() if k.queue == q and k in m.decisions.starts]
     mine = [v for v in victims if any(rules.may_preempt_inside(v, p) for p in waiting)]
