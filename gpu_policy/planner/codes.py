@@ -65,3 +65,8 @@ class Reason:
 
     def __str__(self) -> str:
         return self.text
+
+
+def gpu_count(n: float) -> str:
+    """`n` GPUs in words for a reason: "1 GPU", "8 GPUs", "0.5 GPUs"."""
+    return f"{n:g} GPU" + ("" if n == 1 else "s")

@@ -7,22 +7,22 @@ from collections import defaultdict
 from gpu_policy import placement
 from gpu_policy.fair_share import fair_shares
 from gpu_policy.model import Job, Scenario
-from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport
+from gpu_policy.plan import Plan
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
-from gpu_policy.planner.layout import Layout, largest_free_block, running_layout, spare_resources
+from gpu_policy.planner.layout import Layout, running_layout
 from gpu_policy.planner.packing import scenario_mix
-from gpu_policy.planner.program import PlanProgram, build_decisions
-from gpu_policy.planner.realize import Outcome, realize
+from gpu_policy.planner.program import build_decisions
+from gpu_policy.planner.realize import realize
 from gpu_policy.planner.rules.composition import Composer
 from gpu_policy.planner.rules.context import PlanContext
+from gpu_policy.planner.rules.fits import never_fits
 from gpu_policy.planner.rules.order import in_order
 from gpu_policy.planner.rules.protocol import build
-from gpu_policy.planner.codes import Reason
-from gpu_policy.planner.reasons import Judged, move_reason, never_fits, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing, scope
 from gpu_policy.planner.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
-from gpu_policy.planner.telemetry import GpuLimits, gpu_limits, with_unhealthy
+from gpu_policy.planner.telemetry import gpu_limits, with_unhealthy
+from gpu_policy.planner.writeup import write_plan
 from gpu_policy.telemetry.signals import ClusterSignals
 
 
@@ -123,7 +123,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     report.build_seconds = built
     outcome = realize(m, s, grown, sc, order, mix)
     composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
-    return _plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer, refused)
+    return write_plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer, refused)
 
 
 def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tuple[Standing, list[Job], list[Job]]:
@@ -172,93 +172,3 @@ def held(s: Scenario, tree: rules.QueueTree, running: set[str]) -> dict[str, flo
         if job.name in running:
             leaf[job.queue] += job.total_gpus
     return {q: sum(leaf[x] for x in tree.leaves_under(q)) for q in tree.parent}
-
-
-def _on(var) -> bool:
-    return var is not None and (var.varValue or 0) > 0.5
-
-
-def _plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,
-          kinds, report, signals: ClusterSignals | None, composer: Composer, refused: dict[str, str]) -> Plan:
-    jobs = {j.name: j for j in s.jobs}
-    running_after = ({j.name for j in s.jobs if j.is_running} - out.preempted) | set(out.started)
-    tree = st.tree
-    after = held(s, tree, running_after)
-    np_after = held(s, tree, {n for n in running_after if not jobs[n].is_preemptible})
-    spare = spare_resources(s, running_after, {**out.started, **out.moved})
-    judged = Judged(s, tree, st.shares, st.held, after, np_after, out.layout, spare, limits, kinds,
-                    receiving={q: (rules.GUARANTEE if _on(t.get(rules.GUARANTEE)) else rules.FAIR)
-                               for q, t in m.receives.items() if any(_on(v) for v in t.values())},
-                    giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
-                            if any((v.varValue or 0) > rules.EPS for v in t.values())},
-                    swapped=_swapped(s, out.preempted),
-                    cut_off=report.status != OPTIMAL and report.status != NOTHING,
-                    composition=composer if composer.settings.nodes else None, refused=refused)
-    started: dict[str, list[Job]] = defaultdict(list)  # queue -> the jobs the plan starts
-    for name in out.started:
-        started[jobs[name].queue].append(jobs[name])
-    decisions = []
-    for job in s.jobs:
-        if job.name in out.moved:
-            decisions.append(_decision(job, "move", out.moved[job.name],
-                                       move_reason(job, out.moved[job.name], out.started)))
-        elif job.is_running and job.name in out.preempted:
-            decisions.append(_decision(job, "preempt", _where(job, layout),
-                                       preempt_reason(job, judged, started, limits.idle_jobs.get(job.name))))
-        elif job.is_running:
-            decisions.append(JobDecision(job.name, job.queue, "keep", _where(job, layout)))
-        elif job.name in out.started:
-            decisions.append(_decision(job, "start", out.started[job.name], start_reason()))
-        else:
-            decisions.append(_decision(job, "wait", [], wait_reason(job, judged, job.name in out.unplaced)))
-    compositions = composer.compositions(decisions, jobs)
-    return Plan(
-        jobs=decisions,
-        queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name],
-                            _pending(s, tree, q.name), st.held[q.name], after[q.name], q.parent, q.limit)
-                for q in s.queues],
-        summary=_summary(s, tree, decisions, st.held, after, out.layout),
-        solver=report,
-        telemetry=signals.describe() if signals else None,
-        compositions=compositions,
-    )
-
-
-def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
-    return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
-
-
-def _swapped(s: Scenario, preempted: set[str]) -> dict[str, list[Job]]:
-    """Per queue, the jobs the plan preempts (inside.no_swap_inside: the queue's jobs
-    whose place they could take wait)."""
-    out: dict[str, list[Job]] = defaultdict(list)
-    for job in s.jobs:
-        if job.name in preempted:
-            out[job.queue].append(job)
-    return out
-
-
-def _pending(s: Scenario, tree: rules.QueueTree, queue: str) -> float:
-    leaves = set(tree.leaves_under(queue))
-    return sum(j.total_gpus for j in s.jobs if j.queue in leaves and not j.is_running)
-
-
-def _where(job: Job, layout: Layout) -> list[Placement]:
-    return [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, layout.indices[job.name])]
-
-
-def _summary(s: Scenario, tree: rules.QueueTree, decisions: list[JobDecision], before: dict[str, float],
-             after: dict[str, float], layout: Layout) -> dict:
-    top = tree.children[None]
-    count = lambda action: sum(1 for d in decisions if d.action == action)  # noqa: E731
-    return {
-        "gpus_total": s.gpus_total,
-        "gpus_allocated_before": sum(before[q] for q in top),
-        "gpus_allocated_after": sum(after[q] for q in top),
-        "starts": count("start"),
-        "preemptions": count("preempt"),
-        "moves": count("move"),
-        "waiting": count("wait"),
-        "empty_nodes_after": sum(1 for nl in layout.nodes.values() if all(sl.free for sl in nl.slots)),
-        "largest_free_block_after": largest_free_block(layout),
-    }

@@ -11,19 +11,39 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
 import pulp
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
+from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.linear import affine, most
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
-from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
+from gpu_policy.planner.rules.vocabulary import EPS, GUARANTEE, QueueTree, Shares, cap
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.reasons import Judged
     from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
+
+
+def why_wait(job: Job, judged: Judged) -> Reason | None:
+    """Claims come first: a queue that reclaims GPUs in the guarantee tier starts only
+    within its deserved quota, and a start above a queue's fair share may use only free GPUs
+    that no queue within its share could use (with no room free, the room's reason says so)."""
+    j, q = judged, job.queue
+    room = j.no_room(job)
+    if room is None and j.receiving.get(q) == GUARANTEE:
+        return Reason("ClaimsWithinDeserved",
+                      f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end "
+                      f"within its deserved quota of {cap(j.shares, q, GUARANTEE):g}: it holds {j.after[q]:g} "
+                      "GPUs after this plan")
+    after = j.after[q] + job.total_gpus
+    if after <= j.shares.fair[q] + EPS:
+        return None
+    beyond = (f"{q} holds {j.after[q]:g} GPUs after this plan; with it {after:g}, above its fair share of "
+              f"{j.shares.fair[q]}, so it may use only free GPUs that no queue within its share could use")
+    return Reason("ClaimsBeforeBorrowing", beyond) if room is None else Reason(room.code, f"{room.text}; {beyond}")
 
 
 def relative_share(allocated: float, gpus: float, deserved: float, fair: float) -> float:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from gpu_policy.model import Job, Scenario
 from gpu_policy.placement import constraints_of
 from gpu_policy.planner import rules
+from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS, STRICT
@@ -22,9 +23,35 @@ from gpu_policy.planner.shapes import Eligible
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.reasons import Judged
     from gpu_policy.planner.rules.claims import Accounts
     from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
+
+
+def why_wait(job: Job, judged: Judged) -> Reason | None:
+    """The free GPUs would hold the job, but its queue loses a job in this plan that could
+    take its place (`may_swap_back`): starting it would only swap them."""
+    if judged.no_room(job) is not None:
+        return None
+    q = job.queue
+    v = next((v for v in judged.swapped.get(q, ()) if may_swap_back(v, job)), None)
+    if v is None:
+        return None
+    return Reason("WouldSwapInsideQueue",
+                  f"{q} loses {v.name} (priority {v.priority}) in this plan; inside a queue only a higher "
+                  f"priority takes a job's place, and {v.name} could take this one's")
+
+
+def why_preempt(job: Job, judged: Judged, started: dict[str, list[Job]]) -> Reason | None:
+    """The job makes way for higher-priority jobs of its own queue that the plan starts
+    (`started`: per queue)."""
+    mine = [p for p in started.get(job.queue, ()) if may_preempt_inside(job, p)]
+    if not mine:
+        return None
+    names = ", ".join(f"{p.name} (priority {p.priority})" for p in mine)
+    return Reason("PreemptedInsideQueue", f"preempted inside {job.queue} (priority {job.priority}) for "
+                                          f"higher-priority {names}")
 
 
 def may_preempt_inside(victim: Job, job: Job) -> bool:

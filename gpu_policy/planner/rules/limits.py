@@ -6,16 +6,42 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpu_policy.model import Job
 from gpu_policy.planner import rules
+from gpu_policy.planner.codes import Reason, gpu_count
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase
 from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.reasons import Judged
     from gpu_policy.planner.rules.claims import Accounts
     from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
+
+
+def why_wait(job: Job, judged: Judged) -> Reason | None:
+    """Starting the job would take its queue, or a department above it, above its limit, or
+    take non-preemptible work above deserved (judged on the queues after the plan)."""
+    j, q = judged, job.queue
+    blocker = limit_blocker(j.tree, j.shares, j.after, q, job.total_gpus)
+    if blocker:
+        return Reason("QueueAboveLimit", f"{_entity(blocker, q)} is at its limit: holds "
+                                         f"{j.after[blocker]:g} of {gpu_count(j.shares.limit[blocker])}")
+    if job.is_preemptible:
+        return None
+    blocker = nonpreemptible_blocker(j.tree, j.shares, j.nonpreemptible_after, q, job.total_gpus)
+    if blocker:
+        return Reason("NonPreemptibleAboveDeserved",
+                      f"non-preemptible jobs start only within deserved: {_entity(blocker, q)}'s would "
+                      f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
+                      f"{j.shares.deserved[blocker]:g} deserved GPUs")
+    return None
+
+
+def _entity(name: str, queue: str) -> str:
+    return name if name == queue else f"{name} (department of {queue})"
 
 
 def limit_bound(shares: Shares, entity: str, held_before: float) -> float | None:

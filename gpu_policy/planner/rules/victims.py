@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     from gpu_policy.planner.scope import Standing
     from gpu_policy.planner.telemetry import GpuLimits
 
+if TYPE_CHECKING:
+    from gpu_policy.planner.reasons import Judged
+
+
+def why_first(job: Job, judged: Judged) -> str | None:
+    """What put a preempted job first among the victims: it was idle (DCGM telemetry), for how long."""
+    idle_s = judged.limits.idle_jobs.get(job.name)
+    return None if idle_s is None else f"idle for {idle_s / 60:.0f} min"
+
 
 def lost_work(job: Job, default_age_s: float) -> float:
     """GPU-seconds since the job's last checkpoint: what preempting or moving it loses (an

@@ -1,0 +1,149 @@
+"""The Plan a solved program comes to: every job's decision with its reason
+(`gpu_policy.planner.reasons`), the queues before and after, the summary. The jobs are read
+once for what the queues hold after the plan and what waits (`_gather`), once for the
+decisions; reasons are written only for the jobs that stop, move or wait."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from gpu_policy.model import Job, Scenario
+from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
+from gpu_policy.planner import rules
+from gpu_policy.planner.attach import Composer
+from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.layout import Layout, spare_resources
+from gpu_policy.planner.program import PlanProgram
+from gpu_policy.planner.realize import Outcome
+from gpu_policy.planner.reasons import FreeRoom, Judged, move_reason, preempt_reason, start_reason, wait_reason
+from gpu_policy.planner.scope import Standing
+from gpu_policy.planner.solve import NOTHING, OPTIMAL
+from gpu_policy.planner.telemetry import GpuLimits
+from gpu_policy.telemetry.signals import ClusterSignals
+
+
+def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,
+               kinds, report: SolverReport, signals: ClusterSignals | None, composer: Composer,
+               refused: dict[str, str]) -> Plan:
+    """The Plan of the solved program `m`, realised as `out` on the cluster `layout` held before it."""
+    g = _gather(s, st.tree, out)
+    judged = Judged(s, st.tree, st.shares, st.held, g.after, g.nonpreemptible_after, out.layout,
+                    spare_resources(s, g.running_after, {**out.started, **out.moved}), limits, kinds,
+                    receiving={q: (rules.GUARANTEE if _on(t.get(rules.GUARANTEE)) else rules.FAIR)
+                               for q, t in m.receives.items() if any(_on(v) for v in t.values())},
+                    giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
+                            if any((v.varValue or 0) > rules.EPS for v in t.values())},
+                    swapped=g.swapped, cut_off=report.status != OPTIMAL and report.status != NOTHING,
+                    composition=composer if composer.settings.nodes else None, refused=refused,
+                    unplaced=out.unplaced)
+    decisions = _decisions(s, out, layout, judged, g.started)
+    compositions = composer.compositions(decisions, g.jobs)
+    return Plan(
+        jobs=decisions,
+        queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name], g.pending[q.name], st.held[q.name],
+                            g.after[q.name], q.parent, q.limit)
+                for q in s.queues],
+        summary=_summary(s, st.tree, decisions, st.held, g.after, judged.room),
+        solver=report,
+        telemetry=signals.describe() if signals else None,
+        compositions=compositions,
+    )
+
+
+def _on(var) -> bool:
+    return var is not None and (var.varValue or 0) > 0.5
+
+
+@dataclass
+class _Gathered:
+    """What the plan leaves, read from the jobs in one pass."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)                  # name -> job
+    running_after: set[str] = field(default_factory=set)                # jobs that run after the plan
+    after: dict[str, float] = field(default_factory=dict)               # entity -> GPUs held after the plan
+    nonpreemptible_after: dict[str, float] = field(default_factory=dict)  # the same, non-preemptible jobs
+    pending: dict[str, float] = field(default_factory=dict)             # entity -> GPUs of jobs waiting before it
+    started: dict[str, list[Job]] = field(default_factory=dict)         # queue -> the jobs the plan starts
+    swapped: dict[str, list[Job]] = field(default_factory=lambda: defaultdict(list))  # queue -> jobs it preempts
+
+
+def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome) -> _Gathered:
+    """The jobs by name, what each entity holds after the plan (all jobs, and non-preemptible
+    ones), what waited in each before it, and per queue the jobs the plan starts and preempts
+    (inside.no_swap_inside: the queue's jobs whose place they could take wait). Amounts are
+    summed in the jobs' order, as `planner.held` sums them, so they are the same numbers."""
+    g = _Gathered()
+    leaf: dict[str, float] = defaultdict(float)
+    leaf_nonpreemptible: dict[str, float] = defaultdict(float)
+    g.pending = dict.fromkeys(tree.parent, 0)
+    paths = {q: tree.path(q) for q in tree.parent}
+    for job in s.jobs:
+        name = job.name
+        g.jobs[name] = job
+        if name in out.preempted:
+            g.swapped[job.queue].append(job)
+        if not job.running:
+            for e in paths[job.queue]:
+                g.pending[e] += job.total_gpus
+        if (job.running and name not in out.preempted) or name in out.started:
+            g.running_after.add(name)
+            leaf[job.queue] += job.total_gpus
+            if not job.is_preemptible:
+                leaf_nonpreemptible[job.queue] += job.total_gpus
+    g.after = _rolled_up(tree, leaf)
+    g.nonpreemptible_after = _rolled_up(tree, leaf_nonpreemptible)
+    for name in out.started:
+        g.started.setdefault(g.jobs[name].queue, []).append(g.jobs[name])
+    return g
+
+
+def _rolled_up(tree: rules.QueueTree, leaf: dict[str, float]) -> dict[str, float]:
+    """Per entity, the sum over the queues under it (as `planner.held` adds them)."""
+    return {q: sum(leaf[x] for x in tree.leaves_under(q)) for q in tree.parent}
+
+
+def _decisions(s: Scenario, out: Outcome, layout: Layout, judged: Judged,
+               started: dict[str, list[Job]]) -> list[JobDecision]:
+    """Every job's decision, in the scenario's order; `layout`: where running jobs are now."""
+    decisions = []
+    for job in s.jobs:
+        name = job.name
+        if name in out.moved:
+            decisions.append(_decision(job, "move", out.moved[name], move_reason(job, out.moved[name], out.started)))
+        elif job.running and name in out.preempted:
+            decisions.append(_decision(job, "preempt", _where(job, layout), preempt_reason(job, judged, started)))
+        elif job.running:
+            decisions.append(JobDecision(name, job.queue, "keep", _where(job, layout)))
+        elif name in out.started:
+            decisions.append(_decision(job, "start", out.started[name], start_reason()))
+        else:
+            decisions.append(_decision(job, "wait", [], wait_reason(job, judged)))
+    return decisions
+
+
+def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
+    return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
+
+
+def _where(job: Job, layout: Layout) -> list[Placement]:
+    gpus = job.gpus
+    return [Placement(node, gpus, list(ix)) for node, ix in zip(job.running, layout.indices[job.name])]
+
+
+def _summary(s: Scenario, tree: rules.QueueTree, decisions: list[JobDecision], before: dict[str, float],
+             after: dict[str, float], room: FreeRoom) -> dict:
+    """The plan in numbers; `room`: the free room it leaves on every node."""
+    top = tree.children[None]
+    count = Counter(d.action for d in decisions)
+    return {
+        "gpus_total": s.gpus_total,
+        "gpus_allocated_before": sum(before[q] for q in top),
+        "gpus_allocated_after": sum(after[q] for q in top),
+        "starts": count["start"],
+        "preemptions": count["preempt"],
+        "moves": count["move"],
+        "waiting": count["wait"],
+        "empty_nodes_after": room.empty_nodes,
+        "largest_free_block_after": room.largest_block(),
+    }
