@@ -29,7 +29,7 @@ from gpu_policy.planner.telemetry import GpuLimits
 
 
 def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
-    """Cost of preempting (or moving) each victim: the work it loses (rules.lost_work) in
+    """Cost of preempting (or moving) each victim: the work it loses (rules.victim_cost) in
     whole GPU-minutes, so that a plan's victims lose the least work in all, and plans losing
     the same work tie; plus less than one GPU-minute over all victims that prefers fewer
     victims, then the most recently submitted."""
@@ -37,7 +37,7 @@ def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
         return {}
     n = len(victims)
     recent = {j.name: r for r, j in enumerate(sorted(victims, key=lambda j: (-j.submitted_at, j.name)))}
-    minutes = {j.name: round(rules.lost_work(j, cfg.default_checkpoint_age_s) / 60) for j in victims}
+    minutes = {j.name: rules.victim_cost(j, cfg.default_checkpoint_age_s).minutes for j in victims}
     return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
 
 
@@ -49,7 +49,8 @@ def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerCon
     cost = victim_costs(victims, cfg)
 
     def tier(job: Job) -> tuple[int, int]:
-        return rules.victim_tier(job, rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair))
+        idle = rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair)
+        return rules.victim_cost(job, cfg.default_checkpoint_age_s, idle).tier
 
     stages = []
     for key in sorted({tier(j) for j in victims}, reverse=True):

@@ -21,13 +21,15 @@ from gpu_policy.planner.rules.inside import (gathered_by_moves, may_preempt_insi
                                              most_idle_for_inside_victim)
 from gpu_policy.planner.rules.limits import limit_blocker, limit_bound, nonpreemptible_blocker, nonpreemptible_bound
 from gpu_policy.planner.rules.reclaim import keeps_floor, may_give, may_receive, reclaim_tiers
-from gpu_policy.planner.rules.victims import idle_victim, lost_work, victim_order_key, victim_tier
+from gpu_policy.planner.rules.victims import (VictimCost, add_cost, idle_victim, lost_work, total_cost, victim_cost,
+                                              victim_order_key, victim_tier)
 from gpu_policy.planner.rules.vocabulary import EPS, FAIR, GUARANTEE, STRICT, TIERS, QueueTree, Shares, cap, floor
 
 __all__ = [
-    "EPS", "FAIR", "GUARANTEE", "QueueTree", "STRICT", "Shares", "TIERS", "best_fill", "cap", "fits_on_gpu",
+    "EPS", "FAIR", "GUARANTEE", "QueueTree", "STRICT", "Shares", "TIERS", "VictimCost", "add_cost", "best_fill", "cap",
+    "fits_on_gpu",
     "floor", "gathered_by_moves", "has_room", "idle_victim", "keeps_floor", "limit_blocker", "limit_bound",
     "lost_work", "may_give", "may_preempt_inside", "may_receive", "may_swap_back", "most_idle_for_inside_victim",
     "nonpreemptible_blocker", "nonpreemptible_bound", "per_gpu", "reclaim_tiers", "relative_share", "start_order",
-    "victim_order_key", "victim_tier",
+    "total_cost", "victim_cost", "victim_order_key", "victim_tier",
 ]
