@@ -158,11 +158,12 @@ class _FreeIndex:
 
 
 class _GreedyPass:
-    """The greedy pass of a large cluster. In start order, each waiting replica takes, the
-    first that serves: a GPU already shared by fractions (fractional jobs), free GPUs (best
-    fit), a node where moving a few jobs out gathers its block, or the cheapest reclaim
-    nodes (`_ReclaimRankings`), else a node where free GPUs, victims and movers do together.
-    What it touched becomes detailed or reclaim nodes (`scope`); one method per step."""
+    """The greedy pass of a large cluster, one method per step. In start order, each waiting
+    replica takes the first that serves: a fraction, a GPU shared by fractions or a newly
+    opened one; a whole-GPU replica, free GPUs (best fit), else a node where moving a few
+    jobs out gathers its block; then, for either, the cheapest reclaim nodes
+    (`_ReclaimRankings`), else a node where free GPUs, victims and movers do together. The
+    nodes it touched become detailed or reclaim nodes (`_result`)."""
 
     def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
                  givers: dict[str, set[str]], legal: list[Job], movable: list[Job], idle: set[str]):
@@ -184,6 +185,7 @@ class _GreedyPass:
         self.opened = _shared_gpus(layout)  # [room, node, gpu] of GPUs virtually holding fractions, best fit first
 
     def scope(self, detail: set[str]) -> Scope:
+        """The pass over every waiting replica; `detail`: nodes detailed whatever it chose."""
         for job in self.waiting:
             shape = shape_of(job)
             for _ in range(job.replicas):
@@ -299,6 +301,7 @@ class _GreedyPass:
                 self.index.set(node, max(0, self.index.free[node] + freed - need))
 
     def _result(self, detail: set[str]) -> Scope:
+        """Detailed nodes, pools, reclaim nodes' cuts and the candidates on detailed nodes."""
         # a pooled node's cut takes victims of one replica only: a reclaim node with a gang victim is
         # detailed (with the gang's other nodes, below), so the program may take the gang
         detailed = self.detailed | {n for n in self.used_for_reclaim if not self.safe[n] or self.rankings.holds_gang(n)}
