@@ -56,18 +56,28 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     """`waiting`: the jobs that could ever start, in start order (rules.start_order);
     `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
-    running = [j for j in s.jobs if j.is_running]
+    legal = _legal_victims(s, waiting, givers)
+    movable = [j for j in s.jobs if j.is_running and j.is_preemptible] if cfg.max_moves > 0 and waiting else []
+    if len(s.nodes) <= cfg.exact_nodes:
+        names = [n.name for n in s.nodes]
+        gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
+        return Scope(True, names, {}, legal, movable, waiting, gpus, givers)
+    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
+    return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
+
+
+def _legal_victims(s: Scenario, waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
+    """The running jobs the rules could ever let go (`_may_be_victim`)."""
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
-    legal = [j for j in running if _may_be_victim(j, top.get(j.queue), givers)]
-    movable = [j for j in running if j.is_preemptible] if cfg.max_moves > 0 and waiting else []
-    if len(s.nodes) <= cfg.exact_nodes:
-        fractions = sum(j.replicas for j in waiting + movable if j.is_fractional)
-        return Scope(True, [n.name for n in s.nodes], {}, legal, movable, waiting,
-                     _fraction_gpus(layout, [n.name for n in s.nodes], fractions, legal, movable), givers)
-    return _greedy_scope(s, layout, st, waiting, cfg, limits, givers, legal, movable, detail)
+    return [j for j in s.jobs if j.is_running and _may_be_victim(j, top.get(j.queue), givers)]
+
+
+def _fraction_items(jobs: list[Job]) -> int:
+    """How many fractional replicas `jobs` hold."""
+    return sum(j.replicas for j in jobs if j.is_fractional)
 
 
 def _givers(st: Standing, waiting: list[Job]) -> dict[str, set[str]]:
@@ -147,126 +157,191 @@ class _FreeIndex:
         return None
 
 
-def _greedy_scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: PlannerConfig,
-                  limits: GpuLimits, givers: dict[str, set[str]], legal: list[Job], movable: list[Job],
-                  detail: set[str]) -> Scope:
-    nodes = {n.name: n for n in s.nodes}
-    free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
-    spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
-    safe = _pool_safe(s, free, spare, waiting)
-    index = _FreeIndex(s, free)
-    detailed: set[str] = set()
-    fraction_gpus: dict[str, set[int]] = defaultdict(set)
-    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
-    rankings = _ReclaimRankings(s, layout, legal, cfg, idle)
-    used_for_reclaim: set[str] = set()
-    consolidations = Consolidations(movable, cfg)
-    consolidated: set[str] = set()
-    moves_left = cfg.max_moves
-    opened: list[list] = []  # [room, node, gpu] of GPUs virtually holding fractions, best fit first
-    shared = sorted((1 - sl.used, n, i) for n, nl in layout.nodes.items() for i, sl in enumerate(nl.slots)
-                    if nl.healthy(i) and sl.fractions and not sl.whole and rules.has_room(sl.used))
-    opened.extend([list(x) for x in shared])
+class _GreedyPass:
+    """The greedy pass of a large cluster, one method per step. In start order, each waiting
+    replica takes the first that serves: a fraction, a GPU shared by fractions or a newly
+    opened one; a whole-GPU replica, free GPUs (best fit), else a node where moving a few
+    jobs out gathers its block; then, for either, the cheapest reclaim nodes
+    (`_ReclaimRankings`), else a node where free GPUs, victims and movers do together. The
+    nodes it touched become detailed or reclaim nodes (`_result`)."""
 
-    def cpu_ok(job: Job):
+    def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
+                 givers: dict[str, set[str]], legal: list[Job], movable: list[Job], idle: set[str]):
+        """`idle`: the legal victims that are idle jobs of queues above their share (rules.idle_victim)."""
+        self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
+        self.givers, self.legal, self.movable = givers, legal, movable
+        self.nodes = {n.name: n for n in s.nodes}
+        self.free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}  # before the pass
+        self.spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
+        self.safe = _pool_safe(s, self.free, self.spare, waiting)
+        self.index = _FreeIndex(s, self.free)  # free GPUs as the pass reserves them
+        self.rankings = _ReclaimRankings(layout, self.free, legal, cfg, idle)
+        self.consolidations = Consolidations(movable, cfg)
+        self.detailed: set[str] = set()
+        self.fraction_gpus: dict[str, set[int]] = defaultdict(set)  # node -> GPUs chosen for new fractions
+        self.used_for_reclaim: set[str] = set()
+        self.consolidated: set[str] = set()
+        self.moves_left = cfg.max_moves
+        self.opened = _shared_gpus(layout)  # [room, node, gpu] of GPUs virtually holding fractions, best fit first
+
+    def scope(self, detail: set[str]) -> Scope:
+        """The pass over every waiting replica; `detail`: nodes detailed whatever it chose."""
+        for job in self.waiting:
+            shape = shape_of(job)
+            for _ in range(job.replicas):
+                self._place(job, shape)
+        return self._result(detail)
+
+    def _place(self, job: Job, shape: Shape) -> None:
+        """One replica of `job`."""
+        if shape.fractional:
+            if self._share_gpu(job, shape):
+                return
+            need = 1
+        else:
+            need = shape.whole_gpus
+            if self._take_free(job, shape, need):
+                return
+            # moves before preemption: a node where moving a few jobs out gathers the block
+            found = self.consolidations.find(shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok)
+            if self._consolidate(found, job, need):
+                return
+        self._reclaim(job, shape, need)
+
+    def _taken(self) -> set[str]:
+        """Nodes already reserved for reclaim or consolidation."""
+        return self.used_for_reclaim | self.consolidated
+
+    def _cpu_ok(self, job: Job):
+        """Whether a node has the CPUs and memory for one more replica of `job`."""
         def ok(node: str) -> bool:
-            room = spare[node]
+            room = self.spare[node]
             return all(room.get(r, float("inf")) + rules.EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
         return ok
 
-    def consolidate(found: Consolidation, job: Job, need: int) -> int:
-        """Reserve a consolidation node for a replica of `job`, its movers their
-        destinations, and detail them all; the number of moves."""
-        index.set(found.node, index.free[found.node] + found.gathered - need)
-        _take(spare[found.node], job)
-        for name, dest in found.destinations.items():
-            mover = consolidations.job(name)
-            index.set(dest, index.free[dest] - int(mover.gpus))
-            _take(spare[dest], mover)
-            _take(spare[found.node], mover, -1)
-        consolidated.add(found.node)
-        detailed.add(found.node)
-        detailed.update(found.destinations.values())
-        return len(found.destinations)
+    def _share_gpu(self, job: Job, shape: Shape) -> bool:
+        """A fractional replica on a GPU already holding fractions, else on a newly opened one."""
+        spot = self._opened_spot(job, shape) or self._open_gpu(job, shape)
+        if spot is None:
+            return False
+        spot[0] -= job.gpus
+        self.opened.sort()
+        self.detailed.add(spot[1])
+        self.fraction_gpus[spot[1]].add(spot[2])
+        return True
 
-    for job in waiting:
-        shape = shape_of(job)
-        for _ in range(job.replicas):
-            if shape.fractional:
-                spot = next((x for x in opened if rules.fits_on_gpu(1 - x[0], job.gpus)
-                             and shape.fits_model(nodes[x[1]])
-                             and index.allows(shape, x[1]) and limits.room_for_fraction(x[1], x[2], job.gpus)),
-                            None)
-                if spot is None:
-                    node = index.best_fit(shape, 1, cpu_ok(job))
-                    nl = layout.nodes[node] if node is not None else None
-                    # a free GPU, else (the node's free GPUs being virtual: victims') one held whole
-                    gpus = [] if nl is None else (
-                        [i for i in nl.free_indices() if i not in fraction_gpus[node]]
-                        or [i for i, sl in enumerate(nl.slots) if nl.healthy(i) and sl.whole
-                            and i not in fraction_gpus[node]])
-                    if gpus:
-                        spot = [1.0, node, gpus[0]]
-                        opened.append(spot)
-                        index.set(node, index.free[node] - 1)
-                if spot is not None:
-                    spot[0] -= job.gpus
-                    opened.sort()
-                    detailed.add(spot[1])
-                    fraction_gpus[spot[1]].add(spot[2])
-                    continue
-                need = 1
-            else:
-                need = shape.whole_gpus
-                node = index.best_fit(shape, need, cpu_ok(job))
-                if node is not None:
-                    index.set(node, index.free[node] - need)
-                    _take(spare[node], job)
-                    if not safe[node]:
-                        detailed.add(node)
-                    continue
-                # moves before preemption: a node where moving a few jobs out gathers the block
-                found = consolidations.find(shape, need, index, used_for_reclaim | consolidated, moves_left, cpu_ok)
-                if found is not None and cpu_ok(job)(found.node):
-                    moves_left -= consolidate(found, job, need)
-                    continue
-            mine = givers.get(job.queue, set())
-            chosen = rankings.nodes(job, need, mine, used_for_reclaim | consolidated, cfg.candidate_nodes_per_job,
-                                    index.eligible.names(shape.constraints))
-            if not chosen and not shape.fractional:
-                # neither moves nor reclaim alone: a node where free GPUs, legal victims and movers do
-                found = consolidations.find_beside_victims(
-                    shape, need, index, used_for_reclaim | consolidated, moves_left, cpu_ok,
-                    rankings.victims(job, mine), rankings.key(job, mine))
-                if found is not None and cpu_ok(job)(found.node):
-                    moves_left -= consolidate(found, job, need)
-                    continue
-            for k, node in enumerate(chosen):
-                used_for_reclaim.add(node)
-                if k == 0:  # the cheapest reclaim node is reserved for this replica
-                    index.set(node, max(0, index.free[node] + rankings.freed(node, job, mine) - need))
-    # a pooled node's cut takes victims of one replica only: a reclaim node with a gang victim is
-    # detailed (with the gang's other nodes, below), so the program may take the gang
-    detailed |= {n for n in used_for_reclaim if not safe[n] or rankings.holds_gang(n)}
-    detailed |= detail  # composable nodes: their own variables, whatever the greedy pass chose
-    _close_over_gangs(s, legal, movable, detailed)
-    order = [n.name for n in s.nodes if n.name in detailed]
-    on_detailed = lambda j: set(j.running) <= detailed  # noqa: E731
-    cuts = {n: rankings.cut(n) for n in (n.name for n in s.nodes) if n in used_for_reclaim and n not in detailed}
-    pools: dict[object, list[str]] = defaultdict(list)
-    constraints = scenario_constraints(s)
-    for n in s.nodes:
-        if n.name not in detailed and not n.shared and not n.mig and safe[n.name] and (free[n.name] > 0 or cuts.get(n.name)):
-            pools[_pool_key(n, constraints)].append(n.name)
-    victims = [j for j in legal if on_detailed(j)]
-    movers = [j for j in movable if on_detailed(j)]
-    fractions = sum(j.replicas for j in waiting + movers if j.is_fractional)
-    gpus = _fraction_gpus(layout, order, fractions, victims, movers) if fractions else {}
-    for n in list(gpus):  # on large clusters only the GPUs the greedy pass chose, and those that may empty
-        keep = fraction_gpus.get(n, set()) | {i for i in gpus[n] if not layout.nodes[n].slots[i].free}
-        gpus[n] = [i for i in gpus[n] if i in keep]
-    return Scope(False, order, dict(pools), victims, movers, waiting, {n: g for n, g in gpus.items() if g}, givers,
-                 {n: c for n, c in cuts.items() if c})
+    def _opened_spot(self, job: Job, shape: Shape) -> list | None:
+        """The fullest opened GPU the fraction fits on, of a model and node it accepts."""
+        return next((x for x in self.opened if rules.fits_on_gpu(1 - x[0], job.gpus)
+                     and shape.fits_model(self.nodes[x[1]]) and self.index.allows(shape, x[1])
+                     and self.limits.room_for_fraction(x[1], x[2], job.gpus)), None)
+
+    def _open_gpu(self, job: Job, shape: Shape) -> list | None:
+        """Open a GPU for fractions on the best-fit node with a free GPU."""
+        node = self.index.best_fit(shape, 1, self._cpu_ok(job))
+        gpus = [] if node is None else self._gpus_to_open(node)
+        if not gpus:
+            return None
+        spot = [1.0, node, gpus[0]]
+        self.opened.append(spot)
+        self.index.set(node, self.index.free[node] - 1)
+        return spot
+
+    def _gpus_to_open(self, node: str) -> list[int]:
+        """A free GPU, else (the node's free GPUs being virtual: victims') one held whole."""
+        nl, chosen = self.layout.nodes[node], self.fraction_gpus[node]
+        return ([i for i in nl.free_indices() if i not in chosen]
+                or [i for i, sl in enumerate(nl.slots) if nl.healthy(i) and sl.whole and i not in chosen])
+
+    def _take_free(self, job: Job, shape: Shape, need: int) -> bool:
+        """A whole-GPU replica on free GPUs, best fit; detailed where CPUs or memory could run short."""
+        node = self.index.best_fit(shape, need, self._cpu_ok(job))
+        if node is None:
+            return False
+        self.index.set(node, self.index.free[node] - need)
+        _take(self.spare[node], job)
+        if not self.safe[node]:
+            self.detailed.add(node)
+        return True
+
+    def _consolidate(self, found: Consolidation | None, job: Job, need: int) -> bool:
+        """Reserve a consolidation node for a replica of `job` (where it has the CPUs and
+        memory), its movers their destinations, and detail them all."""
+        if found is None or not self._cpu_ok(job)(found.node):
+            return False
+        self.index.set(found.node, self.index.free[found.node] + found.gathered - need)
+        _take(self.spare[found.node], job)
+        for name, dest in found.destinations.items():
+            mover = self.consolidations.job(name)
+            self.index.set(dest, self.index.free[dest] - int(mover.gpus))
+            _take(self.spare[dest], mover)
+            _take(self.spare[found.node], mover, -1)
+        self.consolidated.add(found.node)
+        self.detailed.add(found.node)
+        self.detailed.update(found.destinations.values())
+        self.moves_left -= len(found.destinations)
+        return True
+
+    def _reclaim(self, job: Job, shape: Shape, need: int) -> None:
+        """The cheapest reclaim nodes for a replica of `job` (the first reserved for it); with
+        none, a node where free GPUs, legal victims and movers do together."""
+        mine = self.givers.get(job.queue, set())
+        chosen = self.rankings.nodes(job, need, mine, self._taken(), self.cfg.candidate_nodes_per_job,
+                                     self.index.eligible.names(shape.constraints))
+        if not chosen and not shape.fractional:
+            found = self.consolidations.find_beside_victims(
+                shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok,
+                self.rankings.victims(job, mine), self.rankings.key(job, mine))
+            if self._consolidate(found, job, need):
+                return
+        for k, node in enumerate(chosen):
+            self.used_for_reclaim.add(node)
+            if k == 0:  # the cheapest reclaim node is reserved for this replica
+                freed = self.rankings.freed(node, job, mine)
+                self.index.set(node, max(0, self.index.free[node] + freed - need))
+
+    def _result(self, detail: set[str]) -> Scope:
+        """Detailed nodes, pools, reclaim nodes' cuts and the candidates on detailed nodes."""
+        # a pooled node's cut takes victims of one replica only: a reclaim node with a gang victim is
+        # detailed (with the gang's other nodes, below), so the program may take the gang
+        detailed = self.detailed | {n for n in self.used_for_reclaim if not self.safe[n] or self.rankings.holds_gang(n)}
+        detailed |= detail  # composable nodes: their own variables, whatever the greedy pass chose
+        _close_over_gangs(self.legal, self.movable, detailed)
+        order = [n.name for n in self.s.nodes if n.name in detailed]
+        cuts = {n.name: cut for n in self.s.nodes if n.name in self.used_for_reclaim and n.name not in detailed
+                and (cut := self.rankings.cut(n.name))}
+        victims = [j for j in self.legal if set(j.running) <= detailed]
+        movers = [j for j in self.movable if set(j.running) <= detailed]
+        return Scope(False, order, self._pools(detailed, cuts), victims, movers, self.waiting,
+                     self._chosen_fraction_gpus(order, victims, movers), self.givers, cuts)
+
+    def _pools(self, detailed: set[str], cuts: dict[str, list[Job]]) -> dict[object, list[str]]:
+        """Nodes not detailed that may give GPUs (free ones, or their cut's), by pool key."""
+        pools: dict[object, list[str]] = defaultdict(list)
+        constraints = scenario_constraints(self.s)
+        for n in self.s.nodes:
+            if (n.name not in detailed and not n.shared and not n.mig and self.safe[n.name]
+                    and (self.free[n.name] > 0 or n.name in cuts)):
+                pools[_pool_key(n, constraints)].append(n.name)
+        return dict(pools)
+
+    def _chosen_fraction_gpus(self, order: list[str], victims: list[Job], movers: list[Job]) -> dict[str, list[int]]:
+        """GPUs open to new fractions: on large clusters only the GPUs the greedy pass chose,
+        and those that may empty."""
+        gpus = _fraction_gpus(self.layout, order, _fraction_items(self.waiting + movers), victims, movers)
+        out = {}
+        for n, mine in gpus.items():
+            keep = self.fraction_gpus.get(n, set()) | {i for i in mine if not self.layout.nodes[n].slots[i].free}
+            if kept := [i for i in mine if i in keep]:
+                out[n] = kept
+        return out
+
+
+def _shared_gpus(layout: Layout) -> list[list]:
+    """[room, node, gpu] of each healthy GPU shared by fractions with room left, fullest first."""
+    return [list(x) for x in sorted((1 - sl.used, n, i) for n, nl in layout.nodes.items()
+                                    for i, sl in enumerate(nl.slots)
+                                    if sl.fractions and not sl.whole and nl.healthy(i) and rules.has_room(sl.used))]
 
 
 def _pool_key(n, constraints: frozenset | None) -> object:
@@ -292,7 +367,7 @@ def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job
                         for r in ("cpu", "memory_gib")) for n in s.nodes}
 
 
-def _close_over_gangs(s: Scenario, legal: list[Job], movable: list[Job], detailed: set[str]) -> None:
+def _close_over_gangs(legal: list[Job], movable: list[Job], detailed: set[str]) -> None:
     """A candidate with replicas on several nodes frees GPUs on all of them: detail them all."""
     changed = True
     while changed:
@@ -307,19 +382,19 @@ class _ReclaimRankings:
     """Per node, the legal victims sorted cheapest first; per (victim set, size), the nodes
     where they free a block of that size, cheapest first. Built once, then looked up."""
 
-    def __init__(self, s: Scenario, layout: Layout, legal: list[Job], cfg: PlannerConfig, idle: set[str]):
-        """`idle`: the legal victims that are idle jobs of queues above their share (rules.idle_victim)."""
-        self.layout, self.idle = layout, idle
-        self.free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
+    def __init__(self, layout: Layout, free: dict[str, int], legal: list[Job], cfg: PlannerConfig, idle: set[str]):
+        """`free`: each node's free GPUs; `idle`: the legal victims that are idle jobs of
+        queues above their share (rules.idle_victim)."""
+        self.free = free
         jobs = {j.name: j for j in legal}
         held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for n, nl in layout.nodes.items():
             for i, slot in enumerate(nl.slots):
                 if slot.whole in jobs and nl.healthy(i):
                     held[n][slot.whole] += 1
-        self.lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in legal}
+        self.cost = {j.name: rules.victim_cost(j, cfg.default_checkpoint_age_s, j.name in idle) for j in legal}
         self.on_node = {n: sorted(((jobs[v], g) for v, g in mine.items()),
-                                  key=lambda x: rules.victim_order_key(x[0], self.lost[x[0].name], x[0].name in idle))
+                                  key=lambda x: rules.victim_order_key(x[0], self.cost[x[0].name]))
                         for n, mine in held.items()}
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
@@ -356,22 +431,11 @@ class _ReclaimRankings:
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
               allowed: frozenset[str] | None = None) -> list[str]:
         """The `k` cheapest nodes not in `used`, among the `allowed` (None: all), where the
-        victims legal for `job` free `need` GPUs usable by it: ranked by the highest victim tier
-        taken (rules.victim_tier: idle jobs first, then the lowest priority), then the work the
-        victims lose (rules.lost_work), then how many (as the program ranks victims). One pass
-        over the nodes per (legal victims, queue, priority) ranks every size at once."""
+        victims legal for `job` free `need` GPUs usable by it, ranked by what they cost
+        (`_rank`)."""
         key = self.key(job, givers)
         if key not in self.memo:
-            ranked: dict[int, list] = defaultdict(list)
-            for node, mine in self.victims(job, givers).items():
-                have, cost = self.free[node], ((0, 0), 0.0, 0)
-                for v, g in mine:
-                    before, have = have, have + g
-                    tier = rules.victim_tier(v, v.name in self.idle)
-                    cost = (max(cost[0], tier), cost[1] + self.lost[v.name], cost[2] + 1)
-                    for size in range(before + 1, have + 1):
-                        ranked[size].append((cost, node))
-            self.memo[key] = {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
+            self.memo[key] = self._rank(job, givers)
         ranking = self.memo[key].get(need, [])
         start = self.cursor.get((key, need), 0)
         while start < len(ranking) and ranking[start] in used:
@@ -384,3 +448,19 @@ class _ReclaimRankings:
             if node not in used and (allowed is None or node in allowed):
                 out.append(node)
         return out
+
+    def _rank(self, job: Job, givers: set[str]) -> dict[int, list[str]]:
+        """Per size, the nodes where the victims legal for `job`, taken in victim order, free a
+        block of that size, cheapest first: by the cost of the victims taken
+        (rules.total_cost of rules.victim_cost, as the program's preemption stages count it:
+        idle jobs of queues above their share first, then the lowest priority, then the least
+        lost work, then the fewest). One pass over the nodes ranks every size at once."""
+        ranked: dict[int, list] = defaultdict(list)
+        for node, mine in self.victims(job, givers).items():
+            have, cost = self.free[node], ()
+            for v, g in mine:
+                before, have = have, have + g
+                cost = rules.add_cost(cost, self.cost[v.name])
+                for size in range(before + 1, have + 1):
+                    ranked[size].append((cost, node))
+        return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
 from gpu_policy.planner import rules
-from gpu_policy.planner.attach import Composer
+from gpu_policy.planner.rules.composition import Composer
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.layout import Layout, spare_resources
 from gpu_policy.planner.program import PlanProgram

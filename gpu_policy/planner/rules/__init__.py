@@ -38,7 +38,8 @@ _HOMES = {
     **dict.fromkeys(("keeps_floor", "may_give", "may_receive", "reclaim_tiers"), "reclaim"),
     **dict.fromkeys(("gathered_by_moves", "may_preempt_inside", "may_swap_back", "most_idle_for_inside_victim"),
                     "inside"),
-    **dict.fromkeys(("idle_victim", "lost_work", "victim_order_key", "victim_tier"), "victims"),
+    **dict.fromkeys(("VictimCost", "add_cost", "idle_victim", "lost_work", "total_cost", "victim_cost", "victim_order_key",
+                     "victim_tier"), "victims"),
     **dict.fromkeys(("fits_on_gpu", "has_room", "per_gpu"), "fits"),
 }
 

@@ -11,7 +11,7 @@ import pulp
 from gpu_policy.model import Scenario
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
-from gpu_policy.planner.objectives import victim_costs
+from gpu_policy.planner.rules.victims import victim_costs
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
 
 if TYPE_CHECKING:

@@ -1,12 +1,14 @@
 """Which victim goes first: the one order every part of the planner uses, and the program's
-preemption stages (`preemption_stages`: one per victim tier, each costing victims by
-`gpu_policy.planner.objectives.victim_costs`)."""
+preemption stages. A victim's cost (`victim_cost`) is its tier, then the work it loses in
+whole GPU-minutes; the program has one preemption stage per tier (`preemption_stages`,
+costing each victim by `victim_costs`) and the greedy scope ranks candidate nodes by
+`total_cost`, all built on `victim_cost`."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import pulp
 
@@ -14,17 +16,14 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
-from gpu_policy.planner.objectives import victim_costs
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
     from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
-    from gpu_policy.planner.telemetry import GpuLimits
-
-if TYPE_CHECKING:
     from gpu_policy.planner.reasons import Judged
+    from gpu_policy.planner.telemetry import GpuLimits
 
 
 def why_first(job: Job, judged: Judged) -> str | None:
@@ -49,15 +48,67 @@ def idle_victim(job: Job, idle_jobs: Mapping[str, float], held: Mapping[str, flo
 def victim_tier(job: Job, idle: bool) -> tuple[int, int]:
     """Which victims go first, before any cost: idle jobs of queues above their share, then
     the lowest priority. The program has one preemption stage per tier (highest first, so
-    the lowest tier goes first); the greedy scope ranks candidate nodes by the highest tier
-    their victims take."""
+    the lowest tier goes first)."""
     return (0, 0) if idle else (1, job.priority)
 
 
-def victim_order_key(job: Job, lost_work: float, idle: bool = False) -> tuple:
-    """Among valid victims: the lowest tier (`victim_tier`), then the least lost work, then
-    the most recently submitted."""
-    return (*victim_tier(job, idle), lost_work, -job.submitted_at, job.name)
+class VictimCost(NamedTuple):
+    """What preempting one victim costs, compared field by field."""
+
+    tier: tuple[int, int]  # victim_tier
+    minutes: int           # lost work (lost_work) in whole GPU-minutes: plans losing the same work tie
+
+
+def victim_cost(job: Job, default_age_s: float, idle: bool = False) -> VictimCost:
+    """The cost of preempting (or moving: `idle` does not matter there) `job`, as the
+    program's stages and the greedy scope's rankings both count it."""
+    return VictimCost(victim_tier(job, idle), round(lost_work(job, default_age_s) / 60))
+
+
+def victim_order_key(job: Job, cost: VictimCost) -> tuple:
+    """Among valid victims: the lowest cost (`victim_cost`), then the most recently
+    submitted (as the program breaks ties)."""
+    return (*cost, -job.submitted_at, job.name)
+
+
+def add_cost(total: tuple, cost: VictimCost) -> tuple:
+    """`total` (as `total_cost` counts it) with one more victim of `cost`."""
+    out, placed = [], False
+    for tier, minutes, count in total:
+        if tier == cost.tier:
+            minutes, count, placed = minutes + cost.minutes, count + 1, True
+        elif tier < cost.tier and not placed:
+            out.append((cost.tier, cost.minutes, 1))
+            placed = True
+        out.append((tier, minutes, count))
+    if not placed:
+        out.append((cost.tier, cost.minutes, 1))
+    return tuple(out)
+
+
+def total_cost(costs: Iterable[VictimCost]) -> tuple:
+    """What a set of victims costs, compared as the program's preemption stages compare
+    plans (one stage per tier, highest first): per tier, highest first, the GPU-minutes its
+    victims lose, then how many they are. A tier without victims is left out, which compares
+    as costing nothing: any victim of a higher tier costs more than all of a lower one, and
+    idle jobs of queues above their share, the lowest tier, count only where all else ties."""
+    total: tuple = ()
+    for cost in costs:
+        total = add_cost(total, cost)
+    return total
+
+
+def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
+    """Cost of preempting (or moving) each victim in the program's stages: its
+    `victim_cost` minutes, so that a plan's victims lose the least work in all, and plans
+    losing the same work tie; plus less than one GPU-minute over all victims that prefers
+    fewer victims, then the most recently submitted."""
+    if not victims:
+        return {}
+    n = len(victims)
+    recent = {j.name: r for r, j in enumerate(sorted(victims, key=lambda j: (-j.submitted_at, j.name)))}
+    minutes = {j.name: victim_cost(j, cfg.default_checkpoint_age_s).minutes for j in victims}
+    return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
 
 
 def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
@@ -68,7 +119,8 @@ def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerCon
     cost = victim_costs(victims, cfg)
 
     def tier(job: Job) -> tuple[int, int]:
-        return rules.victim_tier(job, rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair))
+        idle = rules.idle_victim(job, limits.idle_jobs, st.held, st.shares.fair)
+        return rules.victim_cost(job, cfg.default_checkpoint_age_s, idle).tier
 
     stages = []
     for key in sorted({tier(j) for j in victims}, reverse=True):
