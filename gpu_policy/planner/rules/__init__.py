@@ -4,7 +4,9 @@ rule's predicates (plain numbers in, a verdict out) and, where the rule is part 
 integer program, its rows and objective stages as a `Rule` (`rules.protocol`):
 
   vocabulary   the queue tree, shares, tiers, floors and caps, the one tolerance (EPS)
-  protocol     the `Rule` protocol, the stage families in their order, `PlanContext`
+  protocol     the `Rule` protocol, the stage families in their order (`STAGE_ORDER`)
+  context      `PlanContext`: what every rule of one plan reads
+  order        the rules in the order the program adds their rows (`RULES`)
   composition  GPU composition: attach, pick and detach variables, the attach/detach stages
   fits         what a GPU holds; the capacity rows (nodes, GPUs, MIG slices, pools), move
                before preempt (no room left for victims)
@@ -17,8 +19,8 @@ integer program, its rows and objective stages as a `Rule` (`rules.protocol`):
   moves        the moves stage
   packing      the packing stage
 
-The integer program (`gpu_policy.planner.planner._build` loops over `RULES`, in
-`rules.order`), the reasons a plan gives and any other policy (the simulators) call these
+The integer program (`gpu_policy.planner.planner._build` loops over `rules.order.RULES`),
+the reasons a plan gives and any other policy (the simulators) call these
 functions; none of them restates a rule. The predicates work on plain numbers (GPUs a
 queue holds, its shares) so that a caller can judge a state before or after a plan, or a
 state it only imagines. Callers use them as `rules.<name>`: each is loaded from its module

@@ -2,7 +2,8 @@
 
 A `Rule` adds its variables and constraint rows (`rows`), declares its objective stages
 (`stages`, each tagged with a family of `STAGE_ORDER`), and says why a job waits or is
-preempted where it is the reason (`why_wait`, `why_preempt`). The program builder
+preempted where it is the reason (`why_wait`, `why_preempt`), and how the greedy scope
+should rank a candidate victim (`scope_hint`). The program builder
 (`build`) calls every rule's rows in the order of the rules (`rules.order.RULES`), then
 builds the stages family by family in `STAGE_ORDER`: the order of the objectives is
 declared here, once, and no rule needs to know where another's stages go.
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from gpu_policy.model import Job
     from gpu_policy.planner.codes import Reason
     from gpu_policy.planner.rules.context import PlanContext
+    from gpu_policy.planner.scope import Standing
+    from gpu_policy.planner.telemetry import GpuLimits
 
 #: The objectives in strict order (docs/policy.md, "The program"): a queue's guarantee, then
 #: fair share (one stage per depth of the queue tree), preemptions for other queues (one
@@ -60,8 +63,10 @@ class Rule(Protocol):
     def why_preempt(self, job: Job, judged) -> Reason | None:
         """Why `job` is preempted, where this rule is the reason (None: it is not)."""
 
-    def scope_hint(self, job: Job, ctx) -> tuple | None:
-        """What the greedy scope should rank a candidate victim by, for this rule (None: nothing)."""
+    def scope_hint(self, victim: Job, standing: Standing, limits: GpuLimits) -> tuple | None:
+        """How the greedy scope, which picks the candidate nodes of a large cluster before
+        the program exists, should rank a candidate victim for this rule: a sort key, lowest
+        first (None: this rule does not rank victims)."""
 
 
 class RuleBase:
@@ -81,7 +86,7 @@ class RuleBase:
     def why_preempt(self, job: Job, judged) -> Reason | None:
         return None
 
-    def scope_hint(self, job: Job, ctx) -> tuple | None:
+    def scope_hint(self, victim: Job, standing: Standing, limits: GpuLimits) -> tuple | None:
         return None
 
 
