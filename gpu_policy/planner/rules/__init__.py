@@ -1,7 +1,9 @@
 """The policy's rules, one module each (../shared/spec/scenario-and-plan.md, "Policy
 semantics"; docs/policy.md says why each rule is what it is). Each rule module holds the
-rule's predicates (plain numbers in, a verdict out) and, where the rule is part of the
-integer program, its rows and objective stages as a `Rule` (`rules.protocol`):
+rule's predicates (plain numbers in, a verdict out), its reasons (`why_wait`,
+`why_preempt`: text and code, asked in order by `gpu_policy.planner.reasons`) and, where the
+rule is part of the integer program, its rows and objective stages as a `Rule`
+(`rules.protocol`):
 
   vocabulary   the queue tree, shares, tiers, floors and caps, the one tolerance (EPS)
   protocol     the `Rule` protocol, the stage families in their order (`STAGE_ORDER`)
@@ -15,7 +17,8 @@ integer program, its rows and objective stages as a `Rule` (`rules.protocol`):
                guarantee and fair-share stages and the starts stage
   reclaim      reclaim across queues: who gives, who receives, in which tier
   inside       priority inside a queue: its rows and the priority_p<P> stages
-  victims      which victim goes first; the preemption stages
+  victims      which victim goes first and what it costs (`victim_cost`: the preemption
+               stages and the greedy scope's node rankings); the preemption stages
   moves        the moves stage
   packing      the packing stage
 

@@ -1,10 +1,11 @@
 """The shape of a rule in the integer program, and the one order of its objective stages.
 
 A `Rule` adds its variables and constraint rows (`rows`), declares its objective stages
-(`stages`, each tagged with a family of `STAGE_ORDER`), and says why a job waits or is
-preempted where it is the reason (`why_wait`, `why_preempt`), and how the greedy scope
-should rank a candidate victim (`scope_hint`). The program builder
-(`build`) calls every rule's rows in the order of the rules (`rules.order.RULES`), then
+(`stages`, each tagged with a family of `STAGE_ORDER`). Beside its `RULE`, a rule module
+holds the rule's predicates and its reasons (`why_wait`, `why_preempt`: the reason writer,
+`gpu_policy.planner.reasons`, asks them in the order of its `WAIT_RULES` and
+`PREEMPT_RULES`); the greedy scope ranks victims by the victims rule's own cost
+(`rules.victim_cost`). The program builder (`build`) calls every rule's rows in the order of the rules (`rules.order.RULES`), then
 builds the stages family by family in `STAGE_ORDER`: the order of the objectives is
 declared here, once, and no rule needs to know where another's stages go.
 """
@@ -17,11 +18,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 import pulp
 
 if TYPE_CHECKING:
-    from gpu_policy.model import Job
-    from gpu_policy.planner.codes import Reason
     from gpu_policy.planner.rules.context import PlanContext
-    from gpu_policy.planner.scope import Standing
-    from gpu_policy.planner.telemetry import GpuLimits
 
 #: The objectives in strict order (docs/policy.md, "The program"): a queue's guarantee, then
 #: fair share (one stage per depth of the queue tree), preemptions for other queues (one
@@ -47,7 +44,7 @@ class Stage:
 
 
 class Rule(Protocol):
-    """One rule of the policy as the program and the reasons see it."""
+    """One rule of the policy as the program sees it."""
 
     name: str
 
@@ -57,20 +54,9 @@ class Rule(Protocol):
     def stages(self, ctx: PlanContext) -> list[Stage]:
         """The rule's objective stages (none: a rule of rows only)."""
 
-    def why_wait(self, job: Job, judged) -> Reason | None:
-        """Why `job` waits, where this rule is the reason (None: it is not)."""
-
-    def why_preempt(self, job: Job, judged) -> Reason | None:
-        """Why `job` is preempted, where this rule is the reason (None: it is not)."""
-
-    def scope_hint(self, victim: Job, standing: Standing, limits: GpuLimits) -> tuple | None:
-        """How the greedy scope, which picks the candidate nodes of a large cluster before
-        the program exists, should rank a candidate victim for this rule: a sort key, lowest
-        first (None: this rule does not rank victims)."""
-
 
 class RuleBase:
-    """A rule with no rows, no stages and no reasons: each rule overrides what it has."""
+    """A rule with no rows and no stages: each rule overrides what it has."""
 
     name = "rule"
 
@@ -79,15 +65,6 @@ class RuleBase:
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
         return []
-
-    def why_wait(self, job: Job, judged) -> Reason | None:
-        return None
-
-    def why_preempt(self, job: Job, judged) -> Reason | None:
-        return None
-
-    def scope_hint(self, victim: Job, standing: Standing, limits: GpuLimits) -> tuple | None:
-        return None
 
 
 def build(ctx: PlanContext, rules: list[Rule]) -> None:

@@ -110,24 +110,20 @@ def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
     return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
 
 
-def tier_of(victim: Job, standing: Standing, limits: GpuLimits) -> tuple[int, int]:
-    """The victim's tier (`victim_tier`): idle (DCGM telemetry) in a queue above its fair
-    share, or its priority."""
-    return victim_tier(victim, idle_victim(victim, limits.idle_jobs, standing.held, standing.shares.fair))
-
-
 def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
                       part: str) -> list[tuple[str, pulp.LpAffineExpression]]:
     """`part`: "cross" (victims given to other queues: solved before priority inside a
     queue) or "inside" (victims of a queue's own higher-priority work: after it)."""
     victims = [j for j in s.jobs if j.name in m.decisions.victims and (part == "cross" or j.name in m.flows.inside)]
     cost = victim_costs(victims, cfg)
+    tier = {j.name: victim_cost(j, cfg.default_checkpoint_age_s,
+                                idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)).tier for j in victims}
     stages = []
-    for key in sorted({tier_of(j, st, limits) for j in victims}, reverse=True):
+    for key in sorted(set(tier.values()), reverse=True):
         terms: dict = defaultdict(float)
         const = 0.0
         for j in victims:
-            if tier_of(j, st, limits) == key:
+            if tier[j.name] == key:
                 t, c = m.preempted(j, part)
                 for var, a in t.items():
                     terms[var] += a * cost[j.name]
@@ -148,11 +144,6 @@ class Victims(RuleBase):
         def part(which: str):
             return lambda: preemption_stages(ctx.m, ctx.scenario, ctx.standing, ctx.config, ctx.limits, which)
         return [Stage("preemption", part("cross")), Stage("preemption_inside", part("inside"))]
-
-    def scope_hint(self, victim: Job, standing: Standing, limits: GpuLimits) -> tuple | None:
-        """The victim's tier, as the preemption stages order victims: idle jobs of queues
-        above their share first, then the lowest priority."""
-        return tier_of(victim, standing, limits)
 
 
 RULE = Victims()
