@@ -8,7 +8,6 @@ first-fit onto GPUs already shared, else onto the lowest free healthy GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from gpu_policy.errors import ScenarioError, job_path
 from gpu_policy.model import Job, Node, Scenario
@@ -33,7 +32,7 @@ class GpuSlot:
         return self.whole is None and not self.fractions
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeLayout:
     node: Node
     slots: list[GpuSlot]
@@ -41,7 +40,7 @@ class NodeLayout:
     def healthy(self, index: int) -> bool:
         return index not in self.node.unhealthy_gpus
 
-    @cached_property
+    @property
     def order(self) -> list[int]:
         """GPU indices in the order running replicas take them: healthy ones first."""
         every = range(len(self.slots))
@@ -105,13 +104,11 @@ def running_layout(s: Scenario) -> Layout:
     return Layout(nodes, indices, {j.name: list(j.running) for j in running})
 
 
-def _free_in_order(nl: NodeLayout, free: dict[str, list[int]]) -> list[int]:
-    """The node's free indices in `NodeLayout.order` (listed once, then kept in `free`: the
-    replicas placed here take them from the front)."""
-    name = nl.node.name
-    if name not in free:
-        free[name] = [i for i in nl.order if nl.slots[i].free]
-    return free[name]
+def _free_in_order(nl: NodeLayout) -> list[int]:
+    """The node's free indices in `NodeLayout.order`. `running_layout` lists them once per
+    node (in `free`), and the replicas it places there take them from the front."""
+    slots = nl.slots
+    return [i for i in nl.order if slots[i].whole is None and not slots[i].fractions]
 
 
 def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], job: Job) -> list[list[int]]:
@@ -119,7 +116,9 @@ def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, lis
     need, picks = int(job.gpus), []
     for n in job.running:
         nl = nodes[n]
-        mine = _free_in_order(nl, free)
+        mine = free.get(n)
+        if mine is None:
+            mine = free[n] = _free_in_order(nl)
         if len(mine) < need:
             _no_room(s, job, n)
         picked = mine[:need]
@@ -143,7 +142,7 @@ def _assign_fraction(s: Scenario, nl: NodeLayout, free: dict[str, list[int]], jo
     slots = nl.slots
     picked = [i for i in nl.order if slots[i].fractions and fits_on_gpu(slots[i].used, job.gpus)][:1]
     if not picked:
-        mine = _free_in_order(nl, free)
+        mine = free.setdefault(nl.node.name, _free_in_order(nl))
         picked = mine[:1]
         del mine[:1]
     if not picked:
