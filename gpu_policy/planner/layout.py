@@ -8,6 +8,7 @@ first-fit onto GPUs already shared, else onto the lowest free healthy GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from gpu_policy.errors import ScenarioError, job_path
 from gpu_policy.model import Job, Node, Scenario
@@ -151,7 +152,8 @@ def _assign_fraction(s: Scenario, nl: NodeLayout, free: dict[str, list[int]], jo
     return picked
 
 
-def _no_room(s: Scenario, job: Job, node: str) -> None:
+def _no_room(s: Scenario, job: Job, node: str) -> NoReturn:
+    """A running replica of `job` that `node` has no GPU left for: the snapshot is wrong."""
     where = next(i for i, j in enumerate(s.jobs) if j.name == job.name)
     raise ScenarioError(s.source, f"{job_path(where, job.name)}.running",
                         f"node {node!r} has no free GPU indices left for it")
