@@ -60,15 +60,14 @@ class Consolidations:
     says whether a shape's placement constraints admit a node)."""
 
     def __init__(self, movable: list[Job], cfg: PlannerConfig):
-        self.movers: dict[str, list[Job]] = defaultdict(list)
+        self.running_on: dict[str, list[Job]] = defaultdict(list)  # node -> its movers, in no order
         for job in movable:
             if job.replicas == 1 and not job.is_fractional:
-                self.movers[job.running[0]].append(job)
-        self.lost = {j.name: rules.lost_work(j, cfg.default_checkpoint_age_s) for j in movable}
-        self.jobs = {j.name: j for j in movable}
-        for mine in self.movers.values():
-            mine.sort(key=lambda j: (j.gpus, self.lost[j.name], j.name))
-            del mine[_MOST_MOVERS_PER_NODE:]
+                self.running_on[job.running[0]].append(job)
+        self.default_age_s = cfg.default_checkpoint_age_s
+        self.ranked: dict[str, list[Job]] = {}  # node -> its cheapest movers, once asked for
+        self.lost: dict[str, float] = {}  # mover -> the work moving it loses, for the nodes ranked
+        self.jobs: dict[str, Job] = {}  # the movers of the nodes ranked
         self.most_moves = cfg.max_moves
         self.cheapest: dict[tuple, list[tuple]] = {}  # (node, GPUs missing, room) -> [(cost, movers)]
         self.most: dict[tuple, int] = {}  # (node, budget, room) -> most GPUs its movers give up
@@ -77,11 +76,22 @@ class Consolidations:
     def job(self, name: str) -> Job:
         return self.jobs[name]
 
+    def movers(self, node: str) -> list[Job]:
+        """The node's movers the search combines: the `_MOST_MOVERS_PER_NODE` smallest, then
+        those losing least work (ranked when a search first visits the node)."""
+        if node not in self.ranked:
+            mine = self.running_on.get(node, [])
+            for j in mine:
+                self.lost[j.name] = rules.lost_work(j, self.default_age_s)
+                self.jobs[j.name] = j
+            self.ranked[node] = sorted(mine, key=lambda j: (j.gpus, self.lost[j.name], j.name))[:_MOST_MOVERS_PER_NODE]
+        return self.ranked[node]
+
     def _most(self, node: str, budget: int, room: int) -> int:
         """Most GPUs `budget` movers of `node`, none larger than `room`, give up."""
         key = (node, budget, room)
         if key not in self.most:
-            sizes = sorted((int(j.gpus) for j in self.movers.get(node, ()) if j.gpus <= room), reverse=True)
+            sizes = sorted((int(j.gpus) for j in self.movers(node) if j.gpus <= room), reverse=True)
             self.most[key] = sum(sizes[:budget])
         return self.most[key]
 
@@ -92,7 +102,7 @@ class Consolidations:
         `missing` GPUs, cheapest first: ((GPUs moved, moves, lost work), movers)."""
         key = (node, missing, room, staying)
         if key not in self.cheapest:
-            mine = [j for j in self.movers[node] if j.gpus <= room and j.name not in staying]
+            mine = [j for j in self.movers(node) if j.gpus <= room and j.name not in staying]
             options = []
             for k in range(1, min(len(mine), self.most_moves) + 1):
                 for group in combinations(mine, k):

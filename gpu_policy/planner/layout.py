@@ -8,7 +8,7 @@ first-fit onto GPUs already shared, else onto the lowest free healthy GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from typing import NoReturn
 
 from gpu_policy.errors import ScenarioError, job_path
 from gpu_policy.model import Job, Node, Scenario
@@ -18,10 +18,11 @@ from gpu_policy.planner.rules.fits import fits_on_gpu
 
 @dataclass(slots=True)
 class GpuSlot:
-    """One GPU: held whole by one replica, shared by fractions, or free."""
+    """One GPU: held whole by one replica, shared by fractions, or free. `fractions` is a
+    tuple, replaced when it changes, so copies of a layout share it."""
 
     whole: str | None = None
-    fractions: list[tuple[str, float]] = field(default_factory=list)
+    fractions: tuple[tuple[str, float], ...] = ()
 
     @property
     def used(self) -> float:
@@ -32,7 +33,7 @@ class GpuSlot:
         return self.whole is None and not self.fractions
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeLayout:
     node: Node
     slots: list[GpuSlot]
@@ -40,13 +41,17 @@ class NodeLayout:
     def healthy(self, index: int) -> bool:
         return index not in self.node.unhealthy_gpus
 
-    @cached_property
+    @property
     def order(self) -> list[int]:
         """GPU indices in the order running replicas take them: healthy ones first."""
-        return sorted(range(len(self.slots)), key=lambda i: (not self.healthy(i), i))
+        every = range(len(self.slots))
+        bad = self.node.unhealthy_gpus
+        return [i for i in every if i not in bad] + [i for i in every if i in bad] if bad else list(every)
 
     def free_indices(self) -> list[int]:
-        return [i for i, s in enumerate(self.slots) if s.free and self.healthy(i)]
+        """Healthy GPUs that hold nothing, lowest first."""
+        bad = self.node.unhealthy_gpus
+        return [i for i, s in enumerate(self.slots) if s.whole is None and not s.fractions and i not in bad]
 
     @property
     def capacity(self) -> int:
@@ -66,7 +71,7 @@ class Layout:
         """The node's layout, copied first if it is shared with another layout (copy on write)."""
         if node in self.borrowed:
             nl = self.nodes[node]
-            self.nodes[node] = NodeLayout(nl.node, [GpuSlot(sl.whole, list(sl.fractions)) for sl in nl.slots])
+            self.nodes[node] = NodeLayout(nl.node, [GpuSlot(sl.whole, sl.fractions) for sl in nl.slots])
             self.borrowed.discard(node)
         return self.nodes[node]
 
@@ -75,55 +80,83 @@ class Layout:
         for slot in self.own(node).slots:
             if slot.whole == job:
                 slot.whole = None
-            slot.fractions = [(j, f) for j, f in slot.fractions if j != job]
+            slot.fractions = tuple((j, f) for j, f in slot.fractions if j != job)
 
 
 def running_layout(s: Scenario) -> Layout:
     """Place every running replica on GPU indices; raise if one cannot fit."""
     nodes = {n.name: NodeLayout(n, [GpuSlot() for _ in range(n.gpus)]) for n in s.nodes}
+    running = [j for j in s.jobs if j.running]
     indices: dict[str, list[list[int]]] = {}
-    running = [j for j in s.jobs if j.is_running]
     for job in running:  # given indices first: they are facts about the cluster
         if job.gpu_indices is not None:
             indices[job.name] = [list(ix) for ix in job.gpu_indices]
             for node_name, ix in zip(job.running, job.gpu_indices):
                 for i in ix:
                     _occupy(nodes[node_name].slots[i], job)
-    for fractional in (False, True):  # then whole jobs, then fractions
-        for job in running:
-            if job.gpu_indices is None and job.is_fractional == fractional:
-                indices[job.name] = [
-                    _assign(nodes[n], job, s) for n in job.running
-                ]
+    rest = [j for j in running if j.gpu_indices is None]
+    free: dict[str, list[int]] = {}  # node -> its free indices in `NodeLayout.order`, once a replica asks
+    for job in rest:  # then whole jobs
+        if not job.is_fractional:
+            indices[job.name] = _assign_whole(s, nodes, free, job)
+    for job in rest:  # then fractions
+        if job.is_fractional:
+            indices[job.name] = [_assign_fraction(s, nodes[n], free, job) for n in job.running]
     return Layout(nodes, indices, {j.name: list(j.running) for j in running})
+
+
+def _free_in_order(nl: NodeLayout) -> list[int]:
+    """The node's free indices in `NodeLayout.order`. `running_layout` lists them once per
+    node (in `free`), and the replicas it places there take them from the front."""
+    slots = nl.slots
+    return [i for i in nl.order if slots[i].whole is None and not slots[i].fractions]
+
+
+def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], job: Job) -> list[list[int]]:
+    """The indices each replica of a whole-GPU `job` without given indices takes: the lowest free ones."""
+    need, picks = int(job.gpus), []
+    for n in job.running:
+        nl = nodes[n]
+        mine = free.get(n)
+        if mine is None:
+            mine = free[n] = _free_in_order(nl)
+        if len(mine) < need:
+            _no_room(s, job, n)
+        picked = mine[:need]
+        del mine[:need]
+        for i in picked:
+            nl.slots[i].whole = job.name
+        picks.append(picked)
+    return picks
 
 
 def _occupy(slot: GpuSlot, job: Job) -> None:
     if job.is_fractional:
-        slot.fractions.append((job.name, job.gpus))
+        slot.fractions += ((job.name, job.gpus),)
     else:
         slot.whole = job.name
 
 
-def _assign(layout: NodeLayout, job: Job, s: Scenario) -> list[int]:
-    slots, order = layout.slots, layout.order
-    if job.is_fractional:
-        picked = ([i for i in order if slots[i].fractions and fits_on_gpu(slots[i].used, job.gpus)][:1]
-                  or [i for i in order if slots[i].free][:1])
-    else:
-        need, picked = int(job.gpus), []
-        for i in order:
-            if slots[i].whole is None and not slots[i].fractions:
-                picked.append(i)
-                if len(picked) == need:
-                    break
-    if len(picked) < (1 if job.is_fractional else int(job.gpus)):
-        where = next(i for i, j in enumerate(s.jobs) if j.name == job.name)
-        raise ScenarioError(s.source, f"{job_path(where, job.name)}.running",
-                            f"node {layout.node.name!r} has no free GPU indices left for it")
-    for i in picked:
-        _occupy(layout.slots[i], job)
+def _assign_fraction(s: Scenario, nl: NodeLayout, free: dict[str, list[int]], job: Job) -> list[int]:
+    """The GPU one fractional replica takes on `nl`'s node: the first shared one it fits
+    beside, else the lowest free one."""
+    slots = nl.slots
+    picked = [i for i in nl.order if slots[i].fractions and fits_on_gpu(slots[i].used, job.gpus)][:1]
+    if not picked:
+        mine = free.setdefault(nl.node.name, _free_in_order(nl))
+        picked = mine[:1]
+        del mine[:1]
+    if not picked:
+        _no_room(s, job, nl.node.name)
+    slots[picked[0]].fractions += ((job.name, job.gpus),)
     return picked
+
+
+def _no_room(s: Scenario, job: Job, node: str) -> NoReturn:
+    """A running replica of `job` that `node` has no GPU left for: the snapshot is wrong."""
+    where = next(i for i, j in enumerate(s.jobs) if j.name == job.name)
+    raise ScenarioError(s.source, f"{job_path(where, job.name)}.running",
+                        f"node {node!r} has no free GPU indices left for it")
 
 
 def layout_after(layout: Layout, gone: set[str]) -> Layout:
@@ -134,7 +167,7 @@ def layout_after(layout: Layout, gone: set[str]) -> Layout:
     for name, nl in layout.nodes.items():
         if name in touched:
             nodes[name] = NodeLayout(nl.node, [GpuSlot(None if s.whole in gone else s.whole,
-                                                       [(j, f) for j, f in s.fractions if j not in gone])
+                                                       tuple((j, f) for j, f in s.fractions if j not in gone))
                                                for s in nl.slots])
         else:
             nodes[name] = nl
@@ -174,7 +207,7 @@ def spare_resources(s: Scenario, running: set[str], placed: dict[str, list[Place
     spare = {n.name: ({r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
                       if n.cpu is not None or n.memory_gib is not None else none) for n in s.nodes}
     for job in s.jobs:
-        if job.name not in running or not (job.cpu or job.memory_gib):
+        if not (job.cpu or job.memory_gib) or job.name not in running:
             continue
         nodes = [p.node for p in placed[job.name]] if job.name in placed else job.running
         for n in nodes:

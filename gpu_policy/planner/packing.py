@@ -32,10 +32,12 @@ def scenario_mix(s: Scenario) -> WorkloadMix | None:
     """The jobs of the scenario as the expected workload (None: no jobs, nothing to price)."""
     if not s.jobs:
         return None
-    models = gpu_models(s)
-    kinds = Counter((j.cpu or 0.0, j.memory_gib or 0.0, _gpu_count(j), _milli(j),
-                     frozenset(j.gpu_model) if j.gpu_model else None) for j in s.jobs)
-    return WorkloadMix.build(list(kinds), list(kinds.values()), models)
+    asks = Counter((j.cpu, j.memory_gib, j.gpus, j.is_fractional, frozenset(j.gpu_model) if j.gpu_model else None)
+                   for j in s.jobs)
+    kinds: Counter = Counter()  # in the order each kind first appears among the jobs
+    for (cpu, memory_gib, gpus, fractional, models), count in asks.items():
+        kinds[(cpu or 0.0, memory_gib or 0.0, _gpu_count(gpus, fractional), _milli(gpus, fractional), models)] += count
+    return WorkloadMix.build(list(kinds), list(kinds.values()), gpu_models(s))
 
 
 def gpu_models(s: Scenario) -> list[str]:
@@ -81,7 +83,7 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list
             free_of[node] = np.array(_free_milli(nl) + [0] * (width - len(nl.slots)))
         free = free_of[node].copy()
         if gpu is not None:
-            free[gpu] -= _milli(job)
+            free[gpu] -= _milli(job.gpus, job.is_fractional)
         else:
             free[np.flatnonzero(free >= MILLI)[:int(job.gpus)]] = 0
         before.append(free_of[node])
@@ -93,23 +95,35 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list
     model_ix, free_after = np.array(model), np.array(after)
     grow = (packing_fragmentation(mix, cpu_now - cpu_job, mem_now - mem_job, free_after, model_ix)
             - packing_fragmentation(mix, cpu_now, mem_now, np.array(before), model_ix))
+    taken = _taken_from_scarce(options, models, scarce, model_ix)
+    return (placement_cost(grow, free_after.sum(axis=1), displaced=taken) / MILLI).tolist()
+
+
+def _taken_from_scarce(options: list[tuple[Job, str, int | None]], models: list[str], scarce: np.ndarray,
+                       model_ix: np.ndarray) -> np.ndarray:
+    """Per option, the GPU thousandths it takes from work confined to scarce models (`displaced`)."""
     taken = np.zeros(len(options))
     if scarce.any():
         for k, (job, _node, _gpu) in enumerate(options):
             allowed = np.array([not job.gpu_model or m in job.gpu_model for m in models])
-            taken[k] = displaced(allowed, scarce, model_ix[k:k + 1], _milli(job) * _gpu_count(job))[0]
-    return (placement_cost(grow, free_after.sum(axis=1), displaced=taken) / MILLI).tolist()
+            asked = _milli(job.gpus, job.is_fractional) * _gpu_count(job.gpus, job.is_fractional)
+            taken[k] = displaced(allowed, scarce, model_ix[k:k + 1], asked)[0]
+    return taken
 
 
-def _gpu_count(j: Job) -> int:
-    return 1 if j.is_fractional else int(j.gpus)
+def _gpu_count(gpus: float, fractional: bool) -> int:
+    """GPUs a replica asking for `gpus` takes a part of (a fraction's is one)."""
+    return 1 if fractional else int(gpus)
 
 
-def _milli(j: Job) -> int:
-    return round(j.gpus * MILLI) if j.is_fractional else MILLI
+def _milli(gpus: float, fractional: bool) -> int:
+    """Thousandths of each of those GPUs it takes."""
+    return round(gpus * MILLI) if fractional else MILLI
 
 
 Price = Callable[[Job, str], float]
+#: Prices of one replica of a job on each of some nodes (`pack` asks for one node per state).
+Prices = Callable[[Job, list[str]], list[float]]
 
 
 def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict, mix: WorkloadMix | None,
@@ -122,24 +136,22 @@ def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict,
     the expected-fragmentation price), then the earliest in `nodes` among the nodes that
     have been in their state longest. Nodes in one state
     (free GPUs, their use, model, spare CPUs and memory) cost the same, so each state is
-    priced once per job and the work grows with states, not nodes.
+    priced once per job (the default price once per kind of job) and the work grows with
+    states, not nodes.
     Returns per job its placements, or None when a replica found no room (then none of
     its replicas stays placed).
     """
-    spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
-    cost = price or _state_price(s, layout, mix, spare)
+    spare = spare_resources(s, {j.name for j in s.jobs if j.running})
     groups = _StateGroups(layout, nodes, spare)
+    costs: Prices = (_StatePrices(s, layout, mix, spare, groups) if price is None
+                     else lambda job, nodes: [price(job, n) for n in nodes])
     out: dict[str, list[Placement] | None] = {}
     for job, keys in sorted(jobs, key=lambda jk: -jk[0].gpus):
         mine: list[Placement] | None = []
         for key in keys:
-            node = groups.best(key, job, cost)
+            node = groups.best(key, job, costs)
             if node is None:
-                for p in mine:
-                    layout.release(p.node, job.name)
-                    groups.update(p.node)
-                layout.indices.pop(job.name, None)
-                layout.hosts.pop(job.name, None)
+                _unplace(layout, groups, job, mine)
                 mine = None
                 break
             mine.append(Placement(node, job.gpus, place(layout, job, node)))
@@ -148,15 +160,27 @@ def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict,
     return out
 
 
+def _unplace(layout: Layout, groups: _StateGroups, job: Job, placed: list[Placement]) -> None:
+    """Take the replicas of `job` placed so far off `layout` again."""
+    for p in placed:
+        layout.release(p.node, job.name)
+        groups.update(p.node)
+    layout.indices.pop(job.name, None)
+    layout.hosts.pop(job.name, None)
+
+
 class _StateGroups:
-    """Nodes grouped by state, per key, in their order in `nodes`."""
+    """Nodes grouped by state, per key, in their order in `nodes`. A state is (free GPUs,
+    each GPU's use (an unhealthy one counts as used), model, spare CPUs and memory);
+    `empty` holds the states of nodes with nothing on their GPUs."""
 
     def __init__(self, layout: Layout, nodes: dict, spare: dict):
         self.layout, self.spare = layout, spare
-        self.position = {}
+        self.position: dict[str, int] = {}
         self.keys_of: dict[str, list] = defaultdict(list)
-        self.groups: dict = defaultdict(lambda: defaultdict(dict))
-        self.state_of = {}
+        self.groups: dict = defaultdict(dict)  # key -> state -> {node: None}, only states with nodes
+        self.state_of: dict[str, tuple] = {}
+        self.empty: dict[tuple, bool] = {}
         for key, names in nodes.items():
             for n in names:
                 self.position.setdefault(n, len(self.position))
@@ -166,44 +190,57 @@ class _StateGroups:
 
     def _state(self, node: str) -> tuple:
         nl = self.layout.nodes[node]
-        used = tuple(round(sl.used, 6) if nl.healthy(i) else 1.0 for i, sl in enumerate(nl.slots))
+        bad = nl.node.unhealthy_gpus
+        used = tuple(1.0 if i in bad else round(sl.used, 6) if sl.fractions else 1.0 if sl.whole else 0
+                     for i, sl in enumerate(nl.slots))
         return (len(nl.free_indices()), used, nl.node.gpu_model, tuple(sorted(self.spare[node].items())))
 
     def _add(self, node: str) -> None:
         state = self.state_of[node] = self._state(node)
+        if state not in self.empty:
+            self.empty[state] = all(u == 0 for u in state[1])
         for key in self.keys_of[node]:
-            self.groups[key][state][node] = None
+            self.groups[key].setdefault(state, {})[node] = None
 
     def update(self, node: str) -> None:
+        """`node` changed: move it to the group of its new state."""
+        state = self.state_of[node]
         for key in self.keys_of[node]:
-            del self.groups[key][self.state_of[node]][node]
+            members = self.groups[key][state]
+            del members[node]
+            if not members:
+                del self.groups[key][state]
         self._add(node)
 
-    def best(self, key, job: Job, cost: Price) -> str | None:
-        best = None
-        for state, members in self.groups[key].items():
-            if not members or state[0] < job.gpus:
-                continue
-            node = next(iter(members))
-            rank = (all(u == 0 for u in state[1]), cost(job, node), self.position[node])
-            if best is None or rank < best[0]:
-                best = (rank, node)
-        return None if best is None else best[1]
+    def best(self, key, job: Job, costs: Prices) -> str | None:
+        """The node of `key` for one replica of `job`: among states with room, a node in
+        use before an empty one, then the lowest cost, then the earliest position (each
+        state's candidate is the node in it longest)."""
+        candidates = [(state, next(iter(members))) for state, members in self.groups[key].items()
+                      if state[0] >= job.gpus]
+        ranked = [(self.empty[state], cost, self.position[node]) for (state, node), cost
+                  in zip(candidates, costs(job, [node for _, node in candidates]))]
+        return candidates[ranked.index(min(ranked))][1] if candidates else None
 
 
-def _state_price(s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict) -> Price:
-    memo: dict = {}
-    models = gpu_models(s)
-    scarce = model_scarcity(layout, mix, models) if mix is not None else None
+class _StatePrices:
+    """The expected-fragmentation price, remembered per kind of job and node state
+    (`_StateGroups`); the states not priced yet are priced together."""
 
-    def price(job: Job, node: str) -> float:
-        if mix is None:
-            return 0.0
-        nl = layout.nodes[node]
-        key = (job.gpus, job.cpu, job.memory_gib, tuple(job.gpu_model or ()), nl.node.gpu_model,
-               tuple(round(sl.used, 6) for sl in nl.slots), tuple(sorted(spare[node].items())))
-        if key not in memo:
-            memo[key] = placement_costs(s, layout, mix, [(job, node, None)], spare, models, scarce)[0]
-        return memo[key]
+    def __init__(self, s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict, groups: _StateGroups):
+        self.s, self.layout, self.mix, self.spare, self.groups = s, layout, mix, spare, groups
+        self.models = gpu_models(s)
+        self.scarce = model_scarcity(layout, mix, self.models) if mix is not None else None
+        self.memo: dict[tuple, float] = {}
 
-    return price
+    def __call__(self, job: Job, nodes: list[str]) -> list[float]:
+        if self.mix is None:
+            return [0.0] * len(nodes)
+        kind = (job.gpus, job.cpu, job.memory_gib, tuple(job.gpu_model or ()))
+        keys = [(kind, self.groups.state_of[n]) for n in nodes]
+        new = {k: n for k, n in zip(keys, nodes) if k not in self.memo}
+        if new:
+            priced = placement_costs(self.s, self.layout, self.mix, [(job, n, None) for n in new.values()],
+                                     self.spare, self.models, self.scarce)
+            self.memo.update(zip(new, priced))
+        return [self.memo[k] for k in keys]

@@ -36,6 +36,11 @@ def _on(var) -> int:
     return round(var.varValue or 0)
 
 
+#: Where the program puts one replica: (node, None) for whole GPUs, (node, GPU) for a
+#: fraction, ("pool", GPU model) for a pooled node.
+Spot = tuple
+
+
 def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[Job],
             mix: WorkloadMix | None) -> Outcome:
     """`order`: waiting jobs in start order (they take places in that order)."""
@@ -43,59 +48,84 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
     moving = [jobs[n] for n, v in m.move.items() if _on(v)]
     preempted = {n for n, v in m.keep.items() if not _on(v) and not (n in m.move and _on(m.move[n]))}
     preempted |= {n for n, options in m.cut.items() if any(_on(w) for w in options)}
+    assigned = _spots(m, layout, moving, _starting(m, order))
+    after = layout_after(layout, preempted | {j.name for j in moving})
+    out = Outcome(preempted, {}, {}, after)
+    placed = _place_detailed(m, jobs, assigned, layout, after)
+    _place_pooled(s, sc, mix, jobs, assigned, placed, out)
+    for name, replicas in placed.items():
+        (out.moved if name in m.move else out.started)[name] = replicas
+    return out
+
+
+def _starting(m: PlanProgram, order: list[Job]) -> list[Job]:
+    """The waiting jobs the program starts, in `order`: of each kind, as many as it says, oldest first."""
     chosen = {j.name for kind, var in m.starts.items() for j in m.kinds[kind][:_on(var)]}
-    starting = [j for j in order if j.name in chosen]
-    places: dict[Shape, list[tuple]] = defaultdict(list)  # shape -> (node, gpu) or ("pool", model)
-    for (n, shape), var in m.whole.items():  # in the program's (cluster) order
+    return [j for j in order if j.name in chosen]
+
+
+def _spots(m: PlanProgram, layout: Layout, moving: list[Job], starting: list[Job]) -> dict[str, list[Spot]]:
+    """Each moved or started job's spot per replica. The program's places of a shape go to
+    movers first, each replica to a detailed node off where it runs if one is left, then to
+    the starting jobs in order, in the program's (cluster) order."""
+    places: dict[Shape, list[Spot]] = defaultdict(list)
+    for (n, shape), var in m.whole.items():
         places[shape] += [(n, None)] * _on(var)
     for (n, i, shape), var in m.frac.items():
         places[shape] += [(n, i)] * _on(var)
     for (model, shape), var in m.pool.items():
         places[shape] += [("pool", model)] * _on(var)
-
-    assigned: dict[str, list[tuple]] = {}
-    for job in moving:  # movers first, to places off where they run
+    assigned: dict[str, list[Spot]] = {}
+    for job in moving:
         mine = places[shape_of(job)]
-        chosen = []
+        assigned[job.name] = []
         for _ in range(job.replicas):
-            pick = next((p for p in mine if p[0] != "pool" and not _where_it_runs(job, p, layout)), None)
-            pick = pick or next(p for p in mine if p[0] != "pool")
+            detailed = [p for p in mine if p[0] != "pool"]
+            pick = next((p for p in detailed if not _where_it_runs(job, p, layout)), detailed[0])
             mine.remove(pick)
-            chosen.append(pick)
-        assigned[job.name] = chosen
+            assigned[job.name].append(pick)
     for job in starting:
         mine = places[shape_of(job)]
         assigned[job.name] = [mine.pop(0) for _ in range(job.replicas)]
+    return assigned
 
-    after = layout_after(layout, preempted | {j.name for j in moving})
-    out = Outcome(preempted, {}, {}, after)
+
+def _place_detailed(m: PlanProgram, jobs: dict[str, Job], assigned: dict[str, list[Spot]], layout: Layout,
+                    after: Layout) -> dict[str, list[Placement]]:
+    """Put the replicas with spots on detailed nodes onto `after`: fractions on their GPUs
+    first, then whole GPUs by lowest index. A moved job whose spots are all where it runs,
+    on GPUs still free, stays (and is not in the result)."""
     placed: dict[str, list[Placement]] = defaultdict(list)
-    for fractional in (True, False):  # fractions on their GPUs first, then whole GPUs by lowest index
+    for fractional in (True, False):
         for name, spots in assigned.items():
             job = jobs[name]
-            if job.is_fractional != fractional:
+            if job.is_fractional != fractional or (name in m.move and _back_in_place(job, spots, layout, after)):
                 continue
-            if name in m.move and _back_in_place(job, spots, layout, after):
-                continue  # every place is where it runs, and its GPUs are still free: it stays
             for node, gpu in spots:
                 if node != "pool":
                     placed[name].append(Placement(node, job.gpus, place(after, job, node, gpu)))
+    return placed
+
+
+def _place_pooled(s: Scenario, sc: Scope, mix: WorkloadMix | None, jobs: dict[str, Job],
+                  assigned: dict[str, list[Spot]], placed: dict[str, list[Placement]], out: Outcome) -> None:
+    """Pack the replicas with spots on pools (`pack`) onto `out.layout`, adding them to
+    `placed`; a job with a replica that finds no room is unplaced, all its replicas taken off."""
     pooled = [(jobs[name], [p[1] for p in spots if p[0] == "pool"]) for name, spots in assigned.items()]
     pooled = [(job, models) for job, models in pooled if models]
-    if pooled:
-        nodes = {model: list(sc.pools.get(model, [])) for _, models in pooled for model in models}
-        for name, replicas in pack(s, after, pooled, nodes, mix).items():
-            if replicas is None:
-                out.unplaced.add(name)
-                for p in placed.pop(name, []):  # free what its other replicas took
-                    after.release(p.node, name)
-                after.indices.pop(name, None)
-                after.hosts.pop(name, None)
-            else:
-                placed[name].extend(replicas)
-    for name, replicas in placed.items():
-        (out.moved if name in m.move else out.started)[name] = replicas
-    return out
+    if not pooled:
+        return
+    after = out.layout
+    nodes = {model: list(sc.pools.get(model, [])) for _, models in pooled for model in models}
+    for name, replicas in pack(s, after, pooled, nodes, mix).items():
+        if replicas is not None:
+            placed[name].extend(replicas)
+            continue
+        out.unplaced.add(name)
+        for p in placed.pop(name, []):  # free what its other replicas took
+            after.release(p.node, name)
+        after.indices.pop(name, None)
+        after.hosts.pop(name, None)
 
 
 def _back_in_place(job: Job, spots: list[tuple], layout: Layout, after: Layout) -> bool:

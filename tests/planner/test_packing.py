@@ -89,3 +89,24 @@ def test_a_job_that_may_run_anywhere_pays_for_the_scarce_model_it_takes():
     assert np.allclose(np.subtract(priced, unpriced), [2.0, 0.0, 0.0])    # 2 GPUs taken from A100-only work
     free_mix = WorkloadMix.build([(0.0, 0.0, 1, 1000, None)], [1], models)
     assert not model_scarcity(layout, free_mix, models).any()
+
+
+def test_pack_prices_a_node_with_an_unhealthy_gpu_as_it_is():
+    """Two nodes run one 1-GPU job each, so their GPUs are used alike, but one GPU of `a` is
+    unhealthy: a 1-GPU job there breaks the last pair of free GPUs that 2-GPU work could
+    use, on `b` a pair stays. The packing step prices each node as it is
+    (`placement_costs`), whichever it meets first (it used to price both at the first's price)."""
+    from gpu_policy.model import Job
+    from gpu_policy.planner.layout import running_layout
+    from gpu_policy.planner.packing import pack, placement_costs
+
+    s = parse_scenario({"nodes": [{"name": "a", "gpus": 4, "unhealthy_gpus": [3]}, {"name": "b", "gpus": 4}],
+                        "queues": [{"name": "q", "deserved": 8}],
+                        "jobs": [{"name": "ra", "queue": "q", "gpus": 1, "running": ["a"]},
+                                 {"name": "rb", "queue": "q", "gpus": 1, "running": ["b"]}]})
+    pairs = WorkloadMix.build([(0.0, 0.0, 2, 1000, None)], [1], [""])
+    new = Job("new", "q", 1)
+    on_a, on_b = placement_costs(s, running_layout(s), pairs, [(new, "a", None), (new, "b", None)])
+    assert on_a > on_b
+    for order in (["a", "b"], ["b", "a"]):
+        assert pack(s, running_layout(s), [(new, ["all"])], {"all": order}, pairs)["new"][0].node == "b"
