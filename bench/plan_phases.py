@@ -41,11 +41,14 @@ PHASES = [
     ("scope", "gpu_policy.planner.scope", "scope"),
     ("  Consolidations.__init__", "gpu_policy.planner.consolidation", "Consolidations.__init__"),
     ("program._room_by_shape", "gpu_policy.planner.program", "_room_by_shape"),
-    ("accounting.accounts", "gpu_policy.planner.accounting", "accounts"),
+    ("accounting.accounts", "gpu_policy.planner.accounting", "accounts"),  # before issue 26's rules
+    ("program rows and stages (rules)", "gpu_policy.planner.rules.protocol", "build"),
+    ("  claims.accounts", "gpu_policy.planner.rules.claims", "accounts"),
     ("solve_stages", "gpu_policy.planner.solve", "solve_stages"),
     ("realize", "gpu_policy.planner.realize", "realize"),
     ("  packing.pack", "gpu_policy.planner.packing", "pack"),
-    ("_plan (decisions, reasons)", "gpu_policy.planner.planner", "_plan"),
+    ("_plan (decisions, reasons)", "gpu_policy.planner.planner", "_plan"),  # before issue 26's writeup
+    ("write_plan (decisions, reasons)", "gpu_policy.planner.writeup", "write_plan"),
     ("  reasons.FreeRoom.__init__", "gpu_policy.planner.reasons", "FreeRoom.__init__"),
 ]
 
@@ -121,12 +124,12 @@ def main() -> int:
     old = (run_at_commit(args.baseline, "plan_phases.py", ["--nodes", str(args.nodes), "--runs", str(args.runs)])[0]
            if args.baseline else None)
     print(f"{args.nodes} nodes, CPU seconds per plan (median of {args.runs}), HiGHS")
-    print(f"{'phase':30} {'new':>7}" + (f" {'old':>7} {'new/old':>8}" if old else ""))
+    print(f"{'phase':34} {'new':>7}" + (f" {'old':>7} {'new/old':>8}" if old else ""))
     for label in [label for label, _, _ in PHASES] + ["total"]:
         key = label.strip()
         if key not in new and not (old and key in old):
             continue
-        row = f"{label:30} {_cell(new.get(key))}"
+        row = f"{label:34} {_cell(new.get(key))}"
         if old:
             ratio = f"{new[key] / old[key]:8.2f}" if key in new and old.get(key) else f"{'-':>8}"
             row += f" {_cell(old.get(key))} {ratio}"
