@@ -218,7 +218,7 @@ def build_decisions(s: Scenario, sc: Scope, max_moves: int, kinds: Counter[NodeK
         for i, job in enumerate(victims):
             d.cut[job.name] = options[i:]
             d.victims.add(job.name)
-    room = _room_by_shape(s, kinds or node_kinds(s))
+    room = _room_by_shape(sc.waiting, kinds or node_kinds(s))
     for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name)):
         mine = d.kinds.setdefault(Kind.of(job), [])
         if len(mine) < room[shape_of(job)] // job.replicas:  # more could never fit: the rest wait
@@ -236,10 +236,10 @@ def _unique(jobs: list[Job]) -> list[Job]:
     return list(seen.values())
 
 
-def _room_by_shape(s: Scenario, kinds: Counter[NodeKind]) -> dict[Shape, int]:
+def _room_by_shape(waiting: list[Job], kinds: Counter[NodeKind]) -> dict[Shape, int]:
     """Most replicas of each waiting shape nodes of these kinds could hold at once."""
     out: dict[Shape, int] = {}
-    for job in s.jobs:
+    for job in waiting:
         shape = shape_of(job)
         if shape not in out:
             places = per_gpu(shape.gpus) if shape.fractional else 1
