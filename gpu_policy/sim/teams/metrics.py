@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu_policy.sim.teams.shares import team_fair_shares
+from gpu_policy.planner import rules
+from gpu_policy.sim.teams.shares import team_shares
 
 #: Width of the time bins kept for the plot, in seconds (wider when the window
 #: would need more than `MAX_BINS` of them).
@@ -33,7 +34,8 @@ class Ledger:
         self.held = dict.fromkeys(teams, 0)
         self.demand = dict.fromkeys(teams, 0)
         self.fair = dict.fromkeys(teams, 0)
-        self._fair_stale = False
+        self.shares: rules.Shares | None = None
+        self._shares_stale = True
         self.owed: set[str] = set()
         self.owed_since: dict[str, float] = {}
         self.held_gpu_s = dict.fromkeys(teams, 0.0)
@@ -86,7 +88,7 @@ class Ledger:
 
     def demand_changed(self, team: str, delta: int) -> None:
         self.demand[team] += delta
-        self._fair_stale = True
+        self._shares_stale = True
 
     def after_round(self, t: float, owed: set[str]) -> None:
         for team in owed - self.owed:
@@ -96,10 +98,15 @@ class Ledger:
         self.owed = set(owed)
 
     def fair_now(self) -> dict[str, int]:
-        if self._fair_stale:
-            self.fair = team_fair_shares(self.quotas, self.demand, self.capacity)
-            self._fair_stale = False
-        return self.fair
+        return self.shares_now().fair
+
+    def shares_now(self) -> rules.Shares:
+        """What each team is owed on the demand now (`team_shares`), recomputed when it changed."""
+        if self._shares_stale:
+            self.shares = team_shares(self.quotas, self.demand, self.capacity)
+            self.fair = self.shares.fair
+            self._shares_stale = False
+        return self.shares
 
     def stopped(self, t: float, team: str, moved: bool, within_share: bool) -> None:
         """A preemption or move; `within_share`: the victim's team held no more than
