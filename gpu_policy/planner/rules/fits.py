@@ -2,8 +2,8 @@
 and what runs on a node fits in its GPUs, CPUs and memory. The one place this is checked
 (placing running replicas, the program's bounds, realising a plan, the greedy scope and
 the reasons all ask here), and the one place its rows are written (`Room`: an integer
-program's capacity rows in plain numbers, which the planner's program and the simulator's
-`ours-*` window program turn into constraints)."""
+program's capacity rows in plain numbers, which a program turns into constraints over its
+own variables: the simulator's `ours-*` window program does)."""
 
 from __future__ import annotations
 
