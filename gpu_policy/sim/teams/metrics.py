@@ -209,22 +209,8 @@ def measure(run) -> PolicyMetrics:
     w0, w1 = run.config.window
     span = led.span_s or 1.0
     measured = [j for j in run.jobs if w0 <= j.spec.arrival_s < w1]
-    teams = {}
-    for team in led.teams:
-        own = [j for j in measured if j.team == team]
-        quota = led.quotas[team]
-        teams[team] = TeamMetrics(
-            quota=quota, jobs=len(own), finished=sum(j.finish is not None for j in own),
-            unstarted=sum(j.first_start is None for j in own),
-            utilization=led.held_gpu_s[team] / (led.capacity * span),
-            mean_gpus=led.held_gpu_s[team] / span, mean_fair_share=led.fair_gpu_s[team] / span,
-            guarantee_share=1 - led.below_s[team] / span if quota else None,
-            longest_below_guarantee_s=led.longest_below_s[team] if quota else None,
-            preemptions=led.preemptions[team], moves=led.moves[team],
-            lost_gpu_hours=led.lost_gpu_s[team] / 3600,
-            queueing=Stats.of([queueing_s(j, run.end_s) for j in own]),
-            jct=Stats.of([j.finish - j.spec.arrival_s for j in own if j.finish is not None]),
-        )
+    teams = {team: _team_metrics(led, team, [j for j in measured if j.team == team], span, run.end_s)
+             for team in led.teams}
     with_quota = [t for t in teams.values() if t.guarantee_share is not None]
     ratios = [t.allocation_to_fair_share for t in teams.values() if t.allocation_to_fair_share is not None]
     widths = _bin_widths(led)
@@ -244,6 +230,23 @@ def measure(run) -> PolicyMetrics:
         teams=teams, rounds=run.rounds, end_s=run.end_s, horizon_reached=run.horizon_reached,
         policy_stats=dict(run.policy_stats),
         held_bins=led.held_bins / widths, demand_bins=led.demand_bins / widths, bin_s=led.bin_s,
+    )
+
+
+def _team_metrics(led: Ledger, team: str, own: list, span: float, end_s: float) -> TeamMetrics:
+    """One team's metrics: `own` its measured jobs, `span` the measured seconds."""
+    quota = led.quotas[team]
+    return TeamMetrics(
+        quota=quota, jobs=len(own), finished=sum(j.finish is not None for j in own),
+        unstarted=sum(j.first_start is None for j in own),
+        utilization=led.held_gpu_s[team] / (led.capacity * span),
+        mean_gpus=led.held_gpu_s[team] / span, mean_fair_share=led.fair_gpu_s[team] / span,
+        guarantee_share=1 - led.below_s[team] / span if quota else None,
+        longest_below_guarantee_s=led.longest_below_s[team] if quota else None,
+        preemptions=led.preemptions[team], moves=led.moves[team],
+        lost_gpu_hours=led.lost_gpu_s[team] / 3600,
+        queueing=Stats.of([queueing_s(j, end_s) for j in own]),
+        jct=Stats.of([j.finish - j.spec.arrival_s for j in own if j.finish is not None]),
     )
 
 
