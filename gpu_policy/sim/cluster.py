@@ -16,6 +16,7 @@ import numpy as np
 
 from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation, task_fits
 from gpu_policy.packing.price import ModelDemand
+from gpu_policy.planner import rules
 from gpu_policy.sim.openb import MAX_GPUS_PER_NODE, NodeList, PodList, PodType
 
 NO_FIT = np.inf
@@ -95,7 +96,7 @@ class SimCluster:
         row = self.free[node]
         if is_share(pod):
             if level is None:
-                level = int(row[row >= pod.milli].min())
+                level = int(row[share_fits(row, pod.milli)].min())
             return (int(np.flatnonzero(row == level)[0]),)
         return tuple(int(i) for i in np.flatnonzero(row >= MILLI)[:pod.gpus])
 
@@ -105,7 +106,7 @@ class SimCluster:
         self.memory[where.node] -= pod.memory
         share = pod.milli if is_share(pod) else MILLI
         for g in where.gpus:
-            if self.free[where.node, g] < share:
+            if not share_fits(self.free[where.node, g], share):
                 raise ValueError(f"GPU {g} of node {where.node} has {self.free[where.node, g]} free, needs {share}")
             self.free[where.node, g] -= share
         if min(self.cpu[where.node], self.memory[where.node]) < 0:
@@ -148,7 +149,7 @@ class SimCluster:
             elif is_share(pod):
                 options = []
                 for level in levels:
-                    if level >= pod.milli:
+                    if share_fits(level, pod.milli):
                         after = free.copy()
                         after[int(np.flatnonzero(free == level)[0])] -= pod.milli
                         options.append((after, level))
@@ -172,6 +173,12 @@ class SimCluster:
             if d < delta[t]:
                 delta[t], level[t] = d, chosen[i]
         return delta, level
+
+
+def share_fits(free, milli: int):
+    """Whether a share of `milli` thousandths fits on a GPU with `free` thousandths free (a
+    number or an array of them): the planner's rule (`rules.fits_on_gpu`), in thousandths."""
+    return rules.fits_on_gpu(1 - free / MILLI, milli / MILLI)
 
 
 def is_share(pod: PodType) -> bool:

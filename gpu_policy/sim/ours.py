@@ -5,7 +5,8 @@ Online, each pod is one plan; batched, a window of arriving pods is one plan,
 which may place them in any order and drops a pod it cannot place. Two stages,
 as in the planner: first place as much GPU capacity as possible (every pod
 counts at least one thousandth, so CPU-only pods are placed too), then, keeping
-that, the least cost.
+that, the least cost. The decisions are the simulator's own; what a node and a GPU
+hold is the planner's rule, and `gpu_policy.planner.rules.fits` writes those rows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pulp
 
 from gpu_policy.packing.fragmentation import MILLI
 from gpu_policy.packing.price import BEST_FIT_WEIGHT, CAPACITY_WEIGHT, displaced, packing_fragmentation, placement_cost
+from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.program import Program, affine
 from gpu_policy.planner.solve import solve_stages
@@ -126,8 +128,9 @@ def default_solver() -> str:
 
 
 def _window_program(cluster: SimCluster, window: list[int], options: list[list[tuple[Placement, float]]]) -> Program:
-    """x[p, c] = 1 if pod p takes its c-th option. Per node: CPU, memory, and whole
-    free GPUs (taken by whole-GPU pods, or opened for shares); per GPU: shares."""
+    """x[p, c] = 1 if pod p takes its c-th option, each pod at most one. Two stages: the
+    most GPU capacity placed, then the least cost. What a node and a GPU hold is the
+    planner's rule (`gpu_policy.planner.rules.fits`), which writes the capacity rows."""
     m = Program(pulp.LpProblem("window", pulp.LpMinimize))
     value, cost = {}, {}
     per_node: dict[int, list[tuple[int, pulp.LpVariable, Placement]]] = defaultdict(list)
@@ -138,28 +141,38 @@ def _window_program(cluster: SimCluster, window: list[int], options: list[list[t
             cost[var] = price
             per_node[where.node].append((window[p], var, where))
         m.prob += affine({m.x[p, c]: 1 for c in range(len(opts))}) <= 1, f"once_{p}"
-    types = cluster.types
     for n, uses in per_node.items():
-        if len(uses) < 2:
-            continue  # every option fits on its own
-        m.prob += affine({v: types[t].cpu for t, v, _ in uses}) <= cluster.cpu[n], f"cpu_{n}"
-        m.prob += affine({v: types[t].memory for t, v, _ in uses}) <= cluster.memory[n], f"mem_{n}"
-        whole: dict = {v: types[t].gpus for t, v, _ in uses if types[t].gpus and not is_share(types[t])}
-        shares: dict[int, dict] = defaultdict(dict)
-        for t, v, where in uses:
-            if is_share(types[t]):
-                shares[where.gpus[0]][v] = types[t].milli
-        for g, terms in shares.items():
-            free = int(cluster.free[n, g])
-            if free >= MILLI:
-                opened = pulp.LpVariable(f"open_{n}_{g}", cat="Binary")
-                whole[opened] = 1
-                terms = {**terms, opened: -MILLI}
-                free = 0
-            # shares on GPU g <= its free thousandths (1000 x opened[n, g] for a free GPU)
-            m.prob += affine(terms) <= free, f"share_{n}_{g}"
-        if whole:
-            # GPUs of whole-GPU pods + free GPUs opened for shares <= free GPUs of n
-            m.prob += affine(whole) <= int((cluster.free[n] >= MILLI).sum()), f"whole_{n}"
+        if len(uses) > 1:  # one option alone always fits
+            _node_rows(m.prob, cluster, n, uses)
     m.stages = [("placed", affine(value)), ("cost", affine(cost))]
     return m
+
+
+def _node_rows(prob: pulp.LpProblem, cluster: SimCluster, n: int,
+               uses: list[tuple[int, pulp.LpVariable, Placement]]) -> None:
+    """Node n's capacity rows over the options placed there, in thousandths of a GPU for
+    shares: CPU, memory, each GPU's shares (a free GPU opened for them), and its free GPUs
+    (taken whole, or opened for shares)."""
+    types = cluster.types
+    _add(prob, rules.node_room({v: types[t].cpu for t, v, _ in uses}, 0.0, cluster.cpu[n]), f"cpu_{n}")
+    _add(prob, rules.node_room({v: types[t].memory for t, v, _ in uses}, 0.0, cluster.memory[n]), f"mem_{n}")
+    shares: dict[int, dict] = defaultdict(dict)
+    for t, v, where in uses:
+        if is_share(types[t]):
+            shares[where.gpus[0]][v] = types[t].milli
+    opened = []
+    for g, terms in shares.items():
+        free = int(cluster.free[n, g])
+        if free >= MILLI:
+            opened.append(pulp.LpVariable(f"open_{n}_{g}", cat="Binary"))
+            _add(prob, rules.gpu_room(terms, opened=opened[-1], one=MILLI), f"share_{n}_{g}")
+        else:
+            _add(prob, rules.gpu_room(terms, held=MILLI - free, one=MILLI), f"share_{n}_{g}")
+    whole = {v: types[t].gpus for t, v, _ in uses if types[t].gpus and not is_share(types[t])}
+    if whole or opened:
+        _add(prob, rules.node_gpus_room(whole, opened, 0, int((cluster.free[n] >= MILLI).sum())), f"whole_{n}")
+
+
+def _add(prob: pulp.LpProblem, room: rules.Room, name: str) -> None:
+    """A capacity row the placement rule wrote, over the window's variables."""
+    prob += affine(room.terms(), room.held) <= room.capacity, name

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu_policy.packing.fragmentation import MILLI, node_fragmentation
-from gpu_policy.sim.cluster import Measure, Placement, SimCluster, is_share
+from gpu_policy.sim.cluster import Measure, Placement, SimCluster, is_share, share_fits
 
 
 class Policy:
@@ -54,7 +54,7 @@ class RandomPolicy(Policy):
         node = int(nodes[rng.integers(len(nodes))])
         pod = cluster.types[t]
         if is_share(pod):
-            gpus = np.flatnonzero(cluster.free[node] >= pod.milli)
+            gpus = np.flatnonzero(share_fits(cluster.free[node], pod.milli))
             return Placement(node, (int(gpus[rng.integers(len(gpus))]),))
         return Placement(node, cluster.gpus_for(t, node))
 

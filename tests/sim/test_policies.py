@@ -4,12 +4,15 @@ the invariants every policy keeps over a whole inflation run."""
 import numpy as np
 import pytest
 
+from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.solve import solve_stages
 from gpu_policy.sim.cluster import Placement, SimCluster
 from gpu_policy.sim.compare import POLICIES
 from gpu_policy.sim.inflation import run, stream_bound
 from gpu_policy.sim.openb import load_trace
+from gpu_policy.sim.ours import _window_program, default_solver
 
-HALF, QUARTER, WHOLE4, CPU_ONLY, SHARE810 = 1, 2, 3, 4, 5
+HALF, QUARTER, WHOLE4, CPU_ONLY, SHARE810, T4_WHOLE = 1, 2, 3, 4, 5, 6
 
 
 @pytest.fixture
@@ -83,3 +86,26 @@ def test_ours_batched_places_a_window_that_fits_together(trace):
     assert all(p is not None for p in placed)
     assert cluster.allocated_milli == 3 * 4000 + 2 * 500 + 2 * 250
     assert (cluster.free >= 0).all() and (cluster.cpu >= 0).all()
+
+
+def solved_window(cluster, options):
+    """Which options the window program takes, per pod: `options` is [(type, node, gpu)]."""
+    window = [t for t, _, _ in options]
+    m = _window_program(cluster, window, [[(Placement(n, (g,)), 0.0)] for _, n, g in options])
+    solve_stages(m, PlannerConfig(solver=default_solver(), time_limit_s=120))
+    return [round(m.x[p, 0].varValue) for p in range(len(options))]
+
+
+def test_ours_window_program_keeps_what_a_gpu_and_a_node_hold(trace):
+    """The capacity rows (`gpu_policy.planner.rules.fits`) bind: shares on one GPU fit in
+    it, and whole-GPU pods and GPUs opened for shares fit in the node's free GPUs."""
+    nodes, pods = trace
+    cluster = SimCluster(nodes, pods)
+    # node 3 has 2 free T4s: 810 + 500 do not share GPU 0; 500 + 250 do
+    assert solved_window(cluster, [(SHARE810, 3, 0), (HALF, 3, 0)]) == [1, 0]
+    assert solved_window(cluster, [(HALF, 3, 0), (QUARTER, 3, 0)]) == [1, 1]
+    # a whole T4 and two shares opening both GPUs: one share gives way (the most GPU placed)
+    assert solved_window(cluster, [(T4_WHOLE, 3, 0), (HALF, 3, 0), (HALF, 3, 1)]) in ([1, 1, 0], [1, 0, 1])
+    # a GPU already half used holds two more quarters, not three
+    cluster.place(HALF, Placement(3, (0,)))
+    assert sum(solved_window(cluster, [(QUARTER, 3, 0)] * 3)) == 2

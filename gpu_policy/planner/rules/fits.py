@@ -1,15 +1,20 @@
-"""What one GPU holds, and the capacity rows: fractions share a GPU while their sizes sum to
-at most one, and every started and moved replica is placed on a detailed node (per GPU for
-fractions, per MIG slice) or a pool, within healthy GPUs, CPUs and memory; move before
-preempt (no room left for victims). The predicates are the one place "a fraction fits on a
-GPU" is checked (placing running replicas, the program's bounds, realising a plan, the
-greedy scope and the reasons all ask here). Its reasons: a job that no node could ever run
-(`never_fits`), and one the GPUs a plan leaves free cannot hold (`no_room`)."""
+"""What a GPU and a node hold, and the capacity rows: fractions share a GPU while their sizes
+sum to at most one, and what runs on a node fits in its GPUs, CPUs and memory; every started
+and moved replica is placed on a detailed node (per GPU for fractions, per MIG slice) or a
+pool; move before preempt (no room left for victims). The predicates are the one place "a
+fraction fits on a GPU" is checked (placing running replicas, the program's bounds,
+realising a plan, the greedy scope and the reasons all ask here), and `Room` is the one
+place its rows are written, in plain numbers that a program turns into constraints over its
+own variables (the planner's program here, and the simulator's `ours-*` window program).
+Its reasons: a job that no node could ever run (`never_fits`), and one the GPUs a plan
+leaves free cannot hold (`no_room`)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import pulp
@@ -266,7 +271,7 @@ def _node_capacity(m: PlanProgram, s: Scenario, layout: Layout, n: str, limits: 
     m.placement.node_used[n] = (dict(gpu_terms), gpu_const)
     added = m.growth.added(n) if m.growth else {}
     # whole GPUs kept + started + GPUs shared by fractions <= healthy GPUs of n (+ attached - detached)
-    m.add(affine({**gpu_terms, **{v: -a for v, a in added.items()}}, gpu_const) <= len(nl.node.healthy_gpus), "cap_gpu")
+    _add_room(m, node_gpus_room(gpu_terms, (), gpu_const, len(nl.node.healthy_gpus), added), "cap_gpu")
     for resource in ("cpu", "memory_gib"):
         _resource_row(m, s, nl, n, stays, resource)
 
@@ -308,7 +313,7 @@ def _gpu_rows(m: PlanProgram, n: str, i: int, slot, fresh: list, stays: Callable
         terms[var] += shape.gpus
     if slot.whole and stays(slot.whole) is not None:
         terms[stays(slot.whole)] += 1
-    m.add(affine(terms, fixed_frac) <= 1, "gpu")
+    _add_room(m, gpu_room(terms, fixed_frac), "gpu")
     m.placement.gpu_used[n, i] = (dict(terms), fixed_frac)
     _telemetry_room(m, n, i, slot, fresh, limits)
     return const, opened
@@ -351,7 +356,12 @@ def _resource_row(m: PlanProgram, s: Scenario, nl: NodeLayout, n: str, stays: Ca
             terms[var] += getattr(shape, resource)
     if terms:
         # CPUs (memory) of the jobs on n after the plan <= what n has
-        m.add(affine(terms, const) <= capacity, f"cap_{resource}")
+        _add_room(m, node_room(terms, const, capacity), f"cap_{resource}")
+
+
+def _add_room(m: PlanProgram, room: Room, kind: str) -> None:
+    """A capacity row (`Room`) as a constraint over the program's variables."""
+    m.add(affine(room.terms(), room.held) <= room.capacity, kind)
 
 
 def _telemetry_room(m: PlanProgram, n: str, i: int, slot, fresh: list, limits: GpuLimits) -> None:
@@ -474,3 +484,46 @@ class Fits(RuleBase):
 
 
 RULE = Fits()
+
+
+@dataclass(frozen=True)
+class Room:
+    """One capacity row: sum(amount x decision) over `use` + `held` <= `capacity` +
+    sum(amount x decision) over `grows`. What the plan's decisions put on a GPU or a node,
+    beside what stays there, fits in what it has, which decisions may grow or shrink (GPUs
+    attached or detached by composition). The decisions are the caller's (a program's
+    variables, or any key it maps to one)."""
+
+    use: dict[Hashable, float]
+    held: float
+    capacity: float
+    grows: dict[Hashable, float] = field(default_factory=dict)
+
+    def terms(self) -> dict[Hashable, float]:
+        """The row's left side, with what grows the capacity moved over: <= capacity - held."""
+        return {**self.use, **{v: -a for v, a in self.grows.items()}}
+
+
+def gpu_room(fractions: Mapping[Hashable, float], held: float = 0.0, opened: Hashable | None = None,
+             one: float = 1.0) -> Room:
+    """`fits_on_gpu` as a row: the fractions placed on one GPU and the part it already holds
+    sum to at most one GPU. `opened`: the 0/1 decision that opens a free GPU for fractions,
+    so they fit there only where it is opened. `one`: one GPU in the caller's unit (1, or
+    1,000 thousandths)."""
+    if opened is None:
+        return Room(dict(fractions), held, one)
+    return Room(dict(fractions), held, 0.0, {opened: one})
+
+
+def node_gpus_room(whole: Mapping[Hashable, float], opened: Iterable[Hashable], held: float, gpus: float,
+                   attached: Mapping[Hashable, float] | None = None) -> Room:
+    """A node's GPUs: whole GPUs taken, plus each GPU that holds fractions (`opened`, one
+    GPU each: a shared GPU is not free for whole-GPU work), plus those that stay taken, at
+    most its GPUs and those `attached` (+1 per GPU attached, -1 per GPU detached)."""
+    return Room({**whole, **dict.fromkeys(opened, 1.0)}, held, gpus, dict(attached or {}))
+
+
+def node_room(use: Mapping[Hashable, float], held: float, capacity: float) -> Room:
+    """A node's CPUs or memory: what the placed work asks for, plus what stays, at most
+    what the node has."""
+    return Room(dict(use), held, capacity)

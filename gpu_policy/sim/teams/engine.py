@@ -263,7 +263,7 @@ class Simulation:
                          list(self.waiting.values()), self.quotas, self.cfg.gpus, self.cfg.checkpoint_every_s)
         decision = self.policy.decide(view)
         self._apply(decision, t)
-        owed = owed_teams(self.quotas, self.held, ((j.team, j.gpus) for j in self.waiting.values()))
+        owed = owed_teams(self.ledger.shares_now(), self.held, ((j.team, j.gpus) for j in self.waiting.values()))
         self.ledger.after_round(t, owed)
         return decision
 

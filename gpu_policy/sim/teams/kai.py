@@ -168,18 +168,11 @@ class KaiLikePolicy:
                  touched: set[str]):
         """Victims that make room for `job` in a reclaim tier, and where it goes; None
         when the tier does not apply or cannot free enough."""
-        team, gpus = job.team, job.gpus
-        if tier == "fair-share":
-            if held[team] >= fair[team]:
-                return None
-            after = saturation(held[team] + gpus, fair[team])
-            floor = {q: fair[q] * after for q in held}  # each victim queue keeps at least this
-            over = {q for q in held if q != team and held[q] > fair[q]}
-        else:
-            if held[team] + gpus > view.quotas[team]:
-                return None
-            floor = {q: view.quotas[q] for q in held}
-            over = {q for q in held if q != team and held[q] > view.quotas[q]}
+        gpus = job.gpus
+        bounds = _tier_bounds(view, job, tier, held, fair)
+        if bounds is None:
+            return None
+        floor, over = bounds
         candidates = sorted((r for r in view.running if r.team in over and r.name not in touched),
                             key=lambda r: (-saturation(held[r.team], fair[r.team]), -r.spec.arrival_s, r.name))
         free = list(view.free)
@@ -202,3 +195,19 @@ class KaiLikePolicy:
                 nodes = best_fit(free, job.spec)
                 return nodes, [v for v in picked if set(v.nodes) & set(nodes)]
         return None
+
+
+def _tier_bounds(view: RoundView, job: SimJob, tier: str, held: dict[str, int],
+                 fair: dict[str, int]) -> tuple[dict[str, float], set[str]] | None:
+    """KAI's reclaim tier for `job`: what each victim queue keeps at least, and the queues
+    that may give (above their fair share, or their quota); None when the tier does not
+    apply to the job's queue."""
+    team, gpus = job.team, job.gpus
+    if tier == "fair-share":
+        if held[team] >= fair[team]:
+            return None
+        after = saturation(held[team] + gpus, fair[team])
+        return {q: fair[q] * after for q in held}, {q for q in held if q != team and held[q] > fair[q]}
+    if held[team] + gpus > view.quotas[team]:
+        return None
+    return dict(view.quotas), {q for q in held if q != team and held[q] > view.quotas[q]}

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu_policy.sim.teams.shares import team_fair_shares
+from gpu_policy.planner import rules
+from gpu_policy.sim.teams.shares import team_shares
 
 #: Width of the time bins kept for the plot, in seconds (wider when the window
 #: would need more than `MAX_BINS` of them).
@@ -33,7 +34,8 @@ class Ledger:
         self.held = dict.fromkeys(teams, 0)
         self.demand = dict.fromkeys(teams, 0)
         self.fair = dict.fromkeys(teams, 0)
-        self._fair_stale = False
+        self.shares: rules.Shares | None = None
+        self._shares_stale = True
         self.owed: set[str] = set()
         self.owed_since: dict[str, float] = {}
         self.held_gpu_s = dict.fromkeys(teams, 0.0)
@@ -86,7 +88,7 @@ class Ledger:
 
     def demand_changed(self, team: str, delta: int) -> None:
         self.demand[team] += delta
-        self._fair_stale = True
+        self._shares_stale = True
 
     def after_round(self, t: float, owed: set[str]) -> None:
         for team in owed - self.owed:
@@ -96,10 +98,15 @@ class Ledger:
         self.owed = set(owed)
 
     def fair_now(self) -> dict[str, int]:
-        if self._fair_stale:
-            self.fair = team_fair_shares(self.quotas, self.demand, self.capacity)
-            self._fair_stale = False
-        return self.fair
+        return self.shares_now().fair
+
+    def shares_now(self) -> rules.Shares:
+        """What each team is owed on the demand now (`team_shares`), recomputed when it changed."""
+        if self._shares_stale:
+            self.shares = team_shares(self.quotas, self.demand, self.capacity)
+            self.fair = self.shares.fair
+            self._shares_stale = False
+        return self.shares
 
     def stopped(self, t: float, team: str, moved: bool, within_share: bool) -> None:
         """A preemption or move; `within_share`: the victim's team held no more than
@@ -202,22 +209,8 @@ def measure(run) -> PolicyMetrics:
     w0, w1 = run.config.window
     span = led.span_s or 1.0
     measured = [j for j in run.jobs if w0 <= j.spec.arrival_s < w1]
-    teams = {}
-    for team in led.teams:
-        own = [j for j in measured if j.team == team]
-        quota = led.quotas[team]
-        teams[team] = TeamMetrics(
-            quota=quota, jobs=len(own), finished=sum(j.finish is not None for j in own),
-            unstarted=sum(j.first_start is None for j in own),
-            utilization=led.held_gpu_s[team] / (led.capacity * span),
-            mean_gpus=led.held_gpu_s[team] / span, mean_fair_share=led.fair_gpu_s[team] / span,
-            guarantee_share=1 - led.below_s[team] / span if quota else None,
-            longest_below_guarantee_s=led.longest_below_s[team] if quota else None,
-            preemptions=led.preemptions[team], moves=led.moves[team],
-            lost_gpu_hours=led.lost_gpu_s[team] / 3600,
-            queueing=Stats.of([queueing_s(j, run.end_s) for j in own]),
-            jct=Stats.of([j.finish - j.spec.arrival_s for j in own if j.finish is not None]),
-        )
+    teams = {team: _team_metrics(led, team, [j for j in measured if j.team == team], span, run.end_s)
+             for team in led.teams}
     with_quota = [t for t in teams.values() if t.guarantee_share is not None]
     ratios = [t.allocation_to_fair_share for t in teams.values() if t.allocation_to_fair_share is not None]
     widths = _bin_widths(led)
@@ -237,6 +230,23 @@ def measure(run) -> PolicyMetrics:
         teams=teams, rounds=run.rounds, end_s=run.end_s, horizon_reached=run.horizon_reached,
         policy_stats=dict(run.policy_stats),
         held_bins=led.held_bins / widths, demand_bins=led.demand_bins / widths, bin_s=led.bin_s,
+    )
+
+
+def _team_metrics(led: Ledger, team: str, own: list, span: float, end_s: float) -> TeamMetrics:
+    """One team's metrics: `own` its measured jobs, `span` the measured seconds."""
+    quota = led.quotas[team]
+    return TeamMetrics(
+        quota=quota, jobs=len(own), finished=sum(j.finish is not None for j in own),
+        unstarted=sum(j.first_start is None for j in own),
+        utilization=led.held_gpu_s[team] / (led.capacity * span),
+        mean_gpus=led.held_gpu_s[team] / span, mean_fair_share=led.fair_gpu_s[team] / span,
+        guarantee_share=1 - led.below_s[team] / span if quota else None,
+        longest_below_guarantee_s=led.longest_below_s[team] if quota else None,
+        preemptions=led.preemptions[team], moves=led.moves[team],
+        lost_gpu_hours=led.lost_gpu_s[team] / 3600,
+        queueing=Stats.of([queueing_s(j, end_s) for j in own]),
+        jct=Stats.of([j.finish - j.spec.arrival_s for j in own if j.finish is not None]),
     )
 
 

@@ -1,26 +1,33 @@
-"""Two rules the policies and the metrics share: each team's fair share of the
-cluster now, and which teams are owed GPUs under their guarantee."""
+"""What each team is owed, by the planner's own rules: its fair share of the cluster now,
+and which teams are owed GPUs under their guarantee."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
 from gpu_policy import Job, Queue, Scenario, fair_shares
+from gpu_policy.planner import rules
+
+
+def team_shares(quotas: Mapping[str, int], demand: Mapping[str, float], capacity: int) -> rules.Shares:
+    """Each team as a queue with its deserved quota and its demand, judged by the planner's
+    vocabulary (`rules.Shares`): the guarantee min(deserved, demand), and the fair share,
+    the deserved quota up to the demand then the rest water-filled by equal over-quota
+    weights (`gpu_policy.fair_shares`, which is also KAI-Scheduler's documented rule)."""
+    queues = [Queue(team, deserved=quota) for team, quota in quotas.items()]
+    jobs = [Job(f"demand-{team}", team, gpus=demand[team]) for team in quotas if demand.get(team, 0) > 0]
+    scenario = Scenario(nodes=[], queues=queues, jobs=jobs)
+    return rules.Shares.of(scenario, fair_shares(scenario, capacity=capacity))
 
 
 def team_fair_shares(quotas: Mapping[str, int], demand: Mapping[str, float], capacity: int) -> dict[str, int]:
-    """Fair share of each team: its deserved quota up to its demand, then the rest
-    water-filled by equal over-quota weights: gpu-policy's own rule
-    (`gpu_policy.fair_shares`), which is also KAI-Scheduler's documented one."""
-    queues = [Queue(team, deserved=quota) for team, quota in quotas.items()]
-    jobs = [Job(f"demand-{team}", team, gpus=demand[team]) for team in quotas if demand.get(team, 0) > 0]
-    return fair_shares(Scenario(nodes=[], queues=queues, jobs=jobs), capacity=capacity)
+    """Fair share of each team (`team_shares`)."""
+    return team_shares(quotas, demand, capacity).fair
 
 
-def owed_teams(quotas: Mapping[str, int], held: Mapping[str, int],
-               waiting: Iterable[tuple[str, int]]) -> set[str]:
-    """Teams below their guarantee: one of their waiting jobs (team, GPUs) would fit
-    within the team's deserved quota beside what it holds. That is "holds less than
-    min(demand, deserved)" counted in whole jobs: a team of 8-GPU jobs with a quota
-    of 17 is not owed a third job."""
-    return {team for team, gpus in waiting if held[team] + gpus <= quotas[team]}
+def owed_teams(shares: rules.Shares, held: Mapping[str, int], waiting: Iterable[tuple[str, int]]) -> set[str]:
+    """Teams below their guarantee, counted in whole jobs: one of their waiting jobs (team,
+    GPUs) would keep the team within its guarantee (`shares`, judged on a demand that counts
+    the waiting jobs) beside what it holds. A team of 8-GPU jobs with a quota of 17 is not
+    owed a third job."""
+    return {team for team, gpus in waiting if held[team] + gpus <= shares.guarantee[team] + rules.EPS}

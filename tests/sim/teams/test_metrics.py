@@ -5,6 +5,7 @@ import pytest
 from gpu_policy.sim.teams import POLICIES, SimConfig, simulate
 from gpu_policy.sim.teams.compare import sharing_safety
 from gpu_policy.sim.teams.metrics import Ledger, Stats, jain, measure
+from gpu_policy.sim.teams.shares import owed_teams, team_fair_shares, team_shares
 from tests.sim.teams.conftest import job, run
 
 
@@ -72,3 +73,14 @@ def test_a_run_is_cut_at_the_drain_limit_and_says_so():
     assert result.horizon_reached and result.end_s == 6000.0
     m = measure(result)
     assert m.horizon_reached and m.finished == 0 and m.unstarted == 0
+
+
+def test_a_team_is_owed_while_a_waiting_job_keeps_it_within_the_planners_guarantee():
+    # the planner's guarantee, min(deserved, demand); demand counts held and waiting GPUs
+    quotas, demand = {"a": 16, "b": 17, "c": 4, "d": 0}, {"a": 12, "b": 24, "c": 3, "d": 2}
+    shares = team_shares(quotas, demand, capacity=64)
+    assert shares.guarantee == {"a": 12, "b": 17, "c": 3, "d": 0}
+    held = {"a": 8, "b": 16, "c": 0, "d": 0}
+    waiting = [("a", 4), ("b", 8), ("c", 3), ("d", 2)]
+    assert owed_teams(shares, held, waiting) == {"a", "c"}   # b: a third 8-GPU job would pass 17; d has no quota
+    assert team_fair_shares(quotas, demand, 64) == shares.fair
