@@ -240,7 +240,7 @@ def _weights(stages: list, floors: Floors, start: int, stop: int) -> Group | Non
     weights = [1.0]
     span = floors.span(stop - 1)  # sum_{j>i} w_j (hi_j - lo_j)
     for i in range(stop - 2, start - 1, -1):
-        step = lattice_step(stages[i][1])
+        step = floors.step(i)
         if step is None or span > EXACT_SPAN:
             return None
         weights.insert(0, (2 * span + 1) / step)
@@ -255,9 +255,9 @@ def lattice_step(objective: pulp.LpAffineExpression) -> float | None:
     if not coefficients or any(v.cat != pulp.LpInteger for v, a in objective.items() if a):
         return None
     for denominator in range(1, 1001):
-        scaled = [a * denominator for a in coefficients]
-        if all(abs(x - round(x)) <= 1e-9 * max(1.0, abs(x)) for x in scaled):
-            return math.gcd(*(int(round(abs(x))) for x in scaled)) / denominator
+        if all(abs(a * denominator - round(a * denominator)) <= 1e-9 * max(1.0, abs(a * denominator))
+               for a in coefficients):
+            return math.gcd(*(round(abs(a * denominator)) for a in coefficients)) / denominator
     return None
 
 
@@ -267,7 +267,7 @@ class Floors:
     coefficient 1, every variable >= 0: keep + move <= 1, one option per node): a job's
     "preempted" (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit
     row at most (its longest), so the floor is that of a relaxation of the program: a true
-    lower bound."""
+    lower bound. Also each stage's `lattice_step` (`step`), for `merged_stages`."""
 
     def __init__(self, prob: pulp.LpProblem, stages: list):
         rows = [row for row in map(_unit_row, prob.constraints()) if row is not None]
@@ -276,6 +276,13 @@ class Floors:
             for v in variables:
                 self.row.setdefault(v, (k, b))
         self.bounds = [(-self.low(-objective), self.low(objective)) for _, objective in stages]
+        self.stages, self.steps = stages, {}
+
+    def step(self, i: int) -> float | None:
+        """Stage i's `lattice_step`, found once."""
+        if i not in self.steps:
+            self.steps[i] = lattice_step(self.stages[i][1])
+        return self.steps[i]
 
     def span(self, i: int) -> float:
         """Highest less lowest value of stage i's objective."""
