@@ -129,7 +129,7 @@ class _Run:
         self.driver.hold(self.m.held.get(name, ()), False)
         if self.solved_any and self.floors is not None:
             value = self.driver.value(objective)
-            if value <= _slack(self.floors.bounds[i][1]):  # the solution before attains its floor
+            if value <= _slack(self.floors.floor(i)):  # the solution before attains its floor
                 self._keep(i, value, "floor met by the solution before it")
                 return i + 1
         group = merged_stages(self.m.stages, self.m.held, self.floors, i)
@@ -262,8 +262,7 @@ def lattice_step(objective: pulp.LpAffineExpression) -> float | None:
 
 
 class Floors:
-    """The lowest and highest value of each stage's objective (`bounds[i]`: (highest, lowest))
-    over its variables' bounds and the program's unit rows (sum of variables <= b, every
+    """The lowest and highest value of each stage's objective (`floor(i)`, `span(i)`) over its variables' bounds and the program's unit rows (sum of variables <= b, every
     coefficient 1, every variable >= 0: keep + move <= 1, one option per node): a job's
     "preempted" (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit
     row at most (its longest), so the floor is that of a relaxation of the program: a true
@@ -275,8 +274,7 @@ class Floors:
         for k, (variables, b) in sorted(enumerate(rows), key=lambda r: -len(r[1][0])):
             for v in variables:
                 self.row.setdefault(v, (k, b))
-        self.bounds = [(-self.low(-objective), self.low(objective)) for _, objective in stages]
-        self.stages, self.steps = stages, {}
+        self.stages, self.steps, self.lows, self.spans = stages, {}, {}, {}
 
     def step(self, i: int) -> float | None:
         """Stage i's `lattice_step`, found once."""
@@ -284,10 +282,17 @@ class Floors:
             self.steps[i] = lattice_step(self.stages[i][1])
         return self.steps[i]
 
+    def floor(self, i: int) -> float:
+        """The lowest value of stage i's objective, found once."""
+        if i not in self.lows:
+            self.lows[i] = self.low(self.stages[i][1])
+        return self.lows[i]
+
     def span(self, i: int) -> float:
-        """Highest less lowest value of stage i's objective."""
-        high, low = self.bounds[i]
-        return high - low
+        """Highest less lowest value of stage i's objective, found once."""
+        if i not in self.spans:
+            self.spans[i] = -self.low(-self.stages[i][1]) - self.floor(i)
+        return self.spans[i]
 
     def low(self, objective) -> float:
         """A lower bound on the objective: each variable at its best bound, except that the

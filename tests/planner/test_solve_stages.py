@@ -72,7 +72,7 @@ def test_a_stage_whose_floor_is_met_is_not_solved():
     m.prob += affine({keep: 1, move: 1}) <= 1, "once"
     m.prob += affine({short: 1, keep: 2}) >= 2, "short"
     floors = solve.Floors(m.prob, m.stages)
-    assert floors.bounds[1] == (1.0, 0.0)
+    assert (floors.floor(1), floors.span(1)) == (0.0, 1.0)
     report = solve.solve_stages(m, PlannerConfig())
     assert report.stages[1]["settled"] == "floor met by the solution before it"
     assert report.stages[1]["objective"] == 0 and keep.varValue == 1
