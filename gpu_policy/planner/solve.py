@@ -1,6 +1,12 @@
 """Solve a program's stages in order, each keeping the optimum of the ones before, inside
 one deadline, and never without an answer.
 
+HiGHS's cost is per solve, not per variable, so stages are settled in as few solves as can be
+proven to keep the order: a stage whose floor (`Floors`: its lowest value over the variables'
+bounds and unit rows) the solution before it already attains is optimal without a solve, and
+stages are merged into one weighted solve where `merged_stages` proves the weights keep the
+order. Each stage's entry in the report says how it was settled (`settled`).
+
 Every stage has a feasible solution to fall back on: the do-nothing plan (keep every
 running job, start nothing) before the first, the previous stage's solution, which the
 bound added for that stage keeps feasible, before each later one. Variables the program
@@ -27,6 +33,7 @@ through a MIP start.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import NamedTuple
@@ -82,44 +89,241 @@ def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) 
 
 
 def _solve_in_order(m: Program, cfg: PlannerConfig, driver, deadline: float) -> tuple[SolverReport, bool, str | None]:
-    """Each stage in order with `driver`, each keeping the optimum of the ones before. Returns
-    the report, whether any stage found a solution, and the stage the solver called infeasible
-    although there was time (None if there was none)."""
+    """Each stage in order with `driver`, each keeping the optimum of the ones before, in as
+    few solves as `merged_stages` and `Floors` prove enough. Returns the report, whether any
+    solve found a solution, and the stage the solver called infeasible although there was
+    time (None if there was none)."""
     report = SolverReport(backend=driver.name, status=OPTIMAL, seconds=0.0, variables=0, constraints=0,
                           gap=cfg.gap_rel)
-    solved_any, refused, skip = False, None, None  # skip: why the stages left are not solved
+    floors = Floors(m.prob, m.stages) if cfg.gap_rel == 0 else None  # a gap would apply to a merged sum: one at a time
+    run = _Run(m, driver, floors)
     held = [v for name, _ in m.stages for v in m.held.get(name, ())]
     driver.hold(held, True)
-    for name, objective in m.stages:
-        driver.hold(m.held.get(name, ()), False)
-        left = deadline - cfg.clock()
-        if skip is None and left <= 0.0:
-            report.status, report.gap, skip = CUT_OFF, None, "skipped (time limit)"
-        if skip is not None:
-            report.stages.append({"name": name, "status": skip})
-            continue
-        t0 = cfg.clock()
-        found = driver.solve(objective, left)
-        stage = {"name": name, "status": found.status, "seconds": round(cfg.clock() - t0, 4)}
-        if found.value is not None:
-            stage["objective"] = round(found.value, 9)
-        report.stages.append(stage)
-        if found.value is None:  # no solution at all: keep the previous stage's (or the do-nothing plan)
-            if cfg.clock() >= deadline:
-                report.status, skip = CUT_OFF, "skipped (time limit)"
-            else:
-                report.status, skip = NO_SOLUTION, f"skipped ({name} found no solution)"
-                if found.infeasible:
-                    refused = name
-            report.gap = None
-            continue
-        solved_any = True
-        if found.status != OPTIMAL:
-            report.status, report.gap, skip = CUT_OFF, found.gap, "skipped (time limit)"
-            continue
-        driver.keep_at_most(objective, found.value + 1e-6 * max(1.0, abs(found.value)))
+    i = 0
+    while i < len(m.stages) and run.why is None:
+        if cfg.clock() >= deadline:
+            report.status, report.gap, run.why = CUT_OFF, None, "skipped (time limit)"
+            break
+        i = run.step(i, deadline, cfg.clock)
+        if run.why is not None:
+            report.status, report.gap = run.stopped
+    report.stages = run.entries()
     driver.hold(held, False)  # stages skipped by the deadline leave the model as it was built
-    return report, solved_any, refused
+    return report, run.solved_any, run.refused
+
+
+class _Run:
+    """One pass over a program's stages: the entry of each stage settled so far, and why the
+    stages left are not solved (None while they are)."""
+
+    def __init__(self, m: Program, driver, floors: Floors | None):
+        self.m, self.driver, self.floors = m, driver, floors
+        self.settled: list[dict | None] = [None] * len(m.stages)
+        self.solved_any, self.refused = False, None
+        self.why: str | None = None
+        self.stopped: tuple[str, float | None] = (OPTIMAL, None)
+
+    def step(self, i: int, deadline: float, clock) -> int:
+        """Settle stage i, and the stages merged with it; returns the next stage to settle."""
+        name, objective = self.m.stages[i]
+        self.driver.hold(self.m.held.get(name, ()), False)
+        if self.solved_any and self.floors is not None:
+            value = self.driver.value(objective)
+            if value <= _slack(self.floors.floor(i)):  # the solution before attains its floor
+                self._keep(i, value, "floor met by the solution before it")
+                return i + 1
+        group = merged_stages(self.m.stages, self.m.held, self.floors, i)
+        t0 = clock()
+        found = self.driver.solve(group.objective(self.m.stages), deadline - clock())
+        seconds = clock() - t0
+        if found.value is None or found.status != OPTIMAL:
+            self._unsolved(i, found, seconds, clock() >= deadline)
+            return i + 1
+        self.solved_any = True
+        for j in range(i, group.stop):
+            self._keep(j, self.driver.value(self.m.stages[j][1]), "solved" if j == i else f"merged into {name}",
+                       seconds if j == i else None)
+        return group.stop
+
+    def _keep(self, j: int, value: float, how: str, seconds: float | None = None) -> None:
+        """Stage j is settled at `value`: its entry, and its bound for the stages after it."""
+        name, objective = self.m.stages[j]
+        entry = {"name": name, "status": OPTIMAL, "settled": how}
+        if seconds is not None:
+            entry["seconds"] = round(seconds, 4)
+        self.settled[j] = {**entry, "objective": round(value, 9)}
+        self.driver.keep_at_most(objective, _slack(value))
+
+    def _unsolved(self, i: int, found: StageOutcome, seconds: float, timed_out: bool) -> None:
+        """Stage i's solve was cut off or found nothing: keep what it found, skip the rest."""
+        name, objective = self.m.stages[i]
+        entry = {"name": name, "status": found.status, "seconds": round(seconds, 4)}
+        if found.value is not None:
+            self.solved_any = True
+            entry["objective"] = round(self.driver.value(objective), 9)
+            self.why, self.stopped = "skipped (time limit)", (CUT_OFF, found.gap)
+        elif timed_out:
+            self.why, self.stopped = "skipped (time limit)", (CUT_OFF, None)
+        else:
+            self.why, self.stopped = f"skipped ({name} found no solution)", (NO_SOLUTION, None)
+            self.refused = name if found.infeasible else None
+        self.settled[i] = entry
+
+    def entries(self) -> list[dict]:
+        """Every stage's entry; those not settled say why."""
+        return [entry or {"name": name, "status": self.why} for (name, _), entry in zip(self.m.stages, self.settled)]
+
+
+def _slack(value: float) -> float:
+    """The bound a stage's optimum `value` leaves for the next: HiGHS and CBC prove optima to
+    about 1e-6, so a bound any tighter could cut off the solution that attains it."""
+    return value + 1e-6 * max(1.0, abs(value))
+
+
+#: Largest weighted span (sum over a group's stages of weight x (highest - lowest value))
+#: a merge may reach: HiGHS's tolerances (1e-6 on integrality and on the gap) then stay far
+#: below the margin each weight keeps over the stages after it.
+EXACT_SPAN = 1e6
+
+
+class Group(NamedTuple):
+    """Stages `start`..`stop - 1`, solved as one: minimise sum weights[k] x stage objective."""
+
+    start: int
+    stop: int
+    weights: list[float]
+
+    def objective(self, stages: list) -> pulp.LpAffineExpression:
+        if self.stop == self.start + 1:
+            return stages[self.start][1]
+        terms: dict = {}
+        constant = 0.0
+        for w, (_, objective) in zip(self.weights, stages[self.start:self.stop]):
+            for v, a in objective.items():
+                terms[v] = terms.get(v, 0.0) + w * a
+            constant += w * objective.constant
+        return pulp.LpAffineExpression([(v, a) for v, a in terms.items() if a], constant)
+
+
+def merged_stages(stages: list, held: dict, floors: Floors | None, start: int) -> Group:
+    """The stages solved together from `start`: f_1..f_k (in strict order) solved as
+    min F = sum w_i f_i over the points that keep every earlier bound, w_k = 1.
+
+    Claim: if every f_i with i < k takes values on a lattice a_i + d_i Z at every integer
+    point (integer variables only, coefficients multiples of d_i: `lattice_step`) and
+    w_i d_i > sum_{j>i} w_j (hi_j - lo_j), where hi_j, lo_j bound f_j over the variables'
+    bounds and unit rows (`Floors`), then a minimiser x of F is optimal for f_1, then for f_2
+    given f_1's optimum, ..., then f_k: the strict order. Proof, by induction on i, with x
+    optimal for f_1..f_{i-1} in order (S_{i-1}: the points that are; S_0: every point): a y
+    in S_{i-1} with f_i(y) < f_i(x) has f_i(y) <= f_i(x) - d_i (lattice) and f_j(y) = f_j(x)
+    for j < i, so F(y) - F(x) <= -w_i d_i + sum_{j>i} w_j (f_j(y) - f_j(x))
+    <= -w_i d_i + sum_{j>i} w_j (hi_j - lo_j) < 0, against x minimising F. Last, for y in
+    S_{k-1}: F(y) - F(x) = f_k(y) - f_k(x) >= 0. So the last stage of a group may be any.
+
+    Weights are w_i = (2 sum_{j>i} w_j (hi_j - lo_j) + 1) / d_i (a margin of more than half
+    a step); a group whose weighted span would pass `EXACT_SPAN` is not formed, so the
+    solver's tolerances stay far below that margin. A stage whose variables are held until
+    it (`Program.held`) starts a group: the stages before it see those variables at 0. With
+    `floors` None (a relative gap, which would apply to the sum) every stage is alone.
+    """
+    best = Group(start, start + 1, [1.0])
+    while floors is not None and best.stop < len(stages) and not held.get(stages[best.stop][0]):
+        trial = _weights(stages, floors, start, best.stop + 1)
+        if trial is None:  # a later stage only widens the span to outweigh
+            break
+        best = trial
+    return best
+
+
+def _weights(stages: list, floors: Floors, start: int, stop: int) -> Group | None:
+    """Weights that prove the order of stages start..stop-1 (`merged_stages`), or None."""
+    weights = [1.0]
+    span = floors.span(stop - 1)  # sum_{j>i} w_j (hi_j - lo_j)
+    for i in range(stop - 2, start - 1, -1):
+        step = floors.step(i)
+        if step is None or span > EXACT_SPAN:
+            return None
+        weights.insert(0, (2 * span + 1) / step)
+        span += weights[0] * floors.span(i)
+    return Group(start, stop, weights) if span <= EXACT_SPAN else None
+
+
+def lattice_step(objective: pulp.LpAffineExpression) -> float | None:
+    """d such that the objective changes by multiples of d between integer points: integer
+    variables only, coefficients on a common denominator up to 1,000; None if there is none."""
+    coefficients = [a for v, a in objective.items() if a]
+    if not coefficients or any(v.cat != pulp.LpInteger for v, a in objective.items() if a):
+        return None
+    for denominator in range(1, 1001):
+        if all(abs(a * denominator - round(a * denominator)) <= 1e-9 * max(1.0, abs(a * denominator))
+               for a in coefficients):
+            return math.gcd(*(round(abs(a * denominator)) for a in coefficients)) / denominator
+    return None
+
+
+class Floors:
+    """The lowest and highest value of each stage's objective (`floor(i)`, `span(i)`) over its variables' bounds and the program's unit rows (sum of variables <= b, every
+    coefficient 1, every variable >= 0: keep + move <= 1, one option per node): a job's
+    "preempted" (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit
+    row at most (its longest), so the floor is that of a relaxation of the program: a true
+    lower bound. Also each stage's `lattice_step` (`step`), for `merged_stages`."""
+
+    def __init__(self, prob: pulp.LpProblem, stages: list):
+        rows = [row for row in map(_unit_row, prob.constraints()) if row is not None]
+        self.row: dict = {}  # variable -> (row id, its b)
+        for k, (variables, b) in sorted(enumerate(rows), key=lambda r: -len(r[1][0])):
+            for v in variables:
+                self.row.setdefault(v, (k, b))
+        self.stages, self.steps, self.lows, self.spans = stages, {}, {}, {}
+
+    def step(self, i: int) -> float | None:
+        """Stage i's `lattice_step`, found once."""
+        if i not in self.steps:
+            self.steps[i] = lattice_step(self.stages[i][1])
+        return self.steps[i]
+
+    def floor(self, i: int) -> float:
+        """The lowest value of stage i's objective, found once."""
+        if i not in self.lows:
+            self.lows[i] = self.low(self.stages[i][1])
+        return self.lows[i]
+
+    def span(self, i: int) -> float:
+        """Highest less lowest value of stage i's objective, found once."""
+        if i not in self.spans:
+            self.spans[i] = -self.low(-self.stages[i][1]) - self.floor(i)
+        return self.spans[i]
+
+    def low(self, objective) -> float:
+        """A lower bound on the objective: each variable at its best bound, except that the
+        variables of one unit row on which the objective falls share the row's b."""
+        total = objective.constant
+        falling: dict = {}  # unit row -> [(coefficient, variable)]
+        for v, a in objective.items():
+            if a > 0:
+                total += a * v.lowBound if v.lowBound is not None else -math.inf
+            elif a < 0 and v in self.row:
+                falling.setdefault(self.row[v], []).append((a, v))
+            elif a < 0:
+                total += a * v.upBound if v.upBound is not None else -math.inf
+        for (_, b), terms in falling.items():
+            room = b - sum(v.lowBound for _, v in terms)  # each at its lower bound, then the best raised
+            for a, v in sorted(terms, key=lambda t: t[0]):
+                raised = max(0.0, min(room, math.inf if v.upBound is None else v.upBound - v.lowBound))
+                total += a * (v.lowBound + raised)
+                room -= raised
+        return total
+
+
+def _unit_row(c: pulp.LpConstraint) -> tuple[list, float] | None:
+    """(variables, b) if the row says sum of variables <= b (every coefficient 1, or every
+    coefficient -1 in a row >= -b) over variables >= 0; else None."""
+    signs = set(c.values())
+    if len(signs) != 1 or any(v.lowBound is None or v.lowBound < 0 for v in c.keys()):
+        return None
+    sign = signs.pop()
+    b = c.getUb() if sign == 1 else (-c.getLb() if sign == -1 and c.getLb() is not None else None)
+    return (list(c.keys()), b) if b is not None else None
 
 
 def _backend(cfg: PlannerConfig) -> str:
@@ -205,6 +409,11 @@ class _Highs:
             return StageOutcome(OPTIMAL, value)
         return StageOutcome(CUT_OFF, value, info.mip_gap if np.isfinite(info.mip_gap) else None)
 
+    def value(self, objective) -> float:
+        """The objective at the last solution."""
+        idx, vals = self._row(objective)
+        return float(vals @ self.values[idx]) + objective.constant
+
     def keep_at_most(self, objective, bound: float) -> None:
         idx, vals = self._row(objective)
         self.h.addRow(-self.highspy.kHighsInf, bound - objective.constant, len(idx), idx, vals)
@@ -278,6 +487,10 @@ class _Cbc:
     def _restore(self) -> None:
         for v in self.m.prob.variables():
             v.varValue = self.saved.get(v) if self.saved is not None else self.m.initial.get(v)
+
+    def value(self, objective) -> float:
+        """The objective at the last solution."""
+        return objective.constant + sum(a * (v.varValue or 0.0) for v, a in objective.items())
 
     def keep_at_most(self, objective, bound: float) -> None:
         self.m.prob += objective <= bound, f"stage{self.m.prob.numConstraints()}"

@@ -1,0 +1,115 @@
+"""Stages solved in fewer solves (`solve.merged_stages`, `solve.Floors`) keep the strict order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulp
+import pytest
+
+from gpu_policy import PlannerConfig, load_scenario, plan
+from gpu_policy.planner import solve
+from gpu_policy.planner.program import Program, affine
+from tests.conftest import scenario_files
+
+SHARED = Path("/work/shared/scenarios")
+
+
+def _program(*stages) -> Program:
+    m = Program(pulp.LpProblem("t", pulp.LpMinimize))
+    m.stages = list(stages)
+    return m
+
+
+def _two_goals() -> tuple[Program, pulp.LpVariable, pulp.LpVariable]:
+    """x or y (not both); first most x, then most 10 y: the order says x, a sum with equal
+    weights says y."""
+    x, y = pulp.LpVariable("x", 0, 1, "Binary"), pulp.LpVariable("y", 0, 1, "Binary")
+    m = _program(("first", affine({x: -1})), ("then", affine({y: -10})))
+    m.prob += affine({x: 1, y: 1}) <= 1, "one"
+    return m, x, y
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_a_weighted_merge_keeps_the_order(solver):
+    m, x, y = _two_goals()
+    report = solve.solve_stages(m, PlannerConfig(solver=solver))
+    assert (x.varValue, y.varValue) == (1, 0)
+    assert [(s["name"], s["settled"]) for s in report.stages] == [("first", "solved"), ("then", "merged into first")]
+    group = solve.merged_stages(m.stages, m.held, solve.Floors(m.prob, m.stages), 0)
+    assert group.stop == 2 and group.weights[0] * 1 > 10 * group.weights[1]  # step 1, span 10
+
+
+def test_too_small_a_weight_would_choose_otherwise():
+    m, x, y = _two_goals()
+    m.stages = [("sum", affine({x: -1, y: -10}))]  # weight 1 on the first goal: not enough
+    solve.solve_stages(m, PlannerConfig())
+    assert (x.varValue, y.varValue) == (0, 1)
+
+
+def test_no_merge_where_the_weight_would_leave_exact_numbers():
+    x = pulp.LpVariable("x", 0, 1, "Binary")
+    y = pulp.LpVariable("y", 0, 10 ** 7, "Integer")
+    m = _program(("first", affine({x: -1})), ("then", affine({y: 1})))
+    group = solve.merged_stages(m.stages, m.held, solve.Floors(m.prob, m.stages), 0)
+    assert group.stop == 1
+
+
+def test_a_held_stage_is_never_merged_into_the_one_before():
+    m, x, y = _two_goals()
+    m.held = {"then": [y]}
+    report = solve.solve_stages(m, PlannerConfig())
+    assert [s["settled"] for s in report.stages] == ["solved", "solved"]
+    assert (x.varValue, y.varValue) == (1, 0)
+
+
+def test_a_stage_whose_floor_is_met_is_not_solved():
+    """keep + move <= 1: "preempted" = 1 - keep - move has floor 0 (not -1), which the first
+    stage's solution (keep) already meets."""
+    keep, move = pulp.LpVariable("keep", 0, 1, "Binary"), pulp.LpVariable("move", 0, 1, "Binary")
+    short = pulp.LpVariable("short", 0)
+    m = _program(("short", affine({short: 1})), ("preempted", affine({keep: -1, move: -1}, 1.0)))
+    m.prob += affine({keep: 1, move: 1}) <= 1, "once"
+    m.prob += affine({short: 1, keep: 2}) >= 2, "short"
+    floors = solve.Floors(m.prob, m.stages)
+    assert (floors.floor(1), floors.span(1)) == (0.0, 1.0)
+    report = solve.solve_stages(m, PlannerConfig())
+    assert report.stages[1]["settled"] == "floor met by the solution before it"
+    assert report.stages[1]["objective"] == 0 and keep.varValue == 1
+
+
+def test_a_stage_off_the_lattice_is_not_merged():
+    """0.5 x + y with x, y continuous can sit anywhere: no weight proves its order."""
+    x, y = pulp.LpVariable("x", 0, 1), pulp.LpVariable("y", 0, 1, "Binary")
+    m = _program(("first", affine({x: 0.5})), ("then", affine({y: -1})))
+    assert solve.merged_stages(m.stages, m.held, solve.Floors(m.prob, m.stages), 0).stop == 1
+
+
+def test_no_merge_with_a_relative_gap():
+    m, x, y = _two_goals()
+    report = solve.solve_stages(m, PlannerConfig(gap_rel=0.01))
+    assert [s["settled"] for s in report.stages] == ["solved", "solved"] and x.varValue == 1
+
+
+@pytest.mark.parametrize("objective, step", [({"i": 2, "j": 4}, 2.0), ({"i": 0.5, "j": 1.5}, 0.5),
+                                             ({"i": 1, "c": 1}, None), ({"i": 0.1234567}, None)])
+def test_lattice_step(objective, step):
+    variables = {"i": pulp.LpVariable("i", 0, 5, "Integer"), "j": pulp.LpVariable("j", 0, 5, "Integer"),
+                 "c": pulp.LpVariable("c", 0, 5)}
+    assert solve.lattice_step(affine({variables[k]: a for k, a in objective.items()})) == step
+
+
+def _unmerged(monkeypatch) -> None:
+    """Every stage solved alone, as before merging: no floors, no weights."""
+    monkeypatch.setattr(solve, "Floors", lambda prob, stages: None)
+
+
+def test_merged_plans_equal_unmerged_ones(monkeypatch):
+    files = scenario_files() + (sorted(SHARED.glob("*.yaml")) if SHARED.is_dir() else [])
+    merged = {path: plan(load_scenario(path)) for path in files}
+    _unmerged(monkeypatch)
+    for path in files:
+        alone = plan(load_scenario(path))
+        assert ([(j.name, j.action, [(p.node, p.gpu_indices) for p in j.replicas]) for j in merged[path].jobs]
+                == [(j.name, j.action, [(p.node, p.gpu_indices) for p in j.replicas]) for j in alone.jobs]), path.name
+        assert [s["name"] for s in merged[path].solver.stages] == [s["name"] for s in alone.solver.stages]
