@@ -56,7 +56,7 @@ class NodeLayout:
     @property
     def capacity(self) -> int:
         """Healthy GPUs of the node as this layout has it (a composable node's slots include
-        the GPUs it could take, gpu_policy.planner.attach)."""
+        the GPUs it could take, gpu_policy.planner.rules.composition)."""
         return len(self.slots) - sum(1 for i in set(self.node.unhealthy_gpus) if i < len(self.slots))
 
 

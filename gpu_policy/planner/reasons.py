@@ -25,7 +25,7 @@ from gpu_policy.planner.telemetry import GpuLimits
 
 
 class Composition(Protocol):
-    """What a wait reason asks of the composable nodes (`attach.Composer` answers; reasons
+    """What a wait reason asks of the composable nodes (`rules.composition.Composer` answers; reasons
     does not import it: attach builds its starts' reasons here)."""
 
     def wait_clause(self, job: Job, spare: dict[str, dict[str, float]], layout: Layout) -> str | None: ...

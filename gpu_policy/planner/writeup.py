@@ -71,7 +71,7 @@ class _Gathered:
 def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome) -> _Gathered:
     """The jobs by name, what each entity holds after the plan (all jobs, and non-preemptible
     ones), what waited in each before it, and per queue the jobs the plan starts and preempts
-    (inside.no_swap_inside: the queue's jobs whose place they could take wait). Amounts are
+    (rules.inside.no_swap_inside: the queue's jobs whose place they could take wait). Amounts are
     summed in the jobs' order, as `planner.held` sums them, so they are the same numbers."""
     g = _Gathered()
     leaf: dict[str, float] = defaultdict(float)
