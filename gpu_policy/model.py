@@ -201,7 +201,7 @@ class Scenario:
     @property
     def gpus_schedulable(self) -> int:
         """GPUs that may receive work: all but the unhealthy ones."""
-        return sum(len(n.healthy_gpus) if n.unhealthy_gpus else n.gpus for n in self.nodes)
+        return sum(len(n.healthy_gpus) for n in self.nodes)
 
     def children(self, queue: str | None) -> list[Queue]:
         """Queues whose parent is `queue` (None: the top level)."""

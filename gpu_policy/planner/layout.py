@@ -117,9 +117,7 @@ def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, lis
     need, picks = int(job.gpus), []
     for n in job.running:
         nl = nodes[n]
-        mine = free.get(n)
-        if mine is None:
-            mine = free[n] = _free_in_order(nl)
+        mine = _free_list(free, nl)
         if len(mine) < need:
             _no_room(s, job, n)
         picked = mine[:need]
@@ -128,6 +126,14 @@ def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, lis
             nl.slots[i].whole = job.name
         picks.append(picked)
     return picks
+
+
+def _free_list(free: dict[str, list[int]], nl: NodeLayout) -> list[int]:
+    """The node's free GPUs not yet taken, in the order they are taken (listed on first use)."""
+    mine = free.get(nl.node.name)
+    if mine is None:
+        mine = free[nl.node.name] = _free_in_order(nl)
+    return mine
 
 
 def _occupy(slot: GpuSlot, job: Job) -> None:
@@ -143,7 +149,7 @@ def _assign_fraction(s: Scenario, nl: NodeLayout, free: dict[str, list[int]], jo
     slots = nl.slots
     picked = [i for i in nl.order if slots[i].fractions and fits_on_gpu(slots[i].used, job.gpus)][:1]
     if not picked:
-        mine = free.setdefault(nl.node.name, _free_in_order(nl))
+        mine = _free_list(free, nl)
         picked = mine[:1]
         del mine[:1]
     if not picked:
@@ -215,6 +221,3 @@ def spare_resources(s: Scenario, running: set[str], placed: dict[str, list[Place
                 spare[n][r] -= getattr(job, r) or 0
     return spare
 
-
-def largest_free_block(layout: Layout) -> int:
-    return max((len(nl.free_indices()) for nl in layout.nodes.values()), default=0)

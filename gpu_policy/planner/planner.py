@@ -171,4 +171,4 @@ def held(s: Scenario, tree: rules.QueueTree, running: set[str]) -> dict[str, flo
     for job in s.jobs:
         if job.name in running:
             leaf[job.queue] += job.total_gpus
-    return {q: sum(leaf[x] for x in tree.leaves_under(q)) for q in tree.parent}
+    return tree.rolled_up(leaf)

@@ -25,8 +25,8 @@ from gpu_policy.planner.telemetry import GpuLimits
 
 
 class Composition(Protocol):
-    """What a wait reason asks of the composable nodes (`rules.composition.Composer` answers; reasons
-    does not import it: attach builds its starts' reasons here)."""
+    """What a wait reason asks of the composable nodes (`rules.composition.Composer` answers;
+    reasons does not import it: `rules.composition` imports `composition_start` from here)."""
 
     def wait_clause(self, job: Job, spare: dict[str, dict[str, float]], layout: Layout) -> str | None: ...
 

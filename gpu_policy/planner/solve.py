@@ -262,11 +262,11 @@ def lattice_step(objective: pulp.LpAffineExpression) -> float | None:
 
 
 class Floors:
-    """The lowest and highest value of each stage's objective (`floor(i)`, `span(i)`) over its variables' bounds and the program's unit rows (sum of variables <= b, every
-    coefficient 1, every variable >= 0: keep + move <= 1, one option per node): a job's
-    "preempted" (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit
-    row at most (its longest), so the floor is that of a relaxation of the program: a true
-    lower bound. Also each stage's `lattice_step` (`step`), for `merged_stages`."""
+    """The lowest and highest value of each stage's objective (`floor(i)`, `span(i)`) over its
+    variables' bounds and the program's unit rows (sum of variables <= b, every coefficient 1,
+    every variable >= 0: keep + move <= 1, one option per node): a job's "preempted"
+    (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit row at most
+    (its longest), so the floor is that of a relaxation of the program: a true lower bound. Also each stage's `lattice_step` (`step`), for `merged_stages`."""
 
     def __init__(self, prob: pulp.LpProblem, stages: list):
         rows = [row for row in map(_unit_row, prob.constraints()) if row is not None]

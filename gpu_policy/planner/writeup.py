@@ -91,16 +91,11 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome) -> _Gathered:
             leaf[job.queue] += job.total_gpus
             if not job.is_preemptible:
                 leaf_nonpreemptible[job.queue] += job.total_gpus
-    g.after = _rolled_up(tree, leaf)
-    g.nonpreemptible_after = _rolled_up(tree, leaf_nonpreemptible)
+    g.after = tree.rolled_up(leaf)
+    g.nonpreemptible_after = tree.rolled_up(leaf_nonpreemptible)
     for name in out.started:
         g.started.setdefault(g.jobs[name].queue, []).append(g.jobs[name])
     return g
-
-
-def _rolled_up(tree: rules.QueueTree, leaf: dict[str, float]) -> dict[str, float]:
-    """Per entity, the sum over the queues under it (as `planner.held` adds them)."""
-    return {q: sum(leaf[x] for x in tree.leaves_under(q)) for q in tree.parent}
 
 
 def _decisions(s: Scenario, out: Outcome, layout: Layout, judged: Judged,

@@ -175,4 +175,4 @@ def _node_rows(prob: pulp.LpProblem, cluster: SimCluster, n: int,
 
 def _add(prob: pulp.LpProblem, room: rules.Room, name: str) -> None:
     """A capacity row the placement rule wrote, over the window's variables."""
-    prob += affine(room.terms(), room.held) <= room.capacity, name
+    prob += room.constraint(), name

@@ -9,8 +9,13 @@ import pytest
 
 from gpu_policy import parse_scenario, plan
 from gpu_policy.apply import apply_plan
-from gpu_policy.planner.layout import largest_free_block, running_layout
+from gpu_policy.planner.layout import Layout, running_layout
 from tests.planner.random_clusters import random_scenario, rich_scenario
+
+
+def largest_free_block(layout: Layout) -> int:
+    """Most free healthy GPUs on one node, counted from the layout."""
+    return max((len(nl.free_indices()) for nl in layout.nodes.values()), default=0)
 
 
 def _with_unhealthy(data: dict) -> dict:

@@ -17,12 +17,12 @@ rule is part of the integer program, its rows and objective stages as a `Rule`
                guarantee and fair-share stages and the starts stage
   reclaim      reclaim across queues: who gives, who receives, in which tier
   inside       priority inside a queue: its rows and the priority_p<P> stages
-  victims      which victim goes first and what it costs (`victim_cost`: the preemption
-               stages and the greedy scope's node rankings); the preemption stages
+  victims      which victim goes first and what it costs (`victim_cost`, which the greedy
+               scope's node rankings count too); the preemption stages
   moves        the moves stage
   packing      the packing stage
 
-The integer program (`gpu_policy.planner.planner._build` loops over `rules.order.RULES`),
+The integer program (`rules.protocol.build` loops over `rules.order.in_order(composer)`),
 the reasons a plan gives and any other policy (the simulators) call these
 functions; none of them restates a rule. The predicates work on plain numbers (GPUs a
 queue holds, its shares) so that a caller can judge a state before or after a plan, or a
@@ -43,9 +43,10 @@ _HOMES = {
     **dict.fromkeys(("keeps_floor", "may_give", "may_receive", "reclaim_tiers"), "reclaim"),
     **dict.fromkeys(("gathered_by_moves", "may_preempt_inside", "may_swap_back", "most_idle_for_inside_victim"),
                     "inside"),
-    **dict.fromkeys(("VictimCost", "add_cost", "idle_victim", "lost_work", "total_cost", "victim_cost", "victim_order_key",
-                     "victim_tier"), "victims"),
-    **dict.fromkeys(("Room", "fits_on_gpu", "gpu_room", "has_room", "node_gpus_room", "node_room", "per_gpu"), "fits"),
+    **dict.fromkeys(("VictimCost", "add_cost", "idle_victim", "lost_work", "total_cost", "victim_cost",
+                     "victim_order_key", "victim_tier"), "victims"),
+    **dict.fromkeys(("Room", "fits_on_gpu", "gpu_room", "has_room", "node_gpus_room", "node_room", "per_gpu"),
+                    "fits"),
 }
 
 

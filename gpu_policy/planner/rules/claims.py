@@ -194,8 +194,8 @@ def _guarantee_credit(m: PlanProgram, st: Standing, acc: Accounts, q: str,
     if not largest:
         return credit
     terms, const = credit
-    cap = max(st.shares.fair[q], st.shares.guarantee[q])
-    before = rules.best_fill([j.total_gpus for j in acc.jobs[q] if j.is_running], cap)
+    share = max(st.shares.fair[q], st.shares.guarantee[q])
+    before = rules.best_fill([j.total_gpus for j in acc.jobs[q] if j.is_running], share)
     counted = m.var("guarantee_credit", 0, before)
     # guarantee_credit[q] <= credit[q] + largest[q],  and <= its credit before the plan
     m.add(affine({counted: 1, **{v: -a for v, a in terms.items()},

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from gpu_policy.composition import attachable, node_takes, uses_new_gpus
 from gpu_policy.model import Composable, Job, Node, Scenario
 from gpu_policy.plan import Composition, JobDecision
+from gpu_policy.planner.codes import gpu_count
 from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.program import Growth, PlanProgram
@@ -373,5 +374,5 @@ class Composer(RuleBase):
 
 
 def _size(job: Job) -> str:
-    one = f"{job.gpus:g} GPU" + ("" if job.gpus == 1 else "s")
+    one = gpu_count(job.gpus)
     return one if job.replicas == 1 else f"{job.replicas} x {one}"

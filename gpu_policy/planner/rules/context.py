@@ -36,9 +36,6 @@ class PlanContext:
     mix: WorkloadMix | None   # the workload mix packing prices placements for (None: no packing stage)
     composer: Composer
 
-    @cached_property
-    def jobs(self) -> dict[str, Job]:
-        return {j.name: j for j in self.scenario.jobs}
 
     @cached_property
     def accounts(self) -> Accounts:

@@ -21,7 +21,6 @@ import pulp
 
 from gpu_policy import placement
 from gpu_policy.model import Job, Node, Scenario
-from gpu_policy.planner import shapes  # the module, not its names: shapes imports the rules
 from gpu_policy.planner.codes import Reason, gpu_count
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase
@@ -60,7 +59,7 @@ def why_wait(job: Job, judged: Judged) -> Reason | None:
 def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> Reason | None:
     """Why no node of the cluster (`shapes.node_kinds` of its nodes, `cluster`) could ever
     run one replica, or None."""
-    shape = shapes.shape_of(job)
+    shape = shape_of(job)
     admitted = {k: c for k, c in kinds.items() if shape.admitted(k)}
     if not admitted:
         return Reason("NoNodeMatches", placement.unmet(job, cluster))
@@ -361,7 +360,7 @@ def _resource_row(m: PlanProgram, s: Scenario, nl: NodeLayout, n: str, stays: Ca
 
 def _add_room(m: PlanProgram, room: Room, kind: str) -> None:
     """A capacity row (`Room`) as a constraint over the program's variables."""
-    m.add(affine(room.terms(), room.held) <= room.capacity, kind)
+    m.add(room.constraint(), kind)
 
 
 def _telemetry_room(m: PlanProgram, n: str, i: int, slot, fresh: list, limits: GpuLimits) -> None:
@@ -502,6 +501,10 @@ class Room:
     def terms(self) -> dict[Hashable, float]:
         """The row's left side, with what grows the capacity moved over: <= capacity - held."""
         return {**self.use, **{v: -a for v, a in self.grows.items()}}
+
+    def constraint(self) -> pulp.LpConstraint:
+        """The row over a program's variables (the decisions are PuLP variables)."""
+        return affine(self.terms(), self.held) <= self.capacity
 
 
 def gpu_room(fractions: Mapping[Hashable, float], held: float = 0.0, opened: Hashable | None = None,

@@ -5,8 +5,8 @@ A `Rule` adds its variables and constraint rows (`rows`), declares its objective
 holds the rule's predicates and its reasons (`why_wait`, `why_preempt`: the reason writer,
 `gpu_policy.planner.reasons`, asks them in the order of its `WAIT_RULES` and
 `PREEMPT_RULES`); the greedy scope ranks victims by the victims rule's own cost
-(`rules.victim_cost`). The program builder (`build`) calls every rule's rows in the order of the rules (`rules.order.RULES`), then
-builds the stages family by family in `STAGE_ORDER`: the order of the objectives is
+(`rules.victim_cost`). The program builder (`build`) calls every rule's rows in the order of
+the rules (`rules.order.in_order`), then builds the stages family by family in `STAGE_ORDER`: the order of the objectives is
 declared here, once, and no rule needs to know where another's stages go.
 """
 

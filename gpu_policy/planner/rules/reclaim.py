@@ -274,14 +274,14 @@ def _giver(m: PlanProgram, st: Standing, q: str, cross: dict, const: float, larg
         for _, receives in rcv.values():
             # a queue does not give and receive in one plan
             m.add(affine({on: 1, receives: 1}) <= 1, "gives_or_receives")
-        floor = rules.floor(st.shares, q, tier)
-        slack = big + abs(st.held[q] - floor) + rules.STRICT
+        floor_q = floor(st.shares, q, tier)
+        slack = big + abs(st.held[q] - floor_q) + rules.STRICT
         terms = dict(cross)
         for size, z in largest.items():
             terms[z] = terms.get(z, 0) - size
         terms[on] = slack
         # cross[q] - largest[q] <= held[q] - floor[q,t] - strict + slack * (1 - gives[q,t])
-        m.add(affine(terms, const) <= st.held[q] - floor - rules.STRICT + slack, "floor")
+        m.add(affine(terms, const) <= st.held[q] - floor_q - rules.STRICT + slack, "floor")
     # cross[q] = sum over tiers of given[q,t]
     m.add(affine({**cross, **total}, const) == 0, "given")
     return parts

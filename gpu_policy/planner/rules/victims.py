@@ -1,8 +1,9 @@
 """Which victim goes first: the one order every part of the planner uses, and the program's
 preemption stages. A victim's cost (`victim_cost`) is its tier, then the work it loses in
 whole GPU-minutes; the program has one preemption stage per tier (`preemption_stages`,
-costing each victim by `victim_costs`) and the greedy scope ranks candidate nodes by
-`total_cost`, all built on `victim_cost`."""
+costing each victim by `victim_costs`) and the greedy scope ranks candidate nodes by the
+`total_cost` of their victims (built one victim at a time with `add_cost`), all built on
+`victim_cost`."""
 
 from __future__ import annotations
 

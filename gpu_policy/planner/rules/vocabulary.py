@@ -70,6 +70,10 @@ class QueueTree:
         kids = self.children[name]
         return [name] if not kids else [leaf for kid in kids for leaf in self.leaves_under(kid)]
 
+    def rolled_up(self, leaf: dict[str, float]) -> dict[str, float]:
+        """Per entity, the sum of a per-queue amount over the queues under it."""
+        return {name: sum(leaf.get(x, 0.0) for x in self.leaves_under(name)) for name in self.parent}
+
     def judged(self, receiver: str, giver: str) -> tuple[list[str], list[str]]:
         """The department walk of a reclaim from queue `giver` to queue `receiver`.
 

@@ -26,7 +26,7 @@ import math
 
 from gpu_policy.sim.teams.cluster import best_fit, give_back, take
 from gpu_policy.sim.teams.engine import Decision, RoundView, SimJob
-from gpu_policy.sim.teams.shares import team_fair_shares
+from gpu_policy.sim.teams.shares import team_shares
 from gpu_policy.sim.teams.trace import GPUS_PER_NODE
 
 
@@ -43,7 +43,7 @@ class KaiLikePolicy:
         demand = dict(held)
         for job in view.waiting:
             demand[job.team] += job.gpus
-        fair = team_fair_shares(view.quotas, demand, view.gpus)
+        fair = team_shares(view.quotas, demand, view.gpus).fair
         decision = Decision()
         left = self._allocate(view, held, fair, decision)
         left = self._consolidate(view, left, decision)

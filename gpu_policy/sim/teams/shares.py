@@ -20,11 +20,6 @@ def team_shares(quotas: Mapping[str, int], demand: Mapping[str, float], capacity
     return rules.Shares.of(scenario, fair_shares(scenario, capacity=capacity))
 
 
-def team_fair_shares(quotas: Mapping[str, int], demand: Mapping[str, float], capacity: int) -> dict[str, int]:
-    """Fair share of each team (`team_shares`)."""
-    return team_shares(quotas, demand, capacity).fair
-
-
 def owed_teams(shares: rules.Shares, held: Mapping[str, int], waiting: Iterable[tuple[str, int]]) -> set[str]:
     """Teams below their guarantee, counted in whole jobs: one of their waiting jobs (team,
     GPUs) would keep the team within its guarantee (`shares`, judged on a demand that counts
