@@ -2,9 +2,11 @@
 one deadline, and never without an answer.
 
 HiGHS's cost is per solve, not per variable, so stages are settled in as few solves as can be
-proven to keep the order: a stage whose floor (`Floors`: its lowest value over the variables'
-bounds and unit rows) the solution before it already attains is optimal without a solve, and
-stages are merged into one weighted solve where `merged_stages` proves the weights keep the
+proven to keep the order: before the first solve, the leading stages whose floor (`Floors`:
+their lowest value over the variables' bounds and unit rows) is at least 0 are bounded at it
+and the next stage solved, which proves them optimal if it finds a solution (else the bounds
+are dropped: `_Run._at_floors`); a stage whose floor the solution before it already attains
+is optimal without a solve; and stages are merged into one weighted solve where `merged_stages` proves the weights keep the
 order. Each stage's entry in the report says how it was settled (`settled`).
 
 Every stage has a feasible solution to fall back on: the do-nothing plan (keep every
@@ -127,6 +129,10 @@ class _Run:
         """Settle stage i, and the stages merged with it; returns the next stage to settle."""
         name, objective = self.m.stages[i]
         self.driver.hold(self.m.held.get(name, ()), False)
+        if not self.solved_any and self.floors is not None and self.driver.bounds_first:
+            after = self._at_floors(i, deadline, clock)
+            if after is not None:
+                return after
         if self.solved_any and self.floors is not None:
             value = self.driver.value(objective)
             if value <= _slack(self.floors.floor(i)):  # the solution before attains its floor
@@ -135,9 +141,45 @@ class _Run:
         group = merged_stages(self.m.stages, self.m.held, self.floors, i)
         t0 = clock()
         found = self.driver.solve(group.objective(self.m.stages), deadline - clock())
-        seconds = clock() - t0
+        return self._settle(i, group, found, clock() - t0, clock() >= deadline)
+
+    def _at_floors(self, i: int, deadline: float, clock) -> int | None:
+        """Before any solve: bound the leading stages (i to k - 1: a floor of at least 0, no
+        variables held until them) at their floors and solve stage k. A solution proves each
+        of them optimal, since a floor is a lower bound: the rows are those solving them one
+        by one would have added. None where there are none to bound, or the bounds leave no
+        solution (they are dropped, and the stages are solved as usual). Stages whose floor is
+        below 0 are not bounded: such a floor is the relaxation's (reclaim options shared by a
+        node's victims) and seldom attained, and a failed guess costs a solve."""
+        k = i
+        while (k + 1 < len(self.m.stages) and 0 <= self.floors.floor(k) < math.inf
+               and not self.m.held.get(self.m.stages[k + 1][0])):
+            k += 1
+        if k == i:
+            return None
+        for j in range(i, k):
+            self.driver.keep_at_most(self.m.stages[j][1], _slack(self.floors.floor(j)))
+        self.driver.hold(self.m.held.get(self.m.stages[k][0], ()), False)
+        group = merged_stages(self.m.stages, self.m.held, self.floors, k)
+        t0 = clock()
+        found = self.driver.solve(group.objective(self.m.stages), deadline - clock(), retry=False)
+        if found.value is None:
+            self.driver.drop_rows(k - i)
+            if clock() >= deadline:
+                self._unsolved(i, found, clock() - t0, True)
+                return i + 1
+            return None
+        for j in range(i, k):
+            self.settled[j] = {"name": self.m.stages[j][0], "status": OPTIMAL,
+                               "settled": f"at its floor (proved by {self.m.stages[k][0]})",
+                               "objective": round(self.driver.value(self.m.stages[j][1]), 9)}
+        return self._settle(k, group, found, clock() - t0, clock() >= deadline)
+
+    def _settle(self, i: int, group: Group, found: StageOutcome, seconds: float, timed_out: bool) -> int:
+        """Keep what the solve of stage i (with the stages merged into it) found."""
+        name = self.m.stages[i][0]
         if found.value is None or found.status != OPTIMAL:
-            self._unsolved(i, found, seconds, clock() >= deadline)
+            self._unsolved(i, found, seconds, timed_out)
             return i + 1
         self.solved_any = True
         for j in range(i, group.stop):
@@ -339,6 +381,7 @@ class _Highs:
     """HiGHS in-process, one model for every stage."""
 
     name = "HiGHS"
+    bounds_first = True  # `_Run._at_floors`: a wrong guess costs a quick infeasible solve
 
     def __init__(self, m: Program, cfg: PlannerConfig):
         import highspy
@@ -381,7 +424,8 @@ class _Highs:
         items = [(self.index[v.name], a) for v, a in expr.items() if a and v.name in self.index]
         return np.array([i for i, _ in items], np.int32), np.array([a for _, a in items], dtype=float)
 
-    def solve(self, objective, seconds: float) -> StageOutcome:
+    def solve(self, objective, seconds: float, retry: bool = True) -> StageOutcome:
+        """`retry`: solve again without presolve where HiGHS calls the stage infeasible."""
         n = len(self.columns)
         costs = np.zeros(n)
         idx, vals = self._row(objective)
@@ -390,7 +434,7 @@ class _Highs:
         began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
         self.h.run()
-        if self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
+        if retry and self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
             # Keeping every running job is feasible, and each stage's bound keeps the last
             # solution feasible: "infeasible" is presolve's mistake (HiGHS 1.16 made it on
             # tests/planner/data/highs-presolve-infeasible.yaml). Solve again without it.
@@ -417,6 +461,11 @@ class _Highs:
     def keep_at_most(self, objective, bound: float) -> None:
         idx, vals = self._row(objective)
         self.h.addRow(-self.highspy.kHighsInf, bound - objective.constant, len(idx), idx, vals)
+
+    def drop_rows(self, count: int) -> None:
+        """Take back the last `count` bounds `keep_at_most` added."""
+        rows = self.h.getNumRow()
+        self.h.deleteRows(count, np.arange(rows - count, rows, dtype=np.int32))
 
     def hold(self, variables, at_zero: bool) -> None:
         """Fix `variables` at 0 (`at_zero`), or give them their own bounds back."""
@@ -454,9 +503,12 @@ def _quiet_highs(highspy):
 
 
 class _Cbc:
-    """CBC, bundled with PuLP: a process per stage, each starting from the last solution."""
+    """CBC, bundled with PuLP: a process per stage, each starting from the last solution. It
+    does not bound the leading stages at their floors first: a wrong guess costs a process,
+    and PuLP 3 has no way but a deprecated one to take a row back."""
 
     name = "PULP_CBC_CMD"
+    bounds_first = False
 
     def __init__(self, m: Program, cfg: PlannerConfig):
         self.m, self.cfg = m, cfg

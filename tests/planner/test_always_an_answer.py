@@ -86,7 +86,7 @@ def test_a_stage_without_a_solution_keeps_the_last_one(monkeypatch, runs_out):
 
     from tests.planner.random_clusters import random_scenario
 
-    def nothing(self, objective, seconds):
+    def nothing(self, objective, seconds, retry=True):
         if runs_out:
             time.sleep(seconds)
         return solve.StageOutcome("no solution", None)

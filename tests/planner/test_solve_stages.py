@@ -33,6 +33,9 @@ def _two_goals() -> tuple[Program, pulp.LpVariable, pulp.LpVariable]:
 @pytest.mark.parametrize("solver", ["highs", "cbc"])
 def test_a_weighted_merge_keeps_the_order(solver):
     m, x, y = _two_goals()
+    z = pulp.LpVariable("z", 0, 1, "Binary")
+    m.prob += affine({z: 1}) <= 0.5, "z_small"  # z = 0, so the first stage ends above its floor, -1.5:
+    m.stages[0] = ("first", affine({x: -1, z: -1}))  # bounding it there finds nothing, and it is solved
     report = solve.solve_stages(m, PlannerConfig(solver=solver))
     assert (x.varValue, y.varValue) == (1, 0)
     assert [(s["name"], s["settled"]) for s in report.stages] == [("first", "solved"), ("then", "merged into first")]
@@ -65,17 +68,33 @@ def test_a_held_stage_is_never_merged_into_the_one_before():
 
 def test_a_stage_whose_floor_is_met_is_not_solved():
     """keep + move <= 1: "preempted" = 1 - keep - move has floor 0 (not -1), which the first
-    stage's solution (keep) already meets."""
+    stage's solution (move: short ends above its own floor, so it is solved) already meets."""
     keep, move = pulp.LpVariable("keep", 0, 1, "Binary"), pulp.LpVariable("move", 0, 1, "Binary")
     short = pulp.LpVariable("short", 0)
     m = _program(("short", affine({short: 1})), ("preempted", affine({keep: -1, move: -1}, 1.0)))
     m.prob += affine({keep: 1, move: 1}) <= 1, "once"
-    m.prob += affine({short: 1, keep: 2}) >= 2, "short"
+    m.prob += affine({short: 1, move: 2}) >= 3, "short"  # short ends at 1, above its floor (0): solved
+    m.prob += affine({keep: 1}) <= 0.5, "keep_small"  # keep = 0
     floors = solve.Floors(m.prob, m.stages)
     assert (floors.floor(1), floors.span(1)) == (0.0, 1.0)
     report = solve.solve_stages(m, PlannerConfig())
     assert report.stages[1]["settled"] == "floor met by the solution before it"
-    assert report.stages[1]["objective"] == 0 and keep.varValue == 1
+    assert report.stages[1]["objective"] == 0 and (keep.varValue, move.varValue) == (0, 1)
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_leading_stages_at_their_floors_are_proved_by_the_next_solve(solver):
+    """Before anything is solved, the leading stages are bounded at their floors and the next
+    stage solved: its solution proves them optimal (a floor is a lower bound). CBC solves
+    them one by one."""
+    m, x, y = _two_goals()
+    m.stages[0] = ("first", affine({x: -1}, 1.0))  # x not chosen: floor 0 (a floor below 0 is not tried)
+    report = solve.solve_stages(m, PlannerConfig(solver=solver))
+    assert (x.varValue, y.varValue) == (1, 0)
+    settled = [("first", "at its floor (proved by then)"), ("then", "solved")] if solver == "highs" else [
+        ("first", "solved"), ("then", "merged into first")]
+    assert [(s["name"], s["settled"]) for s in report.stages] == settled
+    assert report.stages[0]["objective"] == 0
 
 
 def test_a_stage_off_the_lattice_is_not_merged():
