@@ -6,8 +6,8 @@ proven to keep the order: before the first solve, the leading stages whose floor
 their lowest value over the variables' bounds and unit rows) is at least 0 are bounded at it
 and the next stage solved, which proves them optimal if it finds a solution (else the bounds
 are dropped: `_Run._at_floors`); a stage whose floor the solution before it already attains
-is optimal without a solve; and stages are merged into one weighted solve where `merged_stages` proves the weights keep the
-order. Each stage's entry in the report says how it was settled (`settled`).
+is optimal without a solve; and stages are merged into one weighted solve where
+`merged_stages` proves the weights keep the order. Each stage's entry in the report says how it was settled (`settled`).
 
 Every stage has a feasible solution to fall back on: the do-nothing plan (keep every
 running job, start nothing) before the first, the previous stage's solution, which the
@@ -169,10 +169,8 @@ class _Run:
                 self._unsolved(i, found, clock() - t0, True)
                 return i + 1
             return None
-        for j in range(i, k):
-            self.settled[j] = {"name": self.m.stages[j][0], "status": OPTIMAL,
-                               "settled": f"at its floor (proved by {self.m.stages[k][0]})",
-                               "objective": round(self.driver.value(self.m.stages[j][1]), 9)}
+        for j in range(i, k):  # their bounds are in already
+            self._entry(j, self.driver.value(self.m.stages[j][1]), f"at its floor (proved by {self.m.stages[k][0]})")
         return self._settle(k, group, found, clock() - t0, clock() >= deadline)
 
     def _settle(self, i: int, group: Group, found: StageOutcome, seconds: float, timed_out: bool) -> int:
@@ -189,12 +187,15 @@ class _Run:
 
     def _keep(self, j: int, value: float, how: str, seconds: float | None = None) -> None:
         """Stage j is settled at `value`: its entry, and its bound for the stages after it."""
-        name, objective = self.m.stages[j]
-        entry = {"name": name, "status": OPTIMAL, "settled": how}
+        self._entry(j, value, how, seconds)
+        self.driver.keep_at_most(self.m.stages[j][1], _slack(value))
+
+    def _entry(self, j: int, value: float, how: str, seconds: float | None = None) -> None:
+        """Stage j's entry in the report: settled at `value`, `how`."""
+        entry = {"name": self.m.stages[j][0], "status": OPTIMAL, "settled": how}
         if seconds is not None:
             entry["seconds"] = round(seconds, 4)
         self.settled[j] = {**entry, "objective": round(value, 9)}
-        self.driver.keep_at_most(objective, _slack(value))
 
     def _unsolved(self, i: int, found: StageOutcome, seconds: float, timed_out: bool) -> None:
         """Stage i's solve was cut off or found nothing: keep what it found, skip the rest."""
@@ -308,7 +309,8 @@ class Floors:
     variables' bounds and the program's unit rows (sum of variables <= b, every coefficient 1,
     every variable >= 0: keep + move <= 1, one option per node): a job's "preempted"
     (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit row at most
-    (its longest), so the floor is that of a relaxation of the program: a true lower bound. Also each stage's `lattice_step` (`step`), for `merged_stages`."""
+    (its longest), so the floor is that of a relaxation of the program: a true lower bound.
+    Also each stage's `lattice_step` (`step`), for `merged_stages`."""
 
     def __init__(self, prob: pulp.LpProblem, stages: list):
         rows = [row for row in map(_unit_row, prob.constraints()) if row is not None]
