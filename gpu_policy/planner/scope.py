@@ -72,7 +72,8 @@ def _legal_victims(s: Scenario, waiting: list[Job], givers: dict[str, set[str]])
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
-    return [j for j in s.jobs if j.is_running and _may_be_victim(j, top.get(j.queue), givers)]
+    giving = set().union(*givers.values())
+    return [j for j in s.jobs if j.running and _may_be_victim(j, top.get(j.queue), giving)]
 
 
 def _fraction_items(jobs: list[Job]) -> int:
@@ -90,13 +91,13 @@ def _givers(st: Standing, waiting: list[Job]) -> dict[str, set[str]]:
             for r, gpus in smallest.items()}
 
 
-def _may_be_victim(job: Job, top: Job | None, givers: dict[str, set[str]]) -> bool:
-    """Could the rules ever let `job` go: for another queue, or for `top`, the
-    highest-priority waiting job of its own queue?"""
+def _may_be_victim(job: Job, top: Job | None, giving: set[str]) -> bool:
+    """Could the rules ever let `job` go: for another queue (its queue is among the
+    `giving`, those some queue may reclaim from), or for `top`, the highest-priority waiting
+    job of its own queue?"""
     if not job.is_preemptible:
         return False
-    return any(job.queue in mine for mine in givers.values()) or (
-        top is not None and rules.may_preempt_inside(job, top))
+    return job.queue in giving or (top is not None and rules.may_preempt_inside(job, top))
 
 
 def _fraction_gpus(layout: Layout, nodes: list[str], items: int, victims: list[Job], movers: list[Job]
@@ -310,8 +311,8 @@ class _GreedyPass:
         order = [n.name for n in self.s.nodes if n.name in detailed]
         cuts = {n.name: cut for n in self.s.nodes if n.name in self.used_for_reclaim and n.name not in detailed
                 and (cut := self.rankings.cut(n.name))}
-        victims = [j for j in self.legal if set(j.running) <= detailed]
-        movers = [j for j in self.movable if set(j.running) <= detailed]
+        victims = [j for j in self.legal if detailed.issuperset(j.running)]
+        movers = [j for j in self.movable if detailed.issuperset(j.running)]
         return Scope(False, order, self._pools(detailed, cuts), victims, movers, self.waiting,
                      self._chosen_fraction_gpus(order, victims, movers), self.givers, cuts)
 
@@ -369,33 +370,31 @@ def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job
 
 def _close_over_gangs(legal: list[Job], movable: list[Job], detailed: set[str]) -> None:
     """A candidate with replicas on several nodes frees GPUs on all of them: detail them all."""
+    gangs = [nodes for j in legal + movable if len(j.running) > 1 and len(nodes := set(j.running)) > 1]
     changed = True
     while changed:
         changed = False
-        for j in legal + movable:
-            if len(set(j.running)) > 1 and set(j.running) & detailed and not set(j.running) <= detailed:
-                detailed.update(j.running)
+        for nodes in gangs:
+            if not nodes.isdisjoint(detailed) and not nodes <= detailed:
+                detailed.update(nodes)
                 changed = True
 
 
 class _ReclaimRankings:
     """Per node, the legal victims sorted cheapest first; per (victim set, size), the nodes
-    where they free a block of that size, cheapest first. Built once, then looked up."""
+    where they free a block of that size, cheapest first. Built once, then looked up; a
+    node's victims are found, costed and sorted only once a lookup needs them."""
 
     def __init__(self, layout: Layout, free: dict[str, int], legal: list[Job], cfg: PlannerConfig, idle: set[str]):
         """`free`: each node's free GPUs; `idle`: the legal victims that are idle jobs of
         queues above their share (rules.idle_victim)."""
-        self.free = free
-        jobs = {j.name: j for j in legal}
-        held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for n, nl in layout.nodes.items():
-            for i, slot in enumerate(nl.slots):
-                if slot.whole in jobs and nl.healthy(i):
-                    held[n][slot.whole] += 1
-        self.cost = {j.name: rules.victim_cost(j, cfg.default_checkpoint_age_s, j.name in idle) for j in legal}
-        self.on_node = {n: sorted(((jobs[v], g) for v, g in mine.items()),
-                                  key=lambda x: rules.victim_order_key(x[0], self.cost[x[0].name]))
-                        for n, mine in held.items()}
+        self.layout, self.free, self.idle, self.default_age_s = layout, free, idle, cfg.default_checkpoint_age_s
+        self.jobs = {j.name: j for j in legal}
+        self.alike: dict[tuple, list[Job]] = defaultdict(list)  # `_legality` -> the victims alike in it
+        for j in legal:
+            self.alike[_legality(j)].append(j)
+        self.cost: dict[str, rules.VictimCost] = {}
+        self.on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
         self.cursor: dict[tuple, int] = {}
@@ -404,13 +403,34 @@ class _ReclaimRankings:
     def _legal(victim: Job, job: Job, givers: set[str]) -> bool:
         return victim.queue in givers or rules.may_preempt_inside(victim, job)
 
+    def held(self, node: str) -> dict[str, int]:
+        """The node's victims and the healthy GPUs each holds whole there."""
+        if node not in self.on:
+            nl, mine = self.layout.nodes[node], {}
+            for i, slot in enumerate(nl.slots):
+                if slot.whole in self.jobs and nl.healthy(i):
+                    mine[slot.whole] = mine.get(slot.whole, 0) + 1
+            self.on[node] = mine
+        return self.on[node]
+
+    def in_order(self, node: str, legal=lambda v: True) -> list[tuple[Job, int]]:
+        """The node's victims that `legal` admits and the GPUs each holds there, in the order
+        they go (rules.victim_order_key)."""
+        mine = [(self.jobs[v], g) for v, g in self.held(node).items() if legal(self.jobs[v])]
+        return sorted(mine, key=lambda x: rules.victim_order_key(x[0], self._cost(x[0])))
+
+    def _cost(self, victim: Job) -> rules.VictimCost:
+        if victim.name not in self.cost:
+            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, victim.name in self.idle)
+        return self.cost[victim.name]
+
     def cut(self, node: str) -> list[Job]:
         """The node's victims of one replica, in the order they go (rules.victim_order_key)."""
-        return [v for v, _ in self.on_node.get(node, ()) if len(v.running) == 1]
+        return [v for v, _ in self.in_order(node) if len(v.running) == 1]
 
     def holds_gang(self, node: str) -> bool:
         """Whether a victim on the node has several replicas (which `cut` leaves out)."""
-        return any(len(v.running) > 1 for v, _ in self.on_node.get(node, ()))
+        return any(len(self.jobs[v].running) > 1 for v in self.held(node))
 
     def freed(self, node: str, job: Job, givers: set[str]) -> int:
         return sum(g for _, g in self.victims(job, givers).get(node, ()))
@@ -421,11 +441,15 @@ class _ReclaimRankings:
         return (frozenset(givers), job.queue, job.priority)
 
     def victims(self, job: Job, givers: set[str]) -> dict[str, list[tuple[Job, int]]]:
-        """Per node, the victims legal for `job` and the GPUs each holds there."""
+        """Per node (in cluster order), the victims legal for `job` and the GPUs each holds
+        there. Only the nodes running victims of a `_legality` that `_legal` admits for
+        `job` are looked at: one victim judged for all alike."""
         key = self.key(job, givers)
         if key not in self.legal_on_node:
-            self.legal_on_node[key] = {n: legal for n, mine in self.on_node.items()
-                                       if (legal := [(v, g) for v, g in mine if self._legal(v, job, givers)])}
+            looked_at = {n for alike in self.alike.values() if self._legal(alike[0], job, givers)
+                         for v in alike for n in v.running}
+            self.legal_on_node[key] = {n: legal for n in self.layout.nodes if n in looked_at
+                                       if (legal := self.in_order(n, lambda v: self._legal(v, job, givers)))}
         return self.legal_on_node[key]
 
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
@@ -460,7 +484,13 @@ class _ReclaimRankings:
             have, cost = self.free[node], ()
             for v, g in mine:
                 before, have = have, have + g
-                cost = rules.add_cost(cost, self.cost[v.name])
+                cost = rules.add_cost(cost, self._cost(v))
                 for size in range(before + 1, have + 1):
                     ranked[size].append((cost, node))
         return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
+
+
+def _legality(victim: Job) -> tuple[str, int, bool]:
+    """What `_ReclaimRankings._legal` judges of a victim: its queue, its priority and whether
+    it is preemptible (victims alike in these are legal for the same jobs)."""
+    return (victim.queue, victim.priority, victim.is_preemptible)
