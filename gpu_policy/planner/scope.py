@@ -62,7 +62,8 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
         return Scope(True, names, {}, legal, movable, waiting, gpus, givers)
-    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
+    idle = {j.name for j in legal if j.name in limits.idle_jobs  # only a job DCGM saw idle may be
+            and rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
     return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
 
 
@@ -361,11 +362,13 @@ def _take(spare: dict[str, float], job: Job, sign: int = 1) -> None:
 
 def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job]) -> dict[str, bool]:
     """Nodes whose free CPUs and memory hold any mix of waiting whole-GPU jobs that fits
-    their free GPUs: only their GPUs need counting."""
+    their free GPUs: only their GPUs need counting. A node that declares neither (`spare`
+    empty) never runs short."""
     per_gpu = {r: max((((getattr(j, r) or 0) / j.gpus) for j in waiting if not j.is_fractional), default=0.0)
                for r in ("cpu", "memory_gib")}
-    return {n.name: all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
-                        for r in ("cpu", "memory_gib")) for n in s.nodes}
+    return {n.name: not spare[n.name] or all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
+                                             for r in ("cpu", "memory_gib"))
+            for n in s.nodes}
 
 
 def _close_over_gangs(legal: list[Job], movable: list[Job], detailed: set[str]) -> None:
@@ -413,10 +416,10 @@ class _ReclaimRankings:
             self.on[node] = mine
         return self.on[node]
 
-    def in_order(self, node: str, legal=lambda v: True) -> list[tuple[Job, int]]:
-        """The node's victims that `legal` admits and the GPUs each holds there, in the order
-        they go (rules.victim_order_key)."""
-        mine = [(self.jobs[v], g) for v, g in self.held(node).items() if legal(self.jobs[v])]
+    def in_order(self, node: str, admitted: set[str] | None = None) -> list[tuple[Job, int]]:
+        """The node's victims (those named in `admitted`; None: all) and the GPUs each holds
+        there, in the order they go (rules.victim_order_key)."""
+        mine = [(self.jobs[v], g) for v, g in self.held(node).items() if admitted is None or v in admitted]
         return sorted(mine, key=lambda x: rules.victim_order_key(x[0], self._cost(x[0])))
 
     def _cost(self, victim: Job) -> rules.VictimCost:
@@ -442,14 +445,15 @@ class _ReclaimRankings:
 
     def victims(self, job: Job, givers: set[str]) -> dict[str, list[tuple[Job, int]]]:
         """Per node (in cluster order), the victims legal for `job` and the GPUs each holds
-        there. Only the nodes running victims of a `_legality` that `_legal` admits for
-        `job` are looked at: one victim judged for all alike."""
+        there. Victims alike in `_legality` are judged by one of them (`_legal`), and only
+        the nodes running a victim judged legal are looked at."""
         key = self.key(job, givers)
         if key not in self.legal_on_node:
-            looked_at = {n for alike in self.alike.values() if self._legal(alike[0], job, givers)
-                         for v in alike for n in v.running}
-            self.legal_on_node[key] = {n: legal for n in self.layout.nodes if n in looked_at
-                                       if (legal := self.in_order(n, lambda v: self._legal(v, job, givers)))}
+            legal = [v for alike in self.alike.values() if self._legal(alike[0], job, givers) for v in alike]
+            admitted = {v.name for v in legal}
+            looked_at = {n for v in legal for n in v.running}
+            self.legal_on_node[key] = {n: mine for n in self.layout.nodes if n in looked_at
+                                       if (mine := self.in_order(n, admitted))}
         return self.legal_on_node[key]
 
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
@@ -490,7 +494,8 @@ class _ReclaimRankings:
         return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
 
 
-def _legality(victim: Job) -> tuple[str, int, bool]:
+def _legality(job: Job) -> tuple[str, int, bool]:
     """What `_ReclaimRankings._legal` judges of a victim: its queue, its priority and whether
-    it is preemptible (victims alike in these are legal for the same jobs)."""
-    return (victim.queue, victim.priority, victim.is_preemptible)
+    it is preemptible. Victims alike in these are legal for the same jobs, so one judged
+    stands for all."""
+    return (job.queue, job.priority, job.is_preemptible)
