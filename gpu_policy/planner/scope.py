@@ -56,8 +56,9 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     """`waiting`: the jobs that could ever start, in start order (rules.start_order);
     `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
-    legal = _legal_victims(s, waiting, givers)
-    movable = [j for j in s.jobs if j.is_running and j.is_preemptible] if cfg.max_moves > 0 and waiting else []
+    running = [j for j in s.jobs if j.is_running]
+    legal = _legal_victims(running, waiting, givers)
+    movable = [j for j in running if j.is_preemptible] if cfg.max_moves > 0 and waiting else []
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
@@ -67,14 +68,14 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
 
 
-def _legal_victims(s: Scenario, waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
-    """The running jobs the rules could ever let go (`_may_be_victim`)."""
+def _legal_victims(running: list[Job], waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
+    """The `running` jobs the rules could ever let go (`_may_be_victim`)."""
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
     giving = set().union(*givers.values())
-    return [j for j in s.jobs if j.running and _may_be_victim(j, top.get(j.queue), giving)]
+    return [j for j in running if _may_be_victim(j, top.get(j.queue), giving)]
 
 
 def _fraction_items(jobs: list[Job]) -> int:
