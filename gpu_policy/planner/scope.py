@@ -398,24 +398,27 @@ class _ReclaimRankings:
         for j in legal:
             self.alike[_legality(j)].append(j)
         self.cost: dict[str, rules.VictimCost] = {}
-        self.on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
+        self.held_on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
         self.cursor: dict[tuple, int] = {}
 
     @staticmethod
     def _legal(victim: Job, job: Job, givers: set[str]) -> bool:
+        """Whether `job` may take `victim`'s GPUs: its queue may reclaim from the victim's
+        (`givers`), or it is of the victim's queue with a higher priority. It judges nothing
+        of the victim but its `_legality`."""
         return victim.queue in givers or rules.may_preempt_inside(victim, job)
 
     def held(self, node: str) -> dict[str, int]:
         """The node's victims and the healthy GPUs each holds whole there."""
-        if node not in self.on:
+        if node not in self.held_on:
             nl, mine = self.layout.nodes[node], {}
             for i, slot in enumerate(nl.slots):
                 if slot.whole in self.jobs and nl.healthy(i):
                     mine[slot.whole] = mine.get(slot.whole, 0) + 1
-            self.on[node] = mine
-        return self.on[node]
+            self.held_on[node] = mine
+        return self.held_on[node]
 
     def in_order(self, node: str, admitted: set[str] | None = None) -> list[tuple[Job, int]]:
         """The node's victims (those named in `admitted`; None: all) and the GPUs each holds
