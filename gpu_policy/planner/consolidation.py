@@ -54,16 +54,23 @@ def _room(index, excluded: set[str]) -> int:
     return max((f for (_, f), nodes in index.buckets.items() if any(n not in excluded for n in nodes)), default=0)
 
 
+def _by_node(movable: list[Job]) -> dict[str, list[Job]]:
+    """The movers of each node: running whole-GPU jobs of one replica that may move."""
+    out: dict[str, list[Job]] = defaultdict(list)
+    for job in movable:
+        if job.replicas == 1 and not job.is_fractional:
+            out[job.running[0]].append(job)
+    return out
+
+
 class Consolidations:
     """Cheapest consolidation nodes, looked up against the greedy pass's free GPUs (an
     index with `free`, `model` and `buckets[(model, free)]`, `best_fit` and `allows`, which
     says whether a shape's placement constraints admit a node)."""
 
     def __init__(self, movable: list[Job], cfg: PlannerConfig):
-        self.running_on: dict[str, list[Job]] = defaultdict(list)  # node -> its movers, in no order
-        for job in movable:
-            if job.replicas == 1 and not job.is_fractional:
-                self.running_on[job.running[0]].append(job)
+        self.movable = movable
+        self.running_on: dict[str, list[Job]] | None = None  # node -> its movers, in no order, once a search visits one
         self.default_age_s = cfg.default_checkpoint_age_s
         self.ranked: dict[str, list[Job]] = {}  # node -> its cheapest movers, once asked for
         self.lost: dict[str, float] = {}  # mover -> the work moving it loses, for the nodes ranked
@@ -80,6 +87,8 @@ class Consolidations:
         """The node's movers the search combines: the `_MOST_MOVERS_PER_NODE` smallest, then
         those losing least work (ranked when a search first visits the node)."""
         if node not in self.ranked:
+            if self.running_on is None:
+                self.running_on = _by_node(self.movable)
             mine = self.running_on.get(node, [])
             for j in mine:
                 self.lost[j.name] = rules.lost_work(j, self.default_age_s)

@@ -131,9 +131,9 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
     fit (and that their queue admits: not in `refused`), and the order the planner tries to
     start them in."""
     tree = rules.QueueTree.of(s)
+    running = [j for j in s.jobs if j.is_running]
     st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running}),
-                  held(s, tree, {j.name for j in s.jobs if j.is_running and not j.is_preemptible}))
+                  held(tree, running), held(tree, [j for j in running if not j.is_preemptible]))
     waiting = [j for j in s.jobs if not j.is_running and j.name not in refused and never_fits(j, kinds, s.nodes) is None]
     return st, waiting, rules.start_order(tree, st.shares, st.held, waiting)
 
@@ -165,10 +165,10 @@ def _reserve(cfg: PlannerConfig, s: Scenario) -> float:
     return min(0.5 * cfg.time_limit_s, 0.02 + 2.5e-5 * len(s.jobs))
 
 
-def held(s: Scenario, tree: rules.QueueTree, running: set[str]) -> dict[str, float]:
-    """GPUs each queue and department holds when the `running` jobs run."""
+def held(tree: rules.QueueTree, running: list[Job]) -> dict[str, float]:
+    """GPUs each queue and department holds when the `running` jobs run (summed in the
+    order given: the scenario's)."""
     leaf: dict[str, float] = defaultdict(float)
-    for job in s.jobs:
-        if job.name in running:
-            leaf[job.queue] += job.total_gpus
+    for job in running:
+        leaf[job.queue] += job.total_gpus
     return tree.rolled_up(leaf)

@@ -56,23 +56,26 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     """`waiting`: the jobs that could ever start, in start order (rules.start_order);
     `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
-    legal = _legal_victims(s, waiting, givers)
-    movable = [j for j in s.jobs if j.is_running and j.is_preemptible] if cfg.max_moves > 0 and waiting else []
+    running = [j for j in s.jobs if j.is_running]
+    legal = _legal_victims(running, waiting, givers)
+    movable = [j for j in running if j.is_preemptible] if cfg.max_moves > 0 and waiting else []
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
         return Scope(True, names, {}, legal, movable, waiting, gpus, givers)
-    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
+    idle = {j.name for j in legal if j.name in limits.idle_jobs  # only a job DCGM saw idle may be
+            and rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
     return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
 
 
-def _legal_victims(s: Scenario, waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
-    """The running jobs the rules could ever let go (`_may_be_victim`)."""
+def _legal_victims(running: list[Job], waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
+    """The `running` jobs the rules could ever let go (`_may_be_victim`)."""
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
-    return [j for j in s.jobs if j.is_running and _may_be_victim(j, top.get(j.queue), givers)]
+    giving = set().union(*givers.values())
+    return [j for j in running if _may_be_victim(j, top.get(j.queue), giving)]
 
 
 def _fraction_items(jobs: list[Job]) -> int:
@@ -90,13 +93,13 @@ def _givers(st: Standing, waiting: list[Job]) -> dict[str, set[str]]:
             for r, gpus in smallest.items()}
 
 
-def _may_be_victim(job: Job, top: Job | None, givers: dict[str, set[str]]) -> bool:
-    """Could the rules ever let `job` go: for another queue, or for `top`, the
-    highest-priority waiting job of its own queue?"""
+def _may_be_victim(job: Job, top: Job | None, giving: set[str]) -> bool:
+    """Could the rules ever let `job` go: for another queue (its queue is among the
+    `giving`, those some queue may reclaim from), or for `top`, the highest-priority waiting
+    job of its own queue?"""
     if not job.is_preemptible:
         return False
-    return any(job.queue in mine for mine in givers.values()) or (
-        top is not None and rules.may_preempt_inside(job, top))
+    return job.queue in giving or (top is not None and rules.may_preempt_inside(job, top))
 
 
 def _fraction_gpus(layout: Layout, nodes: list[str], items: int, victims: list[Job], movers: list[Job]
@@ -310,8 +313,8 @@ class _GreedyPass:
         order = [n.name for n in self.s.nodes if n.name in detailed]
         cuts = {n.name: cut for n in self.s.nodes if n.name in self.used_for_reclaim and n.name not in detailed
                 and (cut := self.rankings.cut(n.name))}
-        victims = [j for j in self.legal if set(j.running) <= detailed]
-        movers = [j for j in self.movable if set(j.running) <= detailed]
+        victims = [j for j in self.legal if detailed.issuperset(j.running)]
+        movers = [j for j in self.movable if detailed.issuperset(j.running)]
         return Scope(False, order, self._pools(detailed, cuts), victims, movers, self.waiting,
                      self._chosen_fraction_gpus(order, victims, movers), self.givers, cuts)
 
@@ -360,57 +363,81 @@ def _take(spare: dict[str, float], job: Job, sign: int = 1) -> None:
 
 def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job]) -> dict[str, bool]:
     """Nodes whose free CPUs and memory hold any mix of waiting whole-GPU jobs that fits
-    their free GPUs: only their GPUs need counting."""
+    their free GPUs: only their GPUs need counting. A node that declares neither (`spare`
+    empty) never runs short."""
     per_gpu = {r: max((((getattr(j, r) or 0) / j.gpus) for j in waiting if not j.is_fractional), default=0.0)
                for r in ("cpu", "memory_gib")}
-    return {n.name: all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
-                        for r in ("cpu", "memory_gib")) for n in s.nodes}
+    return {n.name: not spare[n.name] or all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
+                                             for r in ("cpu", "memory_gib"))
+            for n in s.nodes}
 
 
 def _close_over_gangs(legal: list[Job], movable: list[Job], detailed: set[str]) -> None:
     """A candidate with replicas on several nodes frees GPUs on all of them: detail them all."""
+    gangs = [nodes for j in legal + movable if len(j.running) > 1 and len(nodes := set(j.running)) > 1]
     changed = True
     while changed:
         changed = False
-        for j in legal + movable:
-            if len(set(j.running)) > 1 and set(j.running) & detailed and not set(j.running) <= detailed:
-                detailed.update(j.running)
+        for nodes in gangs:
+            if not nodes.isdisjoint(detailed) and not nodes <= detailed:
+                detailed.update(nodes)
                 changed = True
 
 
 class _ReclaimRankings:
     """Per node, the legal victims sorted cheapest first; per (victim set, size), the nodes
-    where they free a block of that size, cheapest first. Built once, then looked up."""
+    where they free a block of that size, cheapest first. Built once, then looked up; a
+    node's victims are found, costed and sorted only once a lookup needs them."""
 
     def __init__(self, layout: Layout, free: dict[str, int], legal: list[Job], cfg: PlannerConfig, idle: set[str]):
         """`free`: each node's free GPUs; `idle`: the legal victims that are idle jobs of
         queues above their share (rules.idle_victim)."""
-        self.free = free
-        jobs = {j.name: j for j in legal}
-        held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for n, nl in layout.nodes.items():
-            for i, slot in enumerate(nl.slots):
-                if slot.whole in jobs and nl.healthy(i):
-                    held[n][slot.whole] += 1
-        self.cost = {j.name: rules.victim_cost(j, cfg.default_checkpoint_age_s, j.name in idle) for j in legal}
-        self.on_node = {n: sorted(((jobs[v], g) for v, g in mine.items()),
-                                  key=lambda x: rules.victim_order_key(x[0], self.cost[x[0].name]))
-                        for n, mine in held.items()}
+        self.layout, self.free, self.idle, self.default_age_s = layout, free, idle, cfg.default_checkpoint_age_s
+        self.jobs = {j.name: j for j in legal}
+        self.alike: dict[tuple, list[Job]] = defaultdict(list)  # `_legality` -> the victims alike in it
+        for j in legal:
+            self.alike[_legality(j)].append(j)
+        self.cost: dict[str, rules.VictimCost] = {}
+        self.held_on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
         self.cursor: dict[tuple, int] = {}
 
     @staticmethod
     def _legal(victim: Job, job: Job, givers: set[str]) -> bool:
+        """Whether `job` may take `victim`'s GPUs: its queue may reclaim from the victim's
+        (`givers`), or it is of the victim's queue with a higher priority. It judges nothing
+        of the victim but its `_legality`."""
         return victim.queue in givers or rules.may_preempt_inside(victim, job)
+
+    def held(self, node: str) -> dict[str, int]:
+        """The node's victims and the healthy GPUs each holds whole there."""
+        if node not in self.held_on:
+            nl, mine = self.layout.nodes[node], {}
+            for i, slot in enumerate(nl.slots):
+                if slot.whole in self.jobs and nl.healthy(i):
+                    mine[slot.whole] = mine.get(slot.whole, 0) + 1
+            self.held_on[node] = mine
+        return self.held_on[node]
+
+    def in_order(self, node: str, admitted: set[str] | None = None) -> list[tuple[Job, int]]:
+        """The node's victims (those named in `admitted`; None: all) and the GPUs each holds
+        there, in the order they go (rules.victim_order_key)."""
+        mine = [(self.jobs[v], g) for v, g in self.held(node).items() if admitted is None or v in admitted]
+        return sorted(mine, key=lambda x: rules.victim_order_key(x[0], self._cost(x[0])))
+
+    def _cost(self, victim: Job) -> rules.VictimCost:
+        if victim.name not in self.cost:
+            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, victim.name in self.idle)
+        return self.cost[victim.name]
 
     def cut(self, node: str) -> list[Job]:
         """The node's victims of one replica, in the order they go (rules.victim_order_key)."""
-        return [v for v, _ in self.on_node.get(node, ()) if len(v.running) == 1]
+        return [v for v, _ in self.in_order(node) if len(v.running) == 1]
 
     def holds_gang(self, node: str) -> bool:
         """Whether a victim on the node has several replicas (which `cut` leaves out)."""
-        return any(len(v.running) > 1 for v, _ in self.on_node.get(node, ()))
+        return any(len(self.jobs[v].running) > 1 for v in self.held(node))
 
     def freed(self, node: str, job: Job, givers: set[str]) -> int:
         return sum(g for _, g in self.victims(job, givers).get(node, ()))
@@ -421,11 +448,16 @@ class _ReclaimRankings:
         return (frozenset(givers), job.queue, job.priority)
 
     def victims(self, job: Job, givers: set[str]) -> dict[str, list[tuple[Job, int]]]:
-        """Per node, the victims legal for `job` and the GPUs each holds there."""
+        """Per node (in cluster order), the victims legal for `job` and the GPUs each holds
+        there. Victims alike in `_legality` are judged by one of them (`_legal`), and only
+        the nodes running a victim judged legal are looked at."""
         key = self.key(job, givers)
         if key not in self.legal_on_node:
-            self.legal_on_node[key] = {n: legal for n, mine in self.on_node.items()
-                                       if (legal := [(v, g) for v, g in mine if self._legal(v, job, givers)])}
+            legal = [v for alike in self.alike.values() if self._legal(alike[0], job, givers) for v in alike]
+            admitted = {v.name for v in legal}
+            looked_at = {n for v in legal for n in v.running}
+            self.legal_on_node[key] = {n: mine for n in self.layout.nodes if n in looked_at
+                                       if (mine := self.in_order(n, admitted))}
         return self.legal_on_node[key]
 
     def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
@@ -460,7 +492,14 @@ class _ReclaimRankings:
             have, cost = self.free[node], ()
             for v, g in mine:
                 before, have = have, have + g
-                cost = rules.add_cost(cost, self.cost[v.name])
+                cost = rules.add_cost(cost, self._cost(v))
                 for size in range(before + 1, have + 1):
                     ranked[size].append((cost, node))
         return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
+
+
+def _legality(job: Job) -> tuple[str, int, bool]:
+    """What `_ReclaimRankings._legal` judges of a victim: its queue, its priority and whether
+    it is preemptible. Victims alike in these are legal for the same jobs, so one judged
+    stands for all."""
+    return (job.queue, job.priority, job.is_preemptible)
