@@ -163,13 +163,17 @@ class PlanProgram(Program):
 
     def runs(self, job: Job) -> tuple[dict, float]:
         """'running job runs after the plan' (kept or moved) as (terms, constant)."""
-        if job.name in self.decisions.keep:
-            terms = {self.decisions.keep[job.name]: 1}
-            if job.name in self.decisions.move:
-                terms[self.decisions.move[job.name]] = 1
+        d, name = self.decisions, job.name
+        keep = d.keep.get(name)
+        if keep is not None:
+            terms = {keep: 1}
+            move = d.move.get(name)
+            if move is not None:
+                terms[move] = 1
             return terms, 0.0
-        if job.name in self.decisions.cut:
-            return {w: -1 for w in self.decisions.cut[job.name]}, 1.0
+        cut = d.cut.get(name)
+        if cut is not None:
+            return {w: -1 for w in cut}, 1.0
         return {}, 1.0
 
     def started(self, which=lambda kind: True) -> dict:

@@ -97,6 +97,8 @@ class Accounts:
     kept: dict[str, tuple[dict, float]] = field(default_factory=dict)
     new: dict[str, dict] = field(default_factory=dict)
     jobs: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its jobs
+    decided: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its running jobs the program
+    # decides to keep, move or preempt (every other running job runs after the plan)
 
     def held(self, leaves: list[str]) -> tuple[dict, float]:
         terms: dict = defaultdict(float)
@@ -111,20 +113,29 @@ class Accounts:
 
 def accounts(m: PlanProgram, s: Scenario, st: Standing) -> Accounts:
     out = Accounts()
+    terms: dict[str, dict] = {}
+    const: dict[str, float] = {}
     for q in st.tree.leaves:
         out.jobs[q] = []
-        out.kept[q] = ({}, 0.0)
+        out.decided[q] = []
+        terms[q] = {}
+        const[q] = 0.0
         out.new[q] = {}
     for kind, var in m.decisions.starts.items():
         out.new[kind.queue][var] = kind.total_gpus
     for job in s.jobs:
-        out.jobs[job.queue].append(job)
-        if job.is_running:
-            terms, const = out.kept[job.queue]
+        q = job.queue
+        out.jobs[q].append(job)
+        if job.running:
+            gpus = job.total_gpus
             runs, once = m.runs(job)
-            for v, a in runs.items():
-                terms[v] = terms.get(v, 0) + a * job.total_gpus
-            out.kept[job.queue] = (terms, const + once * job.total_gpus)
+            if runs:
+                out.decided[q].append(job)
+                mine = terms[q]
+                for v, a in runs.items():
+                    mine[v] = mine.get(v, 0) + a * gpus
+            const[q] += once * gpus
+    out.kept = {q: (terms[q], const[q]) for q in st.tree.leaves}
     return out
 
 

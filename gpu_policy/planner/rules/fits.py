@@ -185,7 +185,7 @@ def _items(m: PlanProgram, s: Scenario, layout: Layout, jobs: dict[str, Job]) ->
         items[shape_of(jobs[name])][var] = jobs[name].replicas
     m.placement.started_items = started
     for job in s.jobs:
-        if job.is_fractional and job.name in m.decisions.move:
+        if job.name in m.decisions.move and job.is_fractional:
             m.decisions.fraction_gpu[job.name] = layout.indices[job.name][0][0]
     return items, started
 

@@ -147,7 +147,7 @@ def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives:
     """Leaf queue q's victims: those lost to its own queue (`inside_victims`), and the
     floor rule on those given to other queues, in the tiers it may give in (none unless
     `gives`: some receiver may take from q). Returns q's net flow, received - given."""
-    victims = [j for j in acc.jobs[q] if j.name in m.decisions.victims]
+    victims = [j for j in acc.decided[q] if j.name in m.decisions.victims]
     received = {amount: 1 for amount, _ in rcv.values()}
     if not victims:
         return received, 0.0
