@@ -99,8 +99,7 @@ def running_layout(s: Scenario) -> Layout:
             for i in ix:
                 _occupy(nodes[node_name].slots[i], job)
     free: dict[str, list[int]] = {}  # node -> its free indices in `NodeLayout.order`, once a replica asks
-    for job in whole:  # then whole jobs
-        indices[job.name] = _assign_whole(s, nodes, free, job)
+    _assign_whole(s, nodes, free, whole, indices)  # then whole jobs
     for job in fractional:  # then fractions
         indices[job.name] = [_assign_fraction(s, nodes[n], free, job) for n in job.running]
     return Layout(nodes, indices, {j.name: list(j.running) for j in running})
@@ -113,21 +112,24 @@ def _free_in_order(nl: NodeLayout) -> list[int]:
     return [i for i in nl.order if slots[i].whole is None and not slots[i].fractions]
 
 
-def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], job: Job) -> list[list[int]]:
-    """The indices each replica of a whole-GPU `job` without given indices takes: the lowest free ones."""
-    need, name, picks = int(job.gpus), job.name, []
-    for n in job.running:
-        nl = nodes[n]
-        mine = free.get(n) or _free_list(free, nl)
-        if len(mine) < need:
-            _no_room(s, job, n)
-        picked = mine[:need]
-        del mine[:need]
-        slots = nl.slots
-        for i in picked:
-            slots[i].whole = name
-        picks.append(picked)
-    return picks
+def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], jobs: list[Job],
+                  indices: dict[str, list[list[int]]]) -> None:
+    """The indices each replica of the whole-GPU `jobs` (without given indices) takes, in
+    their order: the lowest free ones."""
+    for job in jobs:
+        need, name, picks = int(job.gpus), job.name, []
+        for n in job.running:
+            nl = nodes[n]
+            mine = free.get(n) or _free_list(free, nl)
+            if len(mine) < need:
+                _no_room(s, job, n)
+            picked = mine[:need]
+            del mine[:need]
+            slots = nl.slots
+            for i in picked:
+                slots[i].whole = name
+            picks.append(picked)
+        indices[name] = picks
 
 
 def _free_list(free: dict[str, list[int]], nl: NodeLayout) -> list[int]:

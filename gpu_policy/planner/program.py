@@ -176,6 +176,11 @@ class PlanProgram(Program):
             return {w: -1 for w in cut}, 1.0
         return {}, 1.0
 
+    def decided(self) -> set[str]:
+        """The running jobs whose running the program decides (kept, moved or cut): `runs`
+        of every other running job is the constant 1."""
+        return self.decisions.keep.keys() | self.decisions.cut.keys()
+
     def started(self, which=lambda kind: True) -> dict:
         """{starts[k]: GPUs of one job of kind k} for the kinds `which` admits."""
         return {var: kind.total_gpus for kind, var in self.decisions.starts.items() if which(kind)}

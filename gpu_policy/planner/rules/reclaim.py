@@ -213,17 +213,19 @@ def _lost(m: PlanProgram, victims: list[Job]) -> tuple[dict, float]:
 
 def _largest(m: PlanProgram, victims: list[Job]) -> dict[float, object]:
     """One binary per victim size: 1 for the size of the largest victim preempted."""
+    by_size: dict[float, list[Job]] = defaultdict(list)
+    for v in victims:
+        by_size[v.total_gpus].append(v)
     out = {}
-    for size in sorted({v.total_gpus for v in victims}):
+    for size in sorted(by_size):
         z = out[size] = m.binary("largest", 0)
         terms: dict = {z: 1}
         const = 0.0
-        for v in victims:
-            if v.total_gpus == size:
-                t, c = m.preempted(v, "cross")
-                for var, a in t.items():
-                    terms[var] = terms.get(var, 0) - a
-                const -= c
+        for v in by_size[size]:
+            t, c = m.preempted(v, "cross")
+            for var, a in t.items():
+                terms[var] = terms.get(var, 0) - a
+            const -= c
         # largest[q,s] <= number of victims of size s preempted for other queues
         m.add(affine(terms, const) <= 0, "largest")
     m.add(affine({z: 1 for z in out.values()}) <= 1, "largest")
