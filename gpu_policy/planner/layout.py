@@ -120,7 +120,7 @@ def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, lis
         need, name, picks = int(job.gpus), job.name, []
         for n in job.running:
             nl = nodes[n]
-            mine = free.get(n) or _free_list(free, nl)
+            mine = _free_list(free, nl)
             if len(mine) < need:
                 _no_room(s, job, n)
             picked = mine[:need]
