@@ -88,20 +88,20 @@ def running_layout(s: Scenario) -> Layout:
     nodes = {n.name: NodeLayout(n, [GpuSlot() for _ in range(n.gpus)]) for n in s.nodes}
     running = [j for j in s.jobs if j.running]
     indices: dict[str, list[list[int]]] = {}
+    whole: list[Job] = []
+    fractional: list[Job] = []
     for job in running:  # given indices first: they are facts about the cluster
-        if job.gpu_indices is not None:
-            indices[job.name] = [list(ix) for ix in job.gpu_indices]
-            for node_name, ix in zip(job.running, job.gpu_indices):
-                for i in ix:
-                    _occupy(nodes[node_name].slots[i], job)
-    rest = [j for j in running if j.gpu_indices is None]
+        if job.gpu_indices is None:
+            (fractional if job.is_fractional else whole).append(job)
+            continue
+        indices[job.name] = [list(ix) for ix in job.gpu_indices]
+        for node_name, ix in zip(job.running, job.gpu_indices):
+            for i in ix:
+                _occupy(nodes[node_name].slots[i], job)
     free: dict[str, list[int]] = {}  # node -> its free indices in `NodeLayout.order`, once a replica asks
-    for job in rest:  # then whole jobs
-        if not job.is_fractional:
-            indices[job.name] = _assign_whole(s, nodes, free, job)
-    for job in rest:  # then fractions
-        if job.is_fractional:
-            indices[job.name] = [_assign_fraction(s, nodes[n], free, job) for n in job.running]
+    _assign_whole(s, nodes, free, whole, indices)  # then whole jobs
+    for job in fractional:  # then fractions
+        indices[job.name] = [_assign_fraction(s, nodes[n], free, job) for n in job.running]
     return Layout(nodes, indices, {j.name: list(j.running) for j in running})
 
 
@@ -112,20 +112,24 @@ def _free_in_order(nl: NodeLayout) -> list[int]:
     return [i for i in nl.order if slots[i].whole is None and not slots[i].fractions]
 
 
-def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], job: Job) -> list[list[int]]:
-    """The indices each replica of a whole-GPU `job` without given indices takes: the lowest free ones."""
-    need, picks = int(job.gpus), []
-    for n in job.running:
-        nl = nodes[n]
-        mine = _free_list(free, nl)
-        if len(mine) < need:
-            _no_room(s, job, n)
-        picked = mine[:need]
-        del mine[:need]
-        for i in picked:
-            nl.slots[i].whole = job.name
-        picks.append(picked)
-    return picks
+def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], jobs: list[Job],
+                  indices: dict[str, list[list[int]]]) -> None:
+    """The indices each replica of the whole-GPU `jobs` (without given indices) takes, in
+    their order: the lowest free ones."""
+    for job in jobs:
+        need, name, picks = int(job.gpus), job.name, []
+        for n in job.running:
+            nl = nodes[n]
+            mine = _free_list(free, nl)
+            if len(mine) < need:
+                _no_room(s, job, n)
+            picked = mine[:need]
+            del mine[:need]
+            slots = nl.slots
+            for i in picked:
+                slots[i].whole = name
+            picks.append(picked)
+        indices[name] = picks
 
 
 def _free_list(free: dict[str, list[int]], nl: NodeLayout) -> list[int]:
@@ -169,16 +173,17 @@ def layout_after(layout: Layout, gone: set[str]) -> Layout:
     """`layout` without the replicas of the jobs in `gone`. Nodes they did not run on are
     shared with `layout` until something is placed on them (`Layout.own`)."""
     touched = {node for job in gone for node in layout.hosts.get(job, ())}
-    nodes = {}
-    for name, nl in layout.nodes.items():
-        if name in touched:
-            nodes[name] = NodeLayout(nl.node, [GpuSlot(None if s.whole in gone else s.whole,
-                                                       tuple((j, f) for j, f in s.fractions if j not in gone))
-                                               for s in nl.slots])
-        else:
-            nodes[name] = nl
-    return Layout(nodes, {j: ix for j, ix in layout.indices.items() if j not in gone},
-                  {j: h for j, h in layout.hosts.items() if j not in gone}, set(layout.nodes) - touched)
+    nodes = dict(layout.nodes)
+    for name in touched:
+        nl = nodes[name]
+        nodes[name] = NodeLayout(nl.node, [GpuSlot(None if s.whole in gone else s.whole,
+                                                   tuple((j, f) for j, f in s.fractions if j not in gone))
+                                           for s in nl.slots])
+    indices, hosts = dict(layout.indices), dict(layout.hosts)
+    for job in gone:
+        indices.pop(job, None)
+        hosts.pop(job, None)
+    return Layout(nodes, indices, hosts, set(layout.nodes) - touched)
 
 
 def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[int]:

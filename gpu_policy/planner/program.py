@@ -163,14 +163,23 @@ class PlanProgram(Program):
 
     def runs(self, job: Job) -> tuple[dict, float]:
         """'running job runs after the plan' (kept or moved) as (terms, constant)."""
-        if job.name in self.decisions.keep:
-            terms = {self.decisions.keep[job.name]: 1}
-            if job.name in self.decisions.move:
-                terms[self.decisions.move[job.name]] = 1
+        d, name = self.decisions, job.name
+        keep = d.keep.get(name)
+        if keep is not None:
+            terms = {keep: 1}
+            move = d.move.get(name)
+            if move is not None:
+                terms[move] = 1
             return terms, 0.0
-        if job.name in self.decisions.cut:
-            return {w: -1 for w in self.decisions.cut[job.name]}, 1.0
+        cut = d.cut.get(name)
+        if cut is not None:
+            return {w: -1 for w in cut}, 1.0
         return {}, 1.0
+
+    def decided(self) -> set[str]:
+        """The running jobs whose running the program decides (kept, moved or cut): `runs`
+        of every other running job is the constant 1."""
+        return self.decisions.keep.keys() | self.decisions.cut.keys()
 
     def started(self, which=lambda kind: True) -> dict:
         """{starts[k]: GPUs of one job of kind k} for the kinds `which` admits."""

@@ -86,7 +86,19 @@ def node_kinds(s: Scenario, constraints: frozenset | None = None) -> Counter[Nod
     Placement constraints (`scenario_constraints`, when the caller has them) are judged
     here once per (distinct constraints, node)."""
     constraints = scenario_constraints(s) if constraints is None else constraints
-    return Counter(node_kind(n, constraints) for n in s.nodes)
+    if constraints is not None:  # each node's labels and taints decide what it admits
+        return Counter(node_kind(n, constraints) for n in s.nodes)
+    alike: dict[tuple, list] = {}  # nodes that offer the same GPUs -> [the first of them, how many]
+    for n in s.nodes:
+        key = (n.gpu_model, n.gpus, tuple(n.unhealthy_gpus), n.cpu, n.memory_gib, n.gpu_sharing, tuple(n.mig))
+        if key in alike:
+            alike[key][1] += 1
+        else:
+            alike[key] = [n, 1]
+    kinds: Counter[NodeKind] = Counter()
+    for n, count in alike.values():
+        kinds[node_kind(n, None)] += count
+    return kinds
 
 
 def node_kind(n: Node, constraints: frozenset | None) -> NodeKind:

@@ -74,27 +74,29 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome) -> _Gathered:
     (rules.inside.no_swap_inside: the queue's jobs whose place they could take wait). Amounts are
     summed in the jobs' order, as `planner.held` sums them, so they are the same numbers."""
     g = _Gathered()
+    jobs, pending, running_after, swapped = g.jobs, dict.fromkeys(tree.parent, 0), g.running_after, g.swapped
+    preempted, started = out.preempted, out.started
     leaf: dict[str, float] = defaultdict(float)
     leaf_nonpreemptible: dict[str, float] = defaultdict(float)
-    g.pending = dict.fromkeys(tree.parent, 0)
     paths = {q: tree.path(q) for q in tree.parent}
     for job in s.jobs:
-        name = job.name
-        g.jobs[name] = job
-        if name in out.preempted:
-            g.swapped[job.queue].append(job)
-        if not job.running:
-            for e in paths[job.queue]:
-                g.pending[e] += job.total_gpus
-        if (job.running and name not in out.preempted) or name in out.started:
-            g.running_after.add(name)
-            leaf[job.queue] += job.total_gpus
+        name, q, gpus = job.name, job.queue, job.total_gpus
+        jobs[name] = job
+        if name in preempted:
+            swapped[q].append(job)
+        elif job.running or name in started:
+            running_after.add(name)
+            leaf[q] += gpus
             if not job.is_preemptible:
-                leaf_nonpreemptible[job.queue] += job.total_gpus
+                leaf_nonpreemptible[q] += gpus
+        if not job.running:
+            for e in paths[q]:
+                pending[e] += gpus
+    g.pending = pending
     g.after = tree.rolled_up(leaf)
     g.nonpreemptible_after = tree.rolled_up(leaf_nonpreemptible)
-    for name in out.started:
-        g.started.setdefault(g.jobs[name].queue, []).append(g.jobs[name])
+    for name in started:
+        g.started.setdefault(jobs[name].queue, []).append(jobs[name])
     return g
 
 
@@ -102,16 +104,19 @@ def _decisions(s: Scenario, out: Outcome, layout: Layout, judged: Judged,
                started: dict[str, list[Job]]) -> list[JobDecision]:
     """Every job's decision, in the scenario's order; `layout`: where running jobs are now."""
     decisions = []
+    moved, preempted, placed, indices = out.moved, out.preempted, out.started, layout.indices
     for job in s.jobs:
         name = job.name
-        if name in out.moved:
-            decisions.append(_decision(job, "move", out.moved[name], move_reason(job, out.moved[name], out.started)))
-        elif job.running and name in out.preempted:
-            decisions.append(_decision(job, "preempt", _where(job, layout), preempt_reason(job, judged, started)))
+        if name in moved:
+            decisions.append(_decision(job, "move", moved[name], move_reason(job, moved[name], placed)))
         elif job.running:
-            decisions.append(JobDecision(name, job.queue, "keep", _where(job, layout)))
-        elif name in out.started:
-            decisions.append(_decision(job, "start", out.started[name], start_reason()))
+            where = [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, indices[name])]
+            if name in preempted:
+                decisions.append(_decision(job, "preempt", where, preempt_reason(job, judged, started)))
+            else:
+                decisions.append(JobDecision(name, job.queue, "keep", where))
+        elif name in placed:
+            decisions.append(_decision(job, "start", placed[name], start_reason()))
         else:
             decisions.append(_decision(job, "wait", [], wait_reason(job, judged)))
     return decisions
@@ -119,11 +124,6 @@ def _decisions(s: Scenario, out: Outcome, layout: Layout, judged: Judged,
 
 def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
     return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
-
-
-def _where(job: Job, layout: Layout) -> list[Placement]:
-    gpus = job.gpus
-    return [Placement(node, gpus, list(ix)) for node, ix in zip(job.running, layout.indices[job.name])]
 
 
 def _summary(s: Scenario, tree: rules.QueueTree, decisions: list[JobDecision], before: dict[str, float],

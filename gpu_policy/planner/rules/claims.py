@@ -97,6 +97,10 @@ class Accounts:
     kept: dict[str, tuple[dict, float]] = field(default_factory=dict)
     new: dict[str, dict] = field(default_factory=dict)
     jobs: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its jobs
+    running: dict[str, list[float]] = field(default_factory=dict)  # leaf -> GPUs of each of its running jobs
+    decided: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its running jobs the program
+    # decides to keep, move or preempt (`PlanProgram.decided`)
+    candidates: list[Job] = field(default_factory=list)  # those of every leaf, in the scenario's order
 
     def held(self, leaves: list[str]) -> tuple[dict, float]:
         terms: dict = defaultdict(float)
@@ -110,21 +114,36 @@ class Accounts:
 
 
 def accounts(m: PlanProgram, s: Scenario, st: Standing) -> Accounts:
+    """Read once, in the scenario's order: what each leaf holds after the plan, its jobs,
+    and the running ones the program decides."""
     out = Accounts()
+    terms: dict[str, dict] = {}
+    const: dict[str, float] = {}
     for q in st.tree.leaves:
-        out.jobs[q] = []
-        out.kept[q] = ({}, 0.0)
+        out.jobs[q], out.running[q], out.decided[q] = [], [], []
+        terms[q], const[q] = {}, 0.0
         out.new[q] = {}
     for kind, var in m.decisions.starts.items():
         out.new[kind.queue][var] = kind.total_gpus
+    decided = m.decided()
     for job in s.jobs:
-        out.jobs[job.queue].append(job)
-        if job.is_running:
-            terms, const = out.kept[job.queue]
-            runs, once = m.runs(job)
-            for v, a in runs.items():
-                terms[v] = terms.get(v, 0) + a * job.total_gpus
-            out.kept[job.queue] = (terms, const + once * job.total_gpus)
+        q = job.queue
+        out.jobs[q].append(job)
+        if not job.running:
+            continue
+        gpus = job.total_gpus
+        out.running[q].append(gpus)
+        if job.name not in decided:  # it runs after the plan
+            const[q] += gpus
+            continue
+        out.decided[q].append(job)
+        out.candidates.append(job)
+        runs, once = m.runs(job)
+        mine = terms[q]
+        for v, a in runs.items():
+            mine[v] = mine.get(v, 0) + a * gpus
+        const[q] += once * gpus
+    out.kept = {q: (terms[q], const[q]) for q in st.tree.leaves}
     return out
 
 
@@ -195,7 +214,7 @@ def _guarantee_credit(m: PlanProgram, st: Standing, acc: Accounts, q: str,
         return credit
     terms, const = credit
     share = max(st.shares.fair[q], st.shares.guarantee[q])
-    before = rules.best_fill([j.total_gpus for j in acc.jobs[q] if j.is_running], share)
+    before = rules.best_fill(acc.running[q], share)
     counted = m.var("guarantee_credit", 0, before)
     # guarantee_credit[q] <= credit[q] + largest[q],  and <= its credit before the plan
     m.add(affine({counted: 1, **{v: -a for v, a in terms.items()},

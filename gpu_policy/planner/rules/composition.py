@@ -301,6 +301,8 @@ class Composer(RuleBase):
     def compositions(self, decisions: list[JobDecision], jobs: dict[str, Job]) -> list[Composition]:
         """The plan's compositions, each with its reason; a start or move onto GPUs being
         attached says so, and when they come."""
+        if not self.after:  # no composable node changes: nothing to report, no reason to change
+            return []
         result = []
         usable = {n: spot.node.gpus for n, spot in self.spots.items()}
         on_new = {d.name: sorted(uses_new_gpus(d, usable)) for d in decisions if d.action in ("start", "move")}

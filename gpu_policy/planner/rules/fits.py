@@ -161,7 +161,7 @@ def per_gpu(gpus: float) -> int:
 def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
     """Place every started and moved replica: per detailed node and GPU, and per pool."""
     jobs = {j.name: j for j in s.jobs}
-    items, started = _items(m, s, layout, jobs)
+    items, started = _items(m, layout, jobs)
     for shape, demand in items.items():
         _places(m, layout, sc, shape, demand, started[shape])
         _not_back_in_place(m, shape, jobs, started[shape])
@@ -172,7 +172,7 @@ def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limit
         _pool_capacity(m, layout, model, pooled, sc.cuts)
 
 
-def _items(m: PlanProgram, s: Scenario, layout: Layout, jobs: dict[str, Job]) -> tuple[dict, dict]:
+def _items(m: PlanProgram, layout: Layout, jobs: dict[str, Job]) -> tuple[dict, dict]:
     """Per shape, the replicas to place as {decision: replicas}: of all started and moved
     jobs, and of the started ones only (`Placements.started_items`). Notes the GPU each
     moving fraction leaves."""
@@ -183,10 +183,9 @@ def _items(m: PlanProgram, s: Scenario, layout: Layout, jobs: dict[str, Job]) ->
         started[kind.shape][var] = kind.replicas
     for name, var in m.decisions.move.items():
         items[shape_of(jobs[name])][var] = jobs[name].replicas
+        if jobs[name].is_fractional:
+            m.decisions.fraction_gpu[name] = layout.indices[name][0][0]
     m.placement.started_items = started
-    for job in s.jobs:
-        if job.is_fractional and job.name in m.decisions.move:
-            m.decisions.fraction_gpu[job.name] = layout.indices[job.name][0][0]
     return items, started
 
 
@@ -390,16 +389,24 @@ def _pool_capacity(m: PlanProgram, layout: Layout, model: str | None, pooled: li
     if not mine:
         return
     free = {n: len(layout.nodes[n].free_indices()) for n in pooled}
+    freed = {n: _freed_by_options(m, layout, n, free[n], cuts) for n in pooled if n in m.decisions.options}
     for size in sorted({shape.whole_gpus for shape in mine}):
         terms = {var: shape.whole_gpus / size for shape, var in mine.items() if shape.whole_gpus >= size}
         for n in pooled:
-            freed = free[n]
-            for w, job in zip(m.decisions.options.get(n, ()), cuts.get(n, ())):
-                freed += sum(1 for i in layout.indices[job.name][0] if layout.nodes[n].healthy(i))
-                terms[w] = terms.get(w, 0) - (freed // size - free[n] // size)
+            for w, free_after in freed.get(n, ()):
+                terms[w] = terms.get(w, 0) - (free_after // size - free[n] // size)
         # sum over shapes of size >= s of (size / s) * pool[m, shape]
         #   <= sum_n floor(free_n / s) + sum over reclaim options of the blocks they add
         m.add(affine(terms) <= sum(f // size for f in free.values()), "pool_rows")
+
+
+def _freed_by_options(m: PlanProgram, layout: Layout, n: str, free: int, cuts: dict[str, list[Job]]) -> list[tuple]:
+    """(option, free GPUs of reclaim node n once the option preempts its victims) per option."""
+    out = []
+    for w, job in zip(m.decisions.options[n], cuts.get(n, ())):
+        free += sum(1 for i in layout.indices[job.name][0] if layout.nodes[n].healthy(i))
+        out.append((w, free))
+    return out
 
 
 def no_room_left_for_victims(m: PlanProgram, layout: Layout, sc: Scope, limits: GpuLimits) -> None:

@@ -104,13 +104,16 @@ def priority_levels(m: PlanProgram, st: Standing, acc: Accounts) -> list[tuple[s
     for q in st.tree.leaves:
         mine = acc.jobs[q]
         waiting = {k.priority for k in m.decisions.starts if k.queue == q}
+        decided = None  # (priority, terms, GPUs) of q's jobs whose running the program decides
         for level in waiting:
             if not any(j.priority < level for j in mine):
                 continue
-            for j in mine:
-                if j.priority >= level and j.is_running:
-                    for v, a in m.runs(j)[0].items():
-                        levels[level][v] = levels[level].get(v, 0) - a * j.total_gpus
+            if decided is None:
+                decided = [(j.priority, m.runs(j)[0], j.total_gpus) for j in acc.decided[q]]
+            for priority, terms, gpus in decided:
+                if priority >= level:
+                    for v, a in terms.items():
+                        levels[level][v] = levels[level].get(v, 0) - a * gpus
             for v, g in m.started(lambda k: k.queue == q and k.priority >= level).items():
                 levels[level][v] = levels[level].get(v, 0) - g
     return [(f"priority_p{level}", levels[level]) for level in sorted(levels, reverse=True)]
@@ -151,7 +154,7 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
     starts[k] <= n[k] * (1 - preempted[v]) for each such victim v and kind k.
     """
     for q in st.tree.leaves:
-        victims = [j for j in acc.jobs[q] if j.name in m.decisions.victims]
+        victims = [j for j in acc.decided[q] if j.name in m.decisions.victims]
         kinds = [(k, var, m.decisions.kinds[k][0]) for k, var in m.decisions.starts.items() if k.queue == q]
         for v in victims:
             for kind, var, starter in kinds:

@@ -147,7 +147,7 @@ def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives:
     """Leaf queue q's victims: those lost to its own queue (`inside_victims`), and the
     floor rule on those given to other queues, in the tiers it may give in (none unless
     `gives`: some receiver may take from q). Returns q's net flow, received - given."""
-    victims = [j for j in acc.jobs[q] if j.name in m.decisions.victims]
+    victims = [j for j in acc.decided[q] if j.name in m.decisions.victims]
     received = {amount: 1 for amount, _ in rcv.values()}
     if not victims:
         return received, 0.0
@@ -213,17 +213,19 @@ def _lost(m: PlanProgram, victims: list[Job]) -> tuple[dict, float]:
 
 def _largest(m: PlanProgram, victims: list[Job]) -> dict[float, object]:
     """One binary per victim size: 1 for the size of the largest victim preempted."""
+    by_size: dict[float, list[Job]] = defaultdict(list)
+    for v in victims:
+        by_size[v.total_gpus].append(v)
     out = {}
-    for size in sorted({v.total_gpus for v in victims}):
+    for size in sorted(by_size):
         z = out[size] = m.binary("largest", 0)
         terms: dict = {z: 1}
         const = 0.0
-        for v in victims:
-            if v.total_gpus == size:
-                t, c = m.preempted(v, "cross")
-                for var, a in t.items():
-                    terms[var] = terms.get(var, 0) - a
-                const -= c
+        for v in by_size[size]:
+            t, c = m.preempted(v, "cross")
+            for var, a in t.items():
+                terms[var] = terms.get(var, 0) - a
+            const -= c
         # largest[q,s] <= number of victims of size s preempted for other queues
         m.add(affine(terms, const) <= 0, "largest")
     m.add(affine({z: 1 for z in out.values()}) <= 1, "largest")

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import pulp
 
-from gpu_policy.model import Job, Scenario
+from gpu_policy.model import Job
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
+    from gpu_policy.planner.rules.claims import Accounts
     from gpu_policy.planner.rules.context import PlanContext
     from gpu_policy.planner.scope import Standing
     from gpu_policy.planner.reasons import Judged
@@ -111,11 +112,12 @@ def victim_costs(victims: list[Job], cfg: PlannerConfig) -> dict[str, float]:
     return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
 
 
-def preemption_stages(m: PlanProgram, s: Scenario, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
+def preemption_stages(m: PlanProgram, acc: Accounts, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
                       part: str) -> list[tuple[str, pulp.LpAffineExpression]]:
     """`part`: "cross" (victims given to other queues: solved before priority inside a
     queue) or "inside" (victims of a queue's own higher-priority work: after it)."""
-    victims = [j for j in s.jobs if j.name in m.decisions.victims and (part == "cross" or j.name in m.flows.inside)]
+    victims = [j for j in acc.candidates
+               if j.name in m.decisions.victims and (part == "cross" or j.name in m.flows.inside)]
     cost = victim_costs(victims, cfg)
     tier = {j.name: victim_cost(j, cfg.default_checkpoint_age_s,
                                 idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)).tier for j in victims}
@@ -143,7 +145,7 @@ class Victims(RuleBase):
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
         def part(which: str):
-            return lambda: preemption_stages(ctx.m, ctx.scenario, ctx.standing, ctx.config, ctx.limits, which)
+            return lambda: preemption_stages(ctx.m, ctx.accounts, ctx.standing, ctx.config, ctx.limits, which)
         return [Stage("preemption", part("cross")), Stage("preemption_inside", part("inside"))]
 
 
