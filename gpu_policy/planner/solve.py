@@ -21,7 +21,9 @@ no correct solver does: every stage has a feasible solution) is handled the same
 the report says "feasible (a stage found no solution)".
 
 HiGHS runs in-process: the model is handed over once and each stage only changes the
-objective, adds one row and starts from the last solution (`_Highs._run_from`). A stage HiGHS calls
+objective and adds one row. It is not given a starting solution: in highspy 1.16,
+after `setSolution` a stage that improved on it could report the better objective and
+hand back the starting values (seen on victim-floor-per-job.yaml). A stage HiGHS calls
 infeasible is solved again without presolve: it cannot be infeasible, and HiGHS 1.16's
 presolve once said so (tests/planner/data/highs-presolve-infeasible.yaml). A later stage
 HiGHS still calls infeasible means an earlier optimum leaned on its integrality tolerance
@@ -73,18 +75,14 @@ def solve_stages(m: Program, cfg: PlannerConfig, deadline: float | None = None) 
         return SolverReport(backend=_backend(cfg), status=NOTHING, seconds=0.0, variables=0, constraints=0)
     driver = _Highs(m, cfg) if cfg.solver == "highs" and highs_available() else _Cbc(m, cfg)
     report, solved_any, refused = _solve_in_order(m, cfg, driver, deadline)
-    doubt = None
-    if isinstance(driver, _Highs):
-        doubt = f"HiGHS called stage {refused} infeasible" if refused else driver.leaning(deadline - cfg.clock())
-    if doubt and cfg.clock() < deadline:
-        # An optimum that holds only within HiGHS's integrality tolerance (seen once in 2,799
-        # plans of the teams simulation: CBC proves it unattainable) shows as integers that,
-        # rounded, break a row, or as a later stage HiGHS calls infeasible. CBC solves every
-        # stage again; its plan is kept if it finishes in time.
+    if refused and isinstance(driver, _Highs) and cfg.clock() < deadline:
+        # A later stage is infeasible only if an earlier optimum leaned on HiGHS's integrality
+        # tolerance (seen once in 2,799 plans of the teams simulation: CBC proves that optimum
+        # unattainable). CBC solves every stage again; its plan is kept if it finishes in time.
         cbc = _Cbc(m, cfg)
         again, cbc_solved, _ = _solve_in_order(m, cfg, cbc, deadline)
         if again.status == OPTIMAL:
-            again.backend = f"{cbc.name} ({doubt})"
+            again.backend = f"{cbc.name} (HiGHS called stage {refused} infeasible)"
             driver, report, solved_any = cbc, again, cbc_solved
     driver.finish(solved_any)
     report.seconds = cfg.clock() - began
@@ -381,27 +379,6 @@ def highs_available() -> bool:
     return pulp.HiGHS().available()
 
 
-class _Rows(NamedTuple):
-    """The program's rows as HiGHS is given them (compressed by row)."""
-
-    starts: np.ndarray
-    indices: np.ndarray
-    values: np.ndarray
-    lows: np.ndarray
-    ups: np.ndarray
-
-    def hold(self, x: np.ndarray) -> bool:
-        """Whether every row holds at `x` to 1e-9 of its terms' size."""
-        count = len(self.starts)
-        if not count:
-            return True
-        row = np.repeat(np.arange(count), np.diff(np.append(self.starts, len(self.indices))))
-        terms = self.values * x[self.indices]
-        activity = np.bincount(row, terms, count)
-        scale = 1.0 + np.bincount(row, np.abs(terms), count)
-        return bool((np.maximum(self.lows - activity, activity - self.ups) <= 1e-9 * scale).all())
-
-
 class _Highs:
     """HiGHS in-process, one model for every stage."""
 
@@ -431,7 +408,6 @@ class _Highs:
         if integer:
             self.h.changeColsIntegrality(len(integer), np.array(integer, np.int32),
                                          np.full(len(integer), self.highspy.HighsVarType.kInteger))
-        self.integer = np.array(integer, np.int64)
         starts, indices, values, lows, ups = [], [], [], [], []
         for c in self.m.prob.constraints():
             starts.append(len(indices))
@@ -442,11 +418,9 @@ class _Highs:
             low, up = c.getLb(), c.getUb()
             lows.append(-inf if low is None else low)
             ups.append(inf if up is None else up)
-        self.rows = _Rows(np.array(starts, np.int64), np.array(indices, np.int32), np.array(values, dtype=float),
-                          np.array(lows), np.array(ups))
         if starts:
-            self.h.addRows(len(starts), self.rows.lows, self.rows.ups, len(indices), self.rows.starts.astype(np.int32),
-                           self.rows.indices, self.rows.values)
+            self.h.addRows(len(starts), np.array(lows), np.array(ups), len(indices), np.array(starts, np.int32),
+                           np.array(indices, np.int32), np.array(values, dtype=float))
 
     def _row(self, expr) -> tuple[np.ndarray, np.ndarray]:
         items = [(self.index[v.name], a) for v, a in expr.items() if a and v.name in self.index]
@@ -461,7 +435,7 @@ class _Highs:
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
         began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
-        self._run_from(self.values, costs)
+        self.h.run()
         if retry and self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
             # Keeping every running job is feasible, and each stage's bound keeps the last
             # solution feasible: "infeasible" is presolve's mistake (HiGHS 1.16 made it on
@@ -480,53 +454,6 @@ class _Highs:
         if model_status == self.highspy.HighsModelStatus.kOptimal:
             return StageOutcome(OPTIMAL, value)
         return StageOutcome(CUT_OFF, value, info.mip_gap if np.isfinite(info.mip_gap) else None)
-
-    def _run_from(self, start: np.ndarray | None, costs: np.ndarray) -> None:
-        """Solve from `start` (the last stage's solution, which the bounds keep feasible).
-        highspy 1.16 can report an objective better than the start's and hand back the start
-        (seen on deserved-above-capacity-reclaim.yaml and the 5,000-node bench instance): the
-        start is kept where it is within the tolerance every stage's optimum is kept to
-        (`_slack`), else the stage is solved again without it."""
-        if start is not None:
-            given = self.highspy.HighsSolution()
-            given.col_value = start.tolist()
-            given.value_valid = True
-            self.h.setSolution(given)
-        self.h.run()
-        info = self.h.getInfo()
-        if start is None or info.primal_solution_status != 2:
-            return
-        found = float(costs @ np.array(self.h.getSolution().col_value))
-        if found > _slack(info.objective_function_value):
-            self.h.clearSolver()
-            self.h.run()
-
-    def leaning(self, seconds: float) -> str | None:
-        """Why the last solution holds only within HiGHS's integrality tolerance, or None
-        where it holds with its integers rounded. The rows are checked with the integers
-        rounded; where one breaks, the continuous variables are solved again with the integers
-        fixed, every stage's bound kept (one LP): that solution replaces the last if there is
-        one, else the optimum leaned on the tolerance (tests/planner/data/highs-tolerance.yaml:
-        a binary at 1 - 9e-7 times 154.0001 takes back the 1e-4 that makes a row strict)."""
-        if self.values is None or not len(self.integer):
-            return None
-        rounded = np.round(self.values[self.integer])
-        x = self.values.copy()
-        x[self.integer] = rounded
-        if self.rows.hold(x):
-            return None
-        lows = np.array([self.columns[i].lowBound or 0 for i in self.integer], dtype=float)
-        ups = np.array([self.highspy.kHighsInf if self.columns[i].upBound is None else self.columns[i].upBound
-                        for i in self.integer], dtype=float)
-        count, which = len(self.integer), self.integer.astype(np.int32)
-        self.h.changeColsBounds(count, which, rounded, rounded)
-        self.h.setOptionValue("time_limit", max(0.0, float(seconds)))
-        self.h.run()
-        held = self.h.getInfo().primal_solution_status == 2
-        if held:
-            self.values = np.array(self.h.getSolution().col_value)
-        self.h.changeColsBounds(count, which, lows, ups)
-        return None if held else "HiGHS's solution holds only within its integrality tolerance"
 
     def value(self, objective) -> float:
         """The objective at the last solution."""

@@ -5,11 +5,10 @@ its budget must be just as valid (bench/plan_scale.py measures the budget itself
 
 import random
 import re
-from pathlib import Path
 
 import pytest
 
-from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
+from gpu_policy import PlannerConfig, parse_scenario, plan
 from gpu_policy.planner import solve
 from tests.planner.checker import check_plan
 
@@ -127,6 +126,10 @@ def test_a_stage_presolve_calls_infeasible_is_solved_without_presolve():
     """HiGHS 1.16's presolve called this round's first stage infeasible (the do-nothing plan
     is feasible, so it cannot be): the stage is solved again without presolve, and the plan
     is optimal, with CBC's decisions."""
+    from pathlib import Path
+
+    from gpu_policy import load_scenario
+
     if not solve.highs_available():
         pytest.skip("highspy is not installed: the CBC fallback has no presolve to retry")
     s = load_scenario(Path(__file__).parent / "data" / "highs-presolve-infeasible.yaml")
@@ -138,40 +141,24 @@ def test_a_stage_presolve_calls_infeasible_is_solved_without_presolve():
     assert started(highs) == started(cbc) and len(started(highs)) == 2
 
 
-def test_an_optimum_leaning_on_highs_tolerance_is_solved_again_with_cbc():
+def test_a_stage_made_infeasible_by_highs_tolerance_is_solved_again_with_cbc():
     """At its default tolerances HiGHS accepts a fair-share optimum (1.0) that CBC proves
-    unattainable (3.0): a binary at 1 - 9e-7 takes back the 1e-4 that makes a row strict.
-    Rounded, its integers break that row, and no LP over the continuous variables mends it:
-    the stages are solved again with CBC, and the plan is CBC's, optimal, and says why."""
+    unattainable (3.0), then finds the next stage infeasible. The stages are solved again
+    with CBC, and the plan is CBC's, optimal, and says why."""
+    from pathlib import Path
+
+    from gpu_policy import load_scenario
+
     if not solve.highs_available():
         pytest.skip("highspy is not installed: plans are CBC's already")
     s = load_scenario(Path(__file__).parent / "data" / "highs-tolerance.yaml")
     result = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
     check_plan(s, result)
     assert result.solver.status == "Optimal"
-    assert result.solver.backend == "PULP_CBC_CMD (HiGHS's solution holds only within its integrality tolerance)"
+    # which later stage HiGHS finds infeasible depends on the later stages' coefficients
+    assert re.fullmatch(r"PULP_CBC_CMD \(HiGHS called stage \w+ infeasible\)", result.solver.backend)
     fair_share = next(st for st in result.solver.stages if st["name"] == "fair_share")
     assert fair_share["objective"] == pytest.approx(3.0)
     cbc = plan(s, PlannerConfig(solver="cbc", time_limit_s=600))
     decided = lambda p: sorted((d.name, d.action) for d in p.jobs if d.action != "keep")  # noqa: E731
     assert decided(result) == decided(cbc)
-
-
-def test_a_stage_highs_calls_infeasible_is_solved_again_with_cbc(monkeypatch):
-    """Every stage has a feasible solution (the last one), so a later stage HiGHS calls
-    infeasible means HiGHS erred: CBC solves every stage again."""
-    real = solve._Highs.solve
-    calls = []
-
-    def refuses_the_second(self, objective, seconds, retry=True):
-        calls.append(objective)
-        if len(calls) == 2:
-            return solve.StageOutcome("no solution (Infeasible)", None, infeasible=True)
-        return real(self, objective, seconds, retry)
-
-    monkeypatch.setattr(solve._Highs, "solve", refuses_the_second)
-    s = load_scenario(Path(__file__).parent.parent / "scenarios" / "victim-floor-per-job.yaml")
-    result = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
-    check_plan(s, result)
-    assert re.fullmatch(r"PULP_CBC_CMD \(HiGHS called stage \w+ infeasible\)", result.solver.backend)
-    assert result.solver.status == "Optimal"
