@@ -23,7 +23,9 @@ the report says "feasible (a stage found no solution)".
 HiGHS runs in-process: the model is handed over once and each stage only changes the
 objective and adds one row. It is not given a starting solution: in highspy 1.16,
 after `setSolution` a stage that improved on it could report the better objective and
-hand back the starting values (seen on victim-floor-per-job.yaml). A stage HiGHS calls
+hand back the starting values (seen on victim-floor-per-job.yaml), and a start hides
+presolve's mistake below: with one, HiGHS proves the start optimal in the model presolve
+wrongly emptied (random cluster 78's moves stage). A stage HiGHS calls
 infeasible is solved again without presolve: it cannot be infeasible, and HiGHS 1.16's
 presolve once said so (tests/planner/data/highs-presolve-infeasible.yaml). A later stage
 HiGHS still calls infeasible means an earlier optimum leaned on its integrality tolerance
