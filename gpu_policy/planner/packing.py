@@ -122,8 +122,8 @@ def _milli(gpus: float, fractional: bool) -> int:
 
 
 Price = Callable[[Job, str], float]
-#: Prices of one replica of a job on each of some nodes (`pack` asks for one node per state).
-Prices = Callable[[Job, list[str]], list[float]]
+#: Prices of one replica of a job on each of some (node state, node) pairs (`_StateGroups`).
+Prices = Callable[[Job, list[tuple[int, str]]], list[float]]
 
 
 def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict, mix: WorkloadMix | None,
@@ -143,8 +143,8 @@ def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict,
     """
     spare = spare_resources(s)
     groups = _StateGroups(layout, nodes, spare)
-    costs: Prices = (_StatePrices(s, layout, mix, spare, groups) if price is None
-                     else lambda job, nodes: [price(job, n) for n in nodes])
+    costs: Prices = (_StatePrices(s, layout, mix, spare) if price is None
+                     else lambda job, candidates: [price(job, n) for _, n in candidates])
     out: dict[str, list[Placement] | None] = {}
     for job, keys in sorted(jobs, key=lambda jk: -jk[0].gpus):
         mine: list[Placement] | None = []
@@ -229,29 +229,27 @@ class _StateGroups:
                       if free[state] >= job.gpus]
         if not candidates:
             return None
-        prices = costs(job, [node for _, node in candidates])
         return min((empty[state], cost, position[node], node)
-                   for (state, node), cost in zip(candidates, prices))[3]
+                   for (state, node), cost in zip(candidates, costs(job, candidates)))[3]
 
 
 class _StatePrices:
     """The expected-fragmentation price, remembered per kind of job and node state
     (`_StateGroups`); the states not priced yet are priced together."""
 
-    def __init__(self, s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict, groups: _StateGroups):
-        self.s, self.layout, self.mix, self.spare, self.groups = s, layout, mix, spare, groups
+    def __init__(self, s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict):
+        self.s, self.layout, self.mix, self.spare = s, layout, mix, spare
         self.models = gpu_models(s)
         self.scarce = model_scarcity(layout, mix, self.models) if mix is not None else None
         self.memo: dict[tuple, dict[int, float]] = defaultdict(dict)  # kind of job -> state -> price
 
-    def __call__(self, job: Job, nodes: list[str]) -> list[float]:
+    def __call__(self, job: Job, candidates: list[tuple[int, str]]) -> list[float]:
         if self.mix is None:
-            return [0.0] * len(nodes)
+            return [0.0] * len(candidates)
         memo = self.memo[(job.gpus, job.cpu, job.memory_gib, tuple(job.gpu_model or ()))]
-        states = [self.groups.state_of[n] for n in nodes]
-        new = {state: n for state, n in zip(states, nodes) if state not in memo}
+        new = {state: n for state, n in candidates if state not in memo}
         if new:
             priced = placement_costs(self.s, self.layout, self.mix, [(job, n, None) for n in new.values()],
                                      self.spare, self.models, self.scarce)
             memo.update(zip(new, priced))
-        return [memo[state] for state in states]
+        return [memo[state] for state, _ in candidates]
