@@ -16,10 +16,12 @@ from gpu_policy.plan import Placement
 from gpu_policy.planner.rules.fits import fits_on_gpu
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class GpuSlot:
-    """One GPU: held whole by one replica, shared by fractions, or free. `fractions` is a
-    tuple, replaced when it changes, so copies of a layout share it."""
+    """One GPU: held whole by one replica, shared by fractions, or free. Never changed (not
+    frozen: that makes one a third as costly to make): a layout puts a new slot in its
+    place, so layouts share slots freely. Every free GPU of `running_layout` is `FREE`, and
+    all the GPUs one whole job holds there are one slot."""
 
     whole: str | None = None
     fractions: tuple[tuple[str, float], ...] = ()
@@ -31,6 +33,21 @@ class GpuSlot:
     @property
     def free(self) -> bool:
         return self.whole is None and not self.fractions
+
+
+#: The slot of a free GPU.
+FREE = GpuSlot()
+
+
+def _slot(whole: str | None, fractions: tuple[tuple[str, float], ...]) -> GpuSlot:
+    return GpuSlot(whole, fractions) if whole or fractions else FREE
+
+
+def _without(slot: GpuSlot, gone: set[str]) -> GpuSlot:
+    """`slot` without the replicas of the jobs in `gone` (`slot` itself if it has none)."""
+    whole = None if slot.whole in gone else slot.whole
+    fractions = tuple(f for f in slot.fractions if f[0] not in gone)
+    return slot if whole == slot.whole and len(fractions) == len(slot.fractions) else _slot(whole, fractions)
 
 
 @dataclass(slots=True)
@@ -62,6 +79,10 @@ class NodeLayout:
 
 @dataclass
 class Layout:
+    """Where every replica is. Layouts share their `NodeLayout`s (copy on write, `own`) and
+    the lists in `indices` and `hosts` (never changed in place; `hosts` of `running_layout`
+    are the jobs' own `running` lists)."""
+
     nodes: dict[str, NodeLayout]
     indices: dict[str, list[list[int]]]  # job name -> indices per running replica
     hosts: dict[str, list[str]] = field(default_factory=dict)  # job name -> node per running replica
@@ -71,94 +92,93 @@ class Layout:
         """The node's layout, copied first if it is shared with another layout (copy on write)."""
         if node in self.borrowed:
             nl = self.nodes[node]
-            self.nodes[node] = NodeLayout(nl.node, [GpuSlot(sl.whole, sl.fractions) for sl in nl.slots])
+            self.nodes[node] = NodeLayout(nl.node, list(nl.slots))
             self.borrowed.discard(node)
         return self.nodes[node]
 
     def release(self, node: str, job: str) -> None:
         """Take every replica of `job` off `node`."""
-        for slot in self.own(node).slots:
-            if slot.whole == job:
-                slot.whole = None
-            slot.fractions = tuple((j, f) for j, f in slot.fractions if j != job)
+        slots, gone = self.own(node).slots, {job}
+        slots[:] = [_without(slot, gone) for slot in slots]
+
+    def add(self, job: str, node: str, indices: list[int]) -> None:
+        """Note one more replica of `job`, on `indices` of `node` (new lists: others may share the old)."""
+        self.indices[job] = [*self.indices.get(job, ()), indices]
+        self.hosts[job] = [*self.hosts.get(job, ()), node]
 
 
 def running_layout(s: Scenario) -> Layout:
     """Place every running replica on GPU indices; raise if one cannot fit."""
-    nodes = {n.name: NodeLayout(n, [GpuSlot() for _ in range(n.gpus)]) for n in s.nodes}
+    nodes = {n.name: NodeLayout(n, [FREE] * n.gpus) for n in s.nodes}
     running = [j for j in s.jobs if j.running]
     indices: dict[str, list[list[int]]] = {}
     whole: list[Job] = []
     fractional: list[Job] = []
+    given: set[str] = set()  # nodes with given indices
     for job in running:  # given indices first: they are facts about the cluster
         if job.gpu_indices is None:
             (fractional if job.is_fractional else whole).append(job)
             continue
         indices[job.name] = [list(ix) for ix in job.gpu_indices]
         for node_name, ix in zip(job.running, job.gpu_indices):
-            for i in ix:
-                _occupy(nodes[node_name].slots[i], job)
-    free: dict[str, list[int]] = {}  # node -> its free indices in `NodeLayout.order`, once a replica asks
+            _occupy(nodes[node_name].slots, ix, job)
+        given.update(job.running)
+    free = {name: _free_in_order(nl) if name in given else nl.order for name, nl in nodes.items()}
     _assign_whole(s, nodes, free, whole, indices)  # then whole jobs
     for job in fractional:  # then fractions
-        indices[job.name] = [_assign_fraction(s, nodes[n], free, job) for n in job.running]
-    return Layout(nodes, indices, {j.name: list(j.running) for j in running})
+        indices[job.name] = [_assign_fraction(s, nodes[n], free[n], job) for n in job.running]
+    return Layout(nodes, indices, {j.name: j.running for j in running})
 
 
 def _free_in_order(nl: NodeLayout) -> list[int]:
-    """The node's free indices in `NodeLayout.order`. `running_layout` lists them once per
-    node (in `free`), and the replicas it places there take them from the front."""
+    """The node's free indices in `NodeLayout.order` (on a node no given indices fall on,
+    all of them). `running_layout` lists them once per node, and the replicas it places
+    there take them from the front."""
     slots = nl.slots
-    return [i for i in nl.order if slots[i].whole is None and not slots[i].fractions]
+    return [i for i in nl.order if slots[i] is FREE]
 
 
 def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, list[int]], jobs: list[Job],
                   indices: dict[str, list[list[int]]]) -> None:
     """The indices each replica of the whole-GPU `jobs` (without given indices) takes, in
-    their order: the lowest free ones."""
+    their order: the lowest free ones (`free`, which they take)."""
     for job in jobs:
-        need, name, picks = int(job.gpus), job.name, []
+        need, held, picks = int(job.gpus), GpuSlot(job.name), []
         for n in job.running:
-            nl = nodes[n]
-            mine = _free_list(free, nl)
+            mine = free[n]
             if len(mine) < need:
                 _no_room(s, job, n)
             picked = mine[:need]
             del mine[:need]
-            slots = nl.slots
+            slots = nodes[n].slots
             for i in picked:
-                slots[i].whole = name
+                slots[i] = held
             picks.append(picked)
-        indices[name] = picks
+        indices[job.name] = picks
 
 
-def _free_list(free: dict[str, list[int]], nl: NodeLayout) -> list[int]:
-    """The node's free GPUs not yet taken, in the order they are taken (listed on first use)."""
-    mine = free.get(nl.node.name)
-    if mine is None:
-        mine = free[nl.node.name] = _free_in_order(nl)
-    return mine
-
-
-def _occupy(slot: GpuSlot, job: Job) -> None:
+def _occupy(slots: list[GpuSlot], indices: list[int], job: Job) -> None:
+    """Put one replica of `job` on `indices` of a node's `slots`."""
     if job.is_fractional:
-        slot.fractions += ((job.name, job.gpus),)
+        share = ((job.name, job.gpus),)
+        for i in indices:
+            slots[i] = GpuSlot(slots[i].whole, slots[i].fractions + share)
     else:
-        slot.whole = job.name
+        for i in indices:
+            slots[i] = GpuSlot(job.name, slots[i].fractions)
 
 
-def _assign_fraction(s: Scenario, nl: NodeLayout, free: dict[str, list[int]], job: Job) -> list[int]:
+def _assign_fraction(s: Scenario, nl: NodeLayout, free: list[int], job: Job) -> list[int]:
     """The GPU one fractional replica takes on `nl`'s node: the first shared one it fits
-    beside, else the lowest free one."""
+    beside, else the lowest `free` one (which it takes)."""
     slots = nl.slots
     picked = [i for i in nl.order if slots[i].fractions and fits_on_gpu(slots[i].used, job.gpus)][:1]
     if not picked:
-        mine = _free_list(free, nl)
-        picked = mine[:1]
-        del mine[:1]
+        picked = free[:1]
+        del free[:1]
     if not picked:
         _no_room(s, job, nl.node.name)
-    slots[picked[0]].fractions += ((job.name, job.gpus),)
+    _occupy(slots, picked, job)
     return picked
 
 
@@ -176,9 +196,7 @@ def layout_after(layout: Layout, gone: set[str]) -> Layout:
     nodes = dict(layout.nodes)
     for name in touched:
         nl = nodes[name]
-        nodes[name] = NodeLayout(nl.node, [GpuSlot(None if s.whole in gone else s.whole,
-                                                   tuple((j, f) for j, f in s.fractions if j not in gone))
-                                           for s in nl.slots])
+        nodes[name] = NodeLayout(nl.node, [_without(slot, gone) for slot in nl.slots])
     indices, hosts = dict(layout.indices), dict(layout.hosts)
     for job in gone:
         indices.pop(job, None)
@@ -188,37 +206,36 @@ def layout_after(layout: Layout, gone: set[str]) -> Layout:
 
 def place(layout: Layout, job: Job, node: str, gpu: int | None = None) -> list[int]:
     """Put one replica of a starting job on `node` (a fraction on GPU `gpu`)."""
-    nl = layout.own(node)
+    slots = layout.own(node).slots
     if job.is_fractional:
         picked = [gpu]
+        _occupy(slots, picked, job)
     else:
-        picked = nl.free_indices()[: int(job.gpus)]
-    for i in picked:
-        _occupy(nl.slots[i], job)
-    layout.indices.setdefault(job.name, []).append(picked)
-    layout.hosts.setdefault(job.name, []).append(node)
+        picked, held = layout.nodes[node].free_indices()[: int(job.gpus)], GpuSlot(job.name)
+        for i in picked:  # free GPUs: no fractions to keep
+            slots[i] = held
+    layout.add(job.name, node, picked)
     return picked
 
 
 def place_at(layout: Layout, job: Job, node: str, indices: list[int]) -> None:
     """Put one replica of `job` back on the very GPU indices it holds."""
-    nl = layout.own(node)
-    for i in indices:
-        _occupy(nl.slots[i], job)
-    layout.indices.setdefault(job.name, []).append(list(indices))
-    layout.hosts.setdefault(job.name, []).append(node)
+    _occupy(layout.own(node).slots, indices, job)
+    layout.add(job.name, node, list(indices))
 
 
-def spare_resources(s: Scenario, running: set[str], placed: dict[str, list[Placement]] | None = None) -> dict:
+def spare_resources(s: Scenario, running: set[str] | None = None,
+                    placed: dict[str, list[Placement]] | None = None) -> dict:
     """Free CPU and memory per node, for the resources each node declares, when the
-    `running` jobs run: on the nodes in `placed` for jobs that have a new placement,
-    else where they run now. Nodes that declare neither share one empty dict."""
+    `running` jobs (default: those running now) run: on the nodes in `placed` for jobs
+    that have a new placement, else where they run now. Nodes that declare neither share
+    one empty dict."""
     placed = placed or {}
     none: dict[str, float] = {}
     spare = {n.name: ({r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
                       if n.cpu is not None or n.memory_gib is not None else none) for n in s.nodes}
     for job in s.jobs:
-        if not (job.cpu or job.memory_gib) or job.name not in running:
+        if not (job.cpu or job.memory_gib) or not (job.running if running is None else job.name in running):
             continue
         nodes = [p.node for p in placed[job.name]] if job.name in placed else job.running
         for n in nodes:

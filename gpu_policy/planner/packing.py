@@ -73,7 +73,7 @@ def placement_costs(s: Scenario, layout: Layout, mix: WorkloadMix, options: list
     models = models or gpu_models(s)
     index = {m: i for i, m in enumerate(models)}
     scarce = model_scarcity(layout, mix, models) if scarce is None else scarce
-    spare = spare if spare is not None else spare_resources(s, {j.name for j in s.jobs if j.is_running})
+    spare = spare if spare is not None else spare_resources(s)
     width = max(len(layout.nodes[node].slots) for _, node, _ in options) or 1
     free_of: dict[str, np.ndarray] = {}  # node -> free thousandths per GPU (unhealthy: 0)
     before, after, cpu, mem, model = [], [], [], [], []
@@ -122,8 +122,8 @@ def _milli(gpus: float, fractional: bool) -> int:
 
 
 Price = Callable[[Job, str], float]
-#: Prices of one replica of a job on each of some nodes (`pack` asks for one node per state).
-Prices = Callable[[Job, list[str]], list[float]]
+#: Prices of one replica of a job on each of some (node state, node) pairs (`_StateGroups`).
+Prices = Callable[[Job, list[tuple[int, str]]], list[float]]
 
 
 def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict, mix: WorkloadMix | None,
@@ -141,10 +141,10 @@ def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict,
     Returns per job its placements, or None when a replica found no room (then none of
     its replicas stays placed).
     """
-    spare = spare_resources(s, {j.name for j in s.jobs if j.running})
+    spare = spare_resources(s)
     groups = _StateGroups(layout, nodes, spare)
-    costs: Prices = (_StatePrices(s, layout, mix, spare, groups) if price is None
-                     else lambda job, nodes: [price(job, n) for n in nodes])
+    costs: Prices = (_StatePrices(s, layout, mix, spare) if price is None
+                     else lambda job, candidates: [price(job, n) for _, n in candidates])
     out: dict[str, list[Placement] | None] = {}
     for job, keys in sorted(jobs, key=lambda jk: -jk[0].gpus):
         mine: list[Placement] | None = []
@@ -171,34 +171,42 @@ def _unplace(layout: Layout, groups: _StateGroups, job: Job, placed: list[Placem
 
 class _StateGroups:
     """Nodes grouped by state, per key, in their order in `nodes`. A state is (free GPUs,
-    each GPU's use (an unhealthy one counts as used), model, spare CPUs and memory);
-    `empty` holds the states of nodes with nothing on their GPUs."""
+    each GPU's use (an unhealthy one counts as used), model, spare CPUs and memory), known
+    by its number: `ids` numbers each state met, and per number `free` holds its free GPUs
+    and `empty` whether the state's nodes have nothing on their GPUs."""
 
     def __init__(self, layout: Layout, nodes: dict, spare: dict):
-        self.layout, self.spare = layout, spare
+        self.layout = layout
         self.position: dict[str, int] = {}
         self.keys_of: dict[str, list] = defaultdict(list)
-        self.groups: dict = defaultdict(dict)  # key -> state -> {node: None}, only states with nodes
-        self.state_of: dict[str, tuple] = {}
-        self.empty: dict[tuple, bool] = {}
+        self.groups: dict = defaultdict(dict)  # key -> state number -> {node: None}, only states with nodes
+        self.state_of: dict[str, int] = {}
+        self.ids: dict[tuple, int] = {}
+        self.free: list[int] = []
+        self.empty: list[bool] = []
         for key, names in nodes.items():
             for n in names:
                 self.position.setdefault(n, len(self.position))
                 self.keys_of[n].append(key)
+        # model and spare resources: packing changes neither
+        self.fixed = {n: (layout.nodes[n].node.gpu_model, tuple(sorted(spare[n].items()))) for n in self.position}
         for n in self.position:
             self._add(n)
 
-    def _state(self, node: str) -> tuple:
+    def _state(self, node: str) -> int:
         nl = self.layout.nodes[node]
         bad = nl.node.unhealthy_gpus
-        used = tuple(1.0 if i in bad else round(sl.used, 6) if sl.fractions else 1.0 if sl.whole else 0
-                     for i, sl in enumerate(nl.slots))
-        return (len(nl.free_indices()), used, nl.node.gpu_model, tuple(sorted(self.spare[node].items())))
+        used = tuple([1.0 if i in bad else round(sl.used, 6) if sl.fractions else 1.0 if sl.whole else 0
+                      for i, sl in enumerate(nl.slots)])
+        free = len(nl.free_indices())
+        state = self.ids.setdefault((free, used, self.fixed[node]), len(self.ids))
+        if state == len(self.free):
+            self.free.append(free)
+            self.empty.append(all(u == 0 for u in used))
+        return state
 
     def _add(self, node: str) -> None:
         state = self.state_of[node] = self._state(node)
-        if state not in self.empty:
-            self.empty[state] = all(u == 0 for u in state[1])
         for key in self.keys_of[node]:
             self.groups[key].setdefault(state, {})[node] = None
 
@@ -216,31 +224,32 @@ class _StateGroups:
         """The node of `key` for one replica of `job`: among states with room, a node in
         use before an empty one, then the lowest cost, then the earliest position (each
         state's candidate is the node in it longest)."""
+        free, empty, position = self.free, self.empty, self.position
         candidates = [(state, next(iter(members))) for state, members in self.groups[key].items()
-                      if state[0] >= job.gpus]
-        ranked = [(self.empty[state], cost, self.position[node]) for (state, node), cost
-                  in zip(candidates, costs(job, [node for _, node in candidates]))]
-        return candidates[ranked.index(min(ranked))][1] if candidates else None
+                      if free[state] >= job.gpus]
+        if not candidates:
+            return None
+        return min((empty[state], cost, position[node], node)
+                   for (state, node), cost in zip(candidates, costs(job, candidates)))[3]
 
 
 class _StatePrices:
     """The expected-fragmentation price, remembered per kind of job and node state
     (`_StateGroups`); the states not priced yet are priced together."""
 
-    def __init__(self, s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict, groups: _StateGroups):
-        self.s, self.layout, self.mix, self.spare, self.groups = s, layout, mix, spare, groups
+    def __init__(self, s: Scenario, layout: Layout, mix: WorkloadMix | None, spare: dict):
+        self.s, self.layout, self.mix, self.spare = s, layout, mix, spare
         self.models = gpu_models(s)
         self.scarce = model_scarcity(layout, mix, self.models) if mix is not None else None
-        self.memo: dict[tuple, float] = {}
+        self.memo: dict[tuple, dict[int, float]] = defaultdict(dict)  # kind of job -> state -> price
 
-    def __call__(self, job: Job, nodes: list[str]) -> list[float]:
+    def __call__(self, job: Job, candidates: list[tuple[int, str]]) -> list[float]:
         if self.mix is None:
-            return [0.0] * len(nodes)
-        kind = (job.gpus, job.cpu, job.memory_gib, tuple(job.gpu_model or ()))
-        keys = [(kind, self.groups.state_of[n]) for n in nodes]
-        new = {k: n for k, n in zip(keys, nodes) if k not in self.memo}
+            return [0.0] * len(candidates)
+        memo = self.memo[(job.gpus, job.cpu, job.memory_gib, tuple(job.gpu_model or ()))]
+        new = {state: n for state, n in candidates if state not in memo}
         if new:
             priced = placement_costs(self.s, self.layout, self.mix, [(job, n, None) for n in new.values()],
                                      self.spare, self.models, self.scarce)
-            self.memo.update(zip(new, priced))
-        return [self.memo[k] for k in keys]
+            memo.update(zip(new, priced))
+        return [memo[state] for state, _ in candidates]
