@@ -38,9 +38,15 @@ except ImportError:  # pragma: no cover - only under --baseline
 #: leading spaces run inside the phase above.
 PHASES = [
     ("running_layout", "gpu_policy.planner.layout", "running_layout"),
+    ("Composer.kinds", "gpu_policy.planner.rules.composition", "Composer.kinds"),
+    ("_standing (shares, start order)", "gpu_policy.planner.planner", "_standing"),
+    ("  fair_share.queue_demands", "gpu_policy.fair_share", "queue_demands"),
+    ("  fits.never_fits", "gpu_policy.planner.rules.fits", "never_fits"),
     ("scope", "gpu_policy.planner.scope", "scope"),
     ("  Consolidations.__init__", "gpu_policy.planner.consolidation", "Consolidations.__init__"),
-    ("program._room_by_shape", "gpu_policy.planner.program", "_room_by_shape"),
+    ("build_decisions", "gpu_policy.planner.program", "build_decisions"),
+    ("  program._room_by_shape", "gpu_policy.planner.program", "_room_by_shape"),
+    ("scenario_mix", "gpu_policy.planner.packing", "scenario_mix"),
     ("accounting.accounts", "gpu_policy.planner.accounting", "accounts"),  # before issue 26's rules
     ("program rows and stages (rules)", "gpu_policy.planner.rules.protocol", "build"),
     ("  claims.accounts", "gpu_policy.planner.rules.claims", "accounts"),
