@@ -103,9 +103,7 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome, layout: Layout) ->
             if not job.is_preemptible:
                 leaf_nonpreemptible[q] += gpus
             if job.running and name not in moved:  # kept where it runs: no reason to write
-                where = indices[name]
-                decisions.append(JobDecision(name, q, "keep", [Placement(job.running[0], job.gpus, list(where[0]))]
-                                             if len(where) == 1 else _where(job, where)))  # one replica: most jobs
+                decisions.append(JobDecision(name, q, "keep", _where(job, indices[name])))
                 continue
             jobs[name] = job
         judged.append(len(decisions))
@@ -119,7 +117,10 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome, layout: Layout) ->
 
 
 def _where(job: Job, indices: list[list[int]]) -> list[Placement]:
-    """Where a running job's replicas are now (`indices`: theirs, per replica)."""
+    """Where a running job's replicas are now (`indices`: theirs, per replica). One replica
+    (most jobs) without a loop: a plan asks this for every running job."""
+    if len(indices) == 1:
+        return [Placement(job.running[0], job.gpus, list(indices[0]))]
     return [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, indices)]
 
 
