@@ -38,9 +38,15 @@ except ImportError:  # pragma: no cover - only under --baseline
 #: leading spaces run inside the phase above.
 PHASES = [
     ("running_layout", "gpu_policy.planner.layout", "running_layout"),
+    ("Composer.kinds", "gpu_policy.planner.rules.composition", "Composer.kinds"),
+    ("_standing (shares, start order)", "gpu_policy.planner.planner", "_standing"),
+    ("  fair_share.queue_demands", "gpu_policy.fair_share", "queue_demands"),
+    ("fits.never_fits (start order, reasons)", "gpu_policy.planner.rules.fits", "never_fits"),
     ("scope", "gpu_policy.planner.scope", "scope"),
     ("  Consolidations.__init__", "gpu_policy.planner.consolidation", "Consolidations.__init__"),
-    ("program._room_by_shape", "gpu_policy.planner.program", "_room_by_shape"),
+    ("build_decisions", "gpu_policy.planner.program", "build_decisions"),
+    ("  program._room_by_shape", "gpu_policy.planner.program", "_room_by_shape"),
+    ("scenario_mix", "gpu_policy.planner.packing", "scenario_mix"),
     ("accounting.accounts", "gpu_policy.planner.accounting", "accounts"),  # before issue 26's rules
     ("program rows and stages (rules)", "gpu_policy.planner.rules.protocol", "build"),
     ("  claims.accounts", "gpu_policy.planner.rules.claims", "accounts"),
@@ -124,12 +130,12 @@ def main() -> int:
     old = (run_at_commit(args.baseline, "plan_phases.py", ["--nodes", str(args.nodes), "--runs", str(args.runs)])[0]
            if args.baseline else None)
     print(f"{args.nodes} nodes, CPU seconds per plan (median of {args.runs}), HiGHS")
-    print(f"{'phase':34} {'new':>7}" + (f" {'old':>7} {'new/old':>8}" if old else ""))
+    print(f"{'phase':38} {'new':>7}" + (f" {'old':>7} {'new/old':>8}" if old else ""))
     for label in [label for label, _, _ in PHASES] + ["total"]:
         key = label.strip()
         if key not in new and not (old and key in old):
             continue
-        row = f"{label:34} {_cell(new.get(key))}"
+        row = f"{label:38} {_cell(new.get(key))}"
         if old:
             ratio = f"{new[key] / old[key]:8.2f}" if key in new and old.get(key) else f"{'-':>8}"
             row += f" {_cell(old.get(key))} {ratio}"

@@ -41,7 +41,7 @@ def queue_demands(s: Scenario) -> dict[str, QueueDemand]:
     running: dict[str, float] = {q.name: 0.0 for q in s.queues}
     pending: dict[str, float] = {q.name: 0.0 for q in s.queues}
     for job in s.jobs:
-        (running if job.is_running else pending)[job.queue] += job.total_gpus
+        (running if job.running else pending)[job.queue] += job.total_gpus
     out: dict[str, QueueDemand] = {}
 
     def visit(name: str) -> QueueDemand:
@@ -66,9 +66,11 @@ def queue_demands(s: Scenario) -> dict[str, QueueDemand]:
     return out
 
 
-def fair_shares(s: Scenario, capacity: float | None = None) -> dict[str, int]:
-    """Whole-GPU fair share of every queue and department, by name."""
-    demands = queue_demands(s)
+def fair_shares(s: Scenario, capacity: float | None = None,
+                demands: dict[str, QueueDemand] | None = None) -> dict[str, int]:
+    """Whole-GPU fair share of every queue and department, by name; `demands`:
+    `queue_demands(s)`, when the caller has them (a pass over every job)."""
+    demands = queue_demands(s) if demands is None else demands
     shares: dict[str, int] = {}
     total = s.gpus_schedulable if capacity is None else capacity
 

@@ -7,16 +7,17 @@ from dataclasses import asdict, dataclass, field
 from gpu_policy.scenario import API_VERSION
 
 
-@dataclass
+@dataclass(slots=True)
 class Placement:
-    """Where one replica runs (or ran, for a preempted job)."""
+    """Where one replica runs (or ran, for a preempted job). With `__slots__`, as
+    `JobDecision`: a plan makes one per running replica (20,000 at 5,000 nodes)."""
 
     node: str
     gpus: float
     gpu_indices: list[int]
 
 
-@dataclass
+@dataclass(slots=True)
 class JobDecision:
     name: str
     queue: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpu_policy import placement
-from gpu_policy.fair_share import fair_shares
+from gpu_policy.fair_share import fair_shares, queue_demands
 from gpu_policy.model import Job, Scenario
 from gpu_policy.plan import Plan
 from gpu_policy.planner import rules
@@ -16,7 +16,7 @@ from gpu_policy.planner.program import build_decisions
 from gpu_policy.planner.realize import realize
 from gpu_policy.planner.rules.composition import Composer
 from gpu_policy.planner.rules.context import PlanContext
-from gpu_policy.planner.rules.fits import never_fits
+from gpu_policy.planner.rules.fits import could_ever_fit
 from gpu_policy.planner.rules.order import in_order
 from gpu_policy.planner.rules.protocol import build
 from gpu_policy.planner.scope import Standing, scope
@@ -46,23 +46,24 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     s = with_unhealthy(scenario, signals) if signals else scenario
     layout = running_layout(s)
     composes = bool(s.composable and s.composable.nodes)
-    first = result = _decide(s, cfg, signals, layout, s.gpus_schedulable,
+    attached = s.gpus_schedulable  # healthy GPUs attached now (a pass over every node: once)
+    first = result = _decide(s, cfg, signals, layout, attached,
                              began + FIRST_PASS_SHARE * cfg.time_limit_s if composes else deadline)
-    capacity, passes = s.gpus_schedulable, 1
-    while _capacity_after(s, result) != capacity:
+    capacity, passes = attached, 1
+    while _capacity_after(attached, result) != capacity:
         if passes == _PASSES:
-            result = _first_kept(s, first, "no plan agrees with the shares it assumed")
+            result = _first_kept(attached, first, "no plan agrees with the shares it assumed")
             break
         if passes == 1:  # the plan made again has its own share, even when the first overran its own
             deadline = max(deadline, cfg.clock() + (1 - FIRST_PASS_SHARE) * cfg.time_limit_s)
         elif cfg.clock() >= deadline - _reserve(cfg, s):
-            result = _first_kept(s, first, "time limit")
+            result = _first_kept(attached, first, "time limit")
             break
-        capacity, passes = _capacity_after(s, result), passes + 1
+        capacity, passes = _capacity_after(attached, result), passes + 1
         result = _decide(s, cfg, signals, layout, capacity, deadline)
         if result.solver.status not in (OPTIMAL, NOTHING):  # cut off, or a stage found nothing: the first is better
             cause = "time limit" if result.solver.status == CUT_OFF else "a stage found no solution"
-            result = _first_kept(s, first, cause)
+            result = _first_kept(attached, first, cause)
             break
     if result.solver.status == CUT_OFF:
         result.warnings.append(f"the plan's time limit of {cfg.time_limit_s:g} s ran out before the plan was "
@@ -72,12 +73,13 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     return result
 
 
-def _first_kept(s: Scenario, first: Plan, cause: str) -> Plan:
-    """The first plan (fair shares of the GPUs attached now), when no plan made again with the
-    GPUs its compositions leave could replace it: its status says why, a warning what it costs."""
+def _first_kept(attached: int, first: Plan, cause: str) -> Plan:
+    """The first plan (fair shares of the `attached` GPUs, those attached now), when no plan
+    made again with the GPUs its compositions leave could replace it: its status says why, a
+    warning what it costs."""
     first.solver.status = FIRST_PLAN_KEPT.format(cause=cause)
-    first.warnings.append(f"fair shares count the {s.gpus_schedulable} GPUs attached now, not the "
-                          f"{_capacity_after(s, first)} the plan's "
+    first.warnings.append(f"fair shares count the {attached} GPUs attached now, not the "
+                          f"{_capacity_after(attached, first)} the plan's "
                           f"compositions leave ({cause}): the next plan, counting those, may rebalance the queues")
     return first
 
@@ -86,10 +88,10 @@ def _first_kept(s: Scenario, first: Plan, cause: str) -> Plan:
 _PASSES = 3
 
 
-def _capacity_after(s: Scenario, result: Plan) -> int:
-    """Healthy GPUs once the plan's compositions are carried out (attached GPUs are healthy;
-    only idle, healthy ones are detached)."""
-    return s.gpus_schedulable + result.summary["attached"] - result.summary["detached"]
+def _capacity_after(attached: int, result: Plan) -> int:
+    """Healthy GPUs once the plan's compositions are carried out, from the `attached` ones
+    before (attached GPUs are healthy; only idle, healthy ones are detached)."""
+    return attached + result.summary["attached"] - result.summary["detached"]
 
 
 def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, layout: Layout, capacity: int,
@@ -131,10 +133,11 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
     fit (and that their queue admits: not in `refused`), and the order the planner tries to
     start them in."""
     tree = rules.QueueTree.of(s)
-    running = [j for j in s.jobs if j.is_running]
-    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity)),
-                  held(tree, running), held(tree, [j for j in running if not j.is_preemptible]))
-    waiting = [j for j in s.jobs if not j.is_running and j.name not in refused and never_fits(j, kinds, s.nodes) is None]
+    demands = queue_demands(s)
+    could_fit = could_ever_fit(kinds, s.nodes)
+    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity, demands), demands),
+                  *held(tree, [j for j in s.jobs if j.running]))
+    waiting = [j for j in s.jobs if not j.running and j.name not in refused and could_fit(j)]
     return st, waiting, rules.start_order(tree, st.shares, st.held, waiting)
 
 
@@ -165,10 +168,14 @@ def _reserve(cfg: PlannerConfig, s: Scenario) -> float:
     return min(0.5 * cfg.time_limit_s, 0.02 + 2.5e-5 * len(s.jobs))
 
 
-def held(tree: rules.QueueTree, running: list[Job]) -> dict[str, float]:
-    """GPUs each queue and department holds when the `running` jobs run (summed in the
-    order given: the scenario's)."""
+def held(tree: rules.QueueTree, running: list[Job]) -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs each queue and department holds when the `running` jobs run, all of them and the
+    non-preemptible ones (summed in the order given: the scenario's)."""
     leaf: dict[str, float] = defaultdict(float)
+    pinned: dict[str, float] = defaultdict(float)
     for job in running:
-        leaf[job.queue] += job.total_gpus
-    return tree.rolled_up(leaf)
+        gpus = job.total_gpus
+        leaf[job.queue] += gpus
+        if not job.is_preemptible:
+            pinned[job.queue] += gpus
+    return tree.rolled_up(leaf), tree.rolled_up(pinned)

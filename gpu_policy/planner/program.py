@@ -31,7 +31,7 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.fits import per_gpu
 from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, shape_of
+from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, scenario_constraints, shape_of
 
 
 @dataclass
@@ -227,10 +227,11 @@ def build_decisions(s: Scenario, sc: Scope, max_moves: int, kinds: Counter[NodeK
         for i, job in enumerate(victims):
             d.cut[job.name] = options[i:]
             d.victims.add(job.name)
-    room = _room_by_shape(sc.waiting, kinds or node_kinds(s))
+    room = _room_by_shape(sc.waiting, kinds or node_kinds(s, scenario_constraints(s)))
     for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name)):
-        mine = d.kinds.setdefault(Kind.of(job), [])
-        if len(mine) < room[shape_of(job)] // job.replicas:  # more could never fit: the rest wait
+        kind = Kind.of(job)
+        mine = d.kinds.setdefault(kind, [])
+        if len(mine) < room[kind.shape] // job.replicas:  # more could never fit: the rest wait
             mine.append(job)
     for kind, jobs in d.kinds.items():
         if jobs:

@@ -54,6 +54,7 @@ class Judged:
     unplaced: set[str] = field(default_factory=set)           # chosen to start, but placing found no room
     _rooms: dict = field(default_factory=dict)                # eligible node names -> their FreeRoom
     _no_room: dict = field(default_factory=dict)              # job name -> why the free room cannot hold it
+    _shared: dict = field(default_factory=dict)               # key -> a reason many jobs share (`shared`)
 
     @cached_property
     def node_rooms(self) -> list[NodeRoom]:
@@ -85,6 +86,13 @@ class Judged:
             clause = self.composition.wait_clause(job, self.spare, self.layout) if room and self.composition else None
             self._no_room[job.name] = Reason(room.code, f"{room.text}; {clause}") if clause else room
         return self._no_room[job.name]
+
+    def shared(self, key: tuple, reason: Callable[[], Reason | None]) -> Reason | None:
+        """`reason()`, worked out once per `key` in this plan: for a rule whose reason is the
+        same for every job that `key` describes (a key starts with the rule's name)."""
+        if key not in self._shared:
+            self._shared[key] = reason()
+        return self._shared[key]
 
     def free_mig_slices(self, profile: str) -> int:
         """Slices of the MIG profile that no job holds after the plan."""

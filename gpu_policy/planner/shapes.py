@@ -81,11 +81,10 @@ class NodeKind:
     mig_profiles: tuple[str, ...] = ()  # MIG-partitioned GPUs: places for slices of these profiles only
 
 
-def node_kinds(s: Scenario, constraints: frozenset | None = None) -> Counter[NodeKind]:
+def node_kinds(s: Scenario, constraints: frozenset | None) -> Counter[NodeKind]:
     """How many nodes of each kind the cluster has (a few kinds, however many nodes).
-    Placement constraints (`scenario_constraints`, when the caller has them) are judged
-    here once per (distinct constraints, node)."""
-    constraints = scenario_constraints(s) if constraints is None else constraints
+    `constraints`: the scenario's (`scenario_constraints`, a pass over every job, which the
+    caller makes once), judged here once per (distinct constraints, node)."""
     if constraints is not None:  # each node's labels and taints decide what it admits
         return Counter(node_kind(n, constraints) for n in s.nodes)
     alike: dict[tuple, list] = {}  # nodes that offer the same GPUs -> [the first of them, how many]

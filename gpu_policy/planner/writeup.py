@@ -1,7 +1,9 @@
 """The Plan a solved program comes to: every job's decision with its reason
 (`gpu_policy.planner.reasons`), the queues before and after, the summary. The jobs are read
-once for what the queues hold after the plan and what waits (`_gather`), once for the
-decisions; reasons are written only for the jobs that stop, move or wait."""
+once (`_gather`): for what the queues hold after the plan and what waits, and for the
+decisions of the jobs the plan keeps where they run (most of them, and they need no reason);
+the few that start, stop, move or wait are decided then, with their reasons, once the state
+those are judged on is known (`_judge`)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: 
                kinds, report: SolverReport, signals: ClusterSignals | None, composer: Composer,
                refused: dict[str, str]) -> Plan:
     """The Plan of the solved program `m`, realised as `out` on the cluster `layout` held before it."""
-    g = _gather(s, st.tree, out)
+    g = _gather(s, st.tree, out, layout)
     judged = Judged(s, st.tree, st.shares, st.held, g.after, g.nonpreemptible_after, out.layout,
                     spare_resources(s, g.running_after, {**out.started, **out.moved}), limits, kinds,
                     receiving={q: (rules.GUARANTEE if _on(t.get(rules.GUARANTEE)) else rules.FAIR)
@@ -37,14 +39,15 @@ def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: 
                     swapped=g.swapped, cut_off=report.status != OPTIMAL and report.status != NOTHING,
                     composition=composer if composer.settings.nodes else None, refused=refused,
                     unplaced=out.unplaced)
-    decisions = _decisions(s, out, layout, judged, g.started)
-    compositions = composer.compositions(decisions, g.jobs)
+    _judge(s, out, layout, judged, g)
+    changes = [g.decisions[i] for i in g.judged]
+    compositions = composer.compositions(changes, g.jobs)
     return Plan(
-        jobs=decisions,
+        jobs=g.decisions,
         queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name], g.pending[q.name], st.held[q.name],
                             g.after[q.name], q.parent, q.limit)
                 for q in s.queues],
-        summary=_summary(s, st.tree, decisions, st.held, g.after, judged.room),
+        summary=_summary(s, st.tree, changes, st.held, g.after, judged.room),
         solver=report,
         telemetry=signals.describe() if signals else None,
         compositions=compositions,
@@ -59,39 +62,52 @@ def _on(var) -> bool:
 class _Gathered:
     """What the plan leaves, read from the jobs in one pass."""
 
-    jobs: dict[str, Job] = field(default_factory=dict)                  # name -> job
+    jobs: dict[str, Job] = field(default_factory=dict)                  # name -> job, of those that start or move
     running_after: set[str] = field(default_factory=set)                # jobs that run after the plan
     after: dict[str, float] = field(default_factory=dict)               # entity -> GPUs held after the plan
     nonpreemptible_after: dict[str, float] = field(default_factory=dict)  # the same, non-preemptible jobs
     pending: dict[str, float] = field(default_factory=dict)             # entity -> GPUs of jobs waiting before it
     started: dict[str, list[Job]] = field(default_factory=dict)         # queue -> the jobs the plan starts
     swapped: dict[str, list[Job]] = field(default_factory=lambda: defaultdict(list))  # queue -> jobs it preempts
+    decisions: list[JobDecision | None] = field(default_factory=list)   # per job, in order; None: not judged yet
+    judged: list[int] = field(default_factory=list)                     # where the jobs to judge are (`_judge`)
 
 
-def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome) -> _Gathered:
-    """The jobs by name, what each entity holds after the plan (all jobs, and non-preemptible
-    ones), what waited in each before it, and per queue the jobs the plan starts and preempts
-    (rules.inside.no_swap_inside: the queue's jobs whose place they could take wait). Amounts are
-    summed in the jobs' order, as `planner.held` sums them, so they are the same numbers."""
+def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome, layout: Layout) -> _Gathered:
+    """What each entity holds after the plan (all jobs, and non-preemptible ones), what
+    waited in each before it, per queue the jobs the plan starts and preempts
+    (rules.inside.no_swap_inside: the queue's jobs whose place they could take wait), and the
+    decision of every job the plan keeps where it runs (`layout`: where running jobs are now).
+    Amounts are summed in the jobs' order, as `planner.held` sums them, so they are the same
+    numbers."""
     g = _Gathered()
     jobs, pending, running_after, swapped = g.jobs, dict.fromkeys(tree.parent, 0), g.running_after, g.swapped
-    preempted, started = out.preempted, out.started
+    decisions, judged, indices = g.decisions, g.judged, layout.indices
+    preempted, started, moved = out.preempted, out.started, out.moved
     leaf: dict[str, float] = defaultdict(float)
     leaf_nonpreemptible: dict[str, float] = defaultdict(float)
     paths = {q: tree.path(q) for q in tree.parent}
     for job in s.jobs:
         name, q, gpus = job.name, job.queue, job.total_gpus
-        jobs[name] = job
-        if name in preempted:
-            swapped[q].append(job)
-        elif job.running or name in started:
+        if job.running:
+            runs = name not in preempted
+            if not runs:
+                swapped[q].append(job)
+        else:
+            runs = name in started
+            for e in paths[q]:
+                pending[e] += gpus
+        if runs:
             running_after.add(name)
             leaf[q] += gpus
             if not job.is_preemptible:
                 leaf_nonpreemptible[q] += gpus
-        if not job.running:
-            for e in paths[q]:
-                pending[e] += gpus
+            if job.running and name not in moved:  # kept where it runs: no reason to write
+                decisions.append(JobDecision(name, q, "keep", _where(job, indices[name])))
+                continue
+            jobs[name] = job
+        judged.append(len(decisions))
+        decisions.append(None)
     g.pending = pending
     g.after = tree.rolled_up(leaf)
     g.nonpreemptible_after = tree.rolled_up(leaf_nonpreemptible)
@@ -100,37 +116,42 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome) -> _Gathered:
     return g
 
 
-def _decisions(s: Scenario, out: Outcome, layout: Layout, judged: Judged,
-               started: dict[str, list[Job]]) -> list[JobDecision]:
-    """Every job's decision, in the scenario's order; `layout`: where running jobs are now."""
-    decisions = []
-    moved, preempted, placed, indices = out.moved, out.preempted, out.started, layout.indices
-    for job in s.jobs:
+def _where(job: Job, indices: list[list[int]]) -> list[Placement]:
+    """Where a running job's replicas are now (`indices`: theirs, per replica). One replica
+    (most jobs) without a loop: a plan asks this for every running job."""
+    if len(indices) == 1:
+        return [Placement(job.running[0], job.gpus, list(indices[0]))]
+    return [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, indices)]
+
+
+def _judge(s: Scenario, out: Outcome, layout: Layout, judged: Judged, g: _Gathered) -> None:
+    """The decision, with its reason, of every job `_gather` left to judge: those that start,
+    are preempted, move or wait (`layout`: where running jobs are now)."""
+    jobs, decisions, placed, started = s.jobs, g.decisions, out.started, g.started
+    for i in g.judged:
+        job = jobs[i]
         name = job.name
-        if name in moved:
-            decisions.append(_decision(job, "move", moved[name], move_reason(job, moved[name], placed)))
+        if name in out.moved:
+            decisions[i] = _decision(job, "move", out.moved[name], move_reason(job, out.moved[name], placed))
         elif job.running:
-            where = [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, indices[name])]
-            if name in preempted:
-                decisions.append(_decision(job, "preempt", where, preempt_reason(job, judged, started)))
-            else:
-                decisions.append(JobDecision(name, job.queue, "keep", where))
+            decisions[i] = _decision(job, "preempt", _where(job, layout.indices[name]),
+                                     preempt_reason(job, judged, started))
         elif name in placed:
-            decisions.append(_decision(job, "start", placed[name], start_reason()))
+            decisions[i] = _decision(job, "start", placed[name], start_reason())
         else:
-            decisions.append(_decision(job, "wait", [], wait_reason(job, judged)))
-    return decisions
+            decisions[i] = _decision(job, "wait", [], wait_reason(job, judged))
 
 
 def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
     return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
 
 
-def _summary(s: Scenario, tree: rules.QueueTree, decisions: list[JobDecision], before: dict[str, float],
+def _summary(s: Scenario, tree: rules.QueueTree, changes: list[JobDecision], before: dict[str, float],
              after: dict[str, float], room: FreeRoom) -> dict:
-    """The plan in numbers; `room`: the free room it leaves on every node."""
+    """The plan in numbers; `changes`: its decisions other than keep; `room`: the free room it
+    leaves on every node."""
     top = tree.children[None]
-    count = Counter(d.action for d in decisions)
+    count = Counter(d.action for d in changes)
     return {
         "gpus_total": s.gpus_total,
         "gpus_allocated_before": sum(before[q] for q in top),

@@ -245,9 +245,9 @@ def test_plans_that_never_agree_keep_the_first_and_say_so(monkeypatch):
     stands, and its status says no plan agreed."""
     calls = []
 
-    def capacity_after(s, result):
+    def capacity_after(attached, result):
         calls.append(result)
-        return s.gpus_schedulable + len({id(r) for r in calls})  # each plan a new capacity
+        return attached + len({id(r) for r in calls})  # each plan a new capacity
 
     monkeypatch.setattr(planner, "_capacity_after", capacity_after)
     s = parse_scenario(composable_scenario(31))

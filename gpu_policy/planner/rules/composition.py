@@ -300,7 +300,8 @@ class Composer(RuleBase):
 
     def compositions(self, decisions: list[JobDecision], jobs: dict[str, Job]) -> list[Composition]:
         """The plan's compositions, each with its reason; a start or move onto GPUs being
-        attached says so, and when they come."""
+        attached says so, and when they come. `decisions`: the plan's, or only those other
+        than keep; `jobs`: by name, at least those that start or move."""
         if not self.after:  # no composable node changes: nothing to report, no reason to change
             return []
         result = []

@@ -68,6 +68,20 @@ def never_fits(job: Job, kinds: Counter[NodeKind], cluster: list[Node]) -> Reaso
     return _no_model(job, everywhere) if not nodes else _too_big(job, nodes, everywhere)
 
 
+def could_ever_fit(kinds: Counter[NodeKind], cluster: list[Node]) -> Callable[[Job], bool]:
+    """A test of whether some node of the cluster could ever run one replica of a job
+    (`never_fits` finds no reason), asked once per shape and gang size: all `never_fits`
+    reads of a job to find whether there is a reason (a plan asks for every waiting job)."""
+    known: dict[tuple[Shape, int], bool] = {}
+
+    def could(job: Job) -> bool:
+        key = (shape_of(job), job.replicas)
+        if key not in known:
+            known[key] = never_fits(job, kinds, cluster) is None
+        return known[key]
+    return could
+
+
 def _no_model(job: Job, everywhere: bool) -> Reason:
     """No node the job may use has its GPU model (or its MIG slices)."""
     where = "no node" if everywhere else "no node its placement constraints allow"

@@ -45,7 +45,14 @@ def why_wait(job: Job, judged: Judged) -> Reason | None:
 
 def why_preempt(job: Job, judged: Judged, started: dict[str, list[Job]]) -> Reason | None:
     """The job makes way for higher-priority jobs of its own queue that the plan starts
-    (`started`: per queue)."""
+    (`started`: per queue). The reason is the same for every victim of one queue, priority
+    and preemptibility (all `may_preempt_inside` reads of a victim), so it is worked out once
+    for them: a queue's victims would each read all its starts."""
+    return judged.shared(("inside", job.queue, job.priority, job.is_preemptible),
+                         lambda: _preempted_inside(job, started))
+
+
+def _preempted_inside(job: Job, started: dict[str, list[Job]]) -> Reason | None:
     mine = [p for p in started.get(job.queue, ()) if may_preempt_inside(job, p)]
     if not mine:
         return None

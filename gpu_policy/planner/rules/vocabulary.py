@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from gpu_policy.fair_share import EPS, fair_shares, queue_demands
+from gpu_policy.fair_share import EPS, QueueDemand, fair_shares, queue_demands
 from gpu_policy.model import Scenario
 
 
@@ -97,9 +97,12 @@ class Shares:
     demand: dict[str, float]
 
     @classmethod
-    def of(cls, s: Scenario, fair: dict[str, int] | None = None) -> Shares:
-        demands = queue_demands(s)
-        fair = fair if fair is not None else fair_shares(s)
+    def of(cls, s: Scenario, fair: dict[str, int] | None = None,
+           demands: dict[str, QueueDemand] | None = None) -> Shares:
+        """`fair`: `fair_shares(s)` unless given; `demands`: `queue_demands(s)`, when the
+        caller has them (a pass over every job)."""
+        demands = queue_demands(s) if demands is None else demands
+        fair = fair if fair is not None else fair_shares(s, demands=demands)
         return cls(
             fair=dict(fair),
             guarantee={q.name: min(q.deserved, demands[q.name].total) for q in s.queues},
