@@ -214,7 +214,7 @@ def _guarantee_credit(m: PlanProgram, st: Standing, acc: Accounts, q: str,
         return credit
     terms, const = credit
     share = max(st.shares.fair[q], st.shares.guarantee[q])
-    before = rules.best_fill(acc.running[q], share)
+    before = best_fill(acc.running[q], share)
     counted = m.var("guarantee_credit", 0, before)
     # guarantee_credit[q] <= credit[q] + largest[q],  and <= its credit before the plan
     m.add(affine({counted: 1, **{v: -a for v, a in terms.items()},

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.placement import constraints_of
-from gpu_policy.planner import rules
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
@@ -132,7 +131,7 @@ def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], re
     cross[q] (the GPUs `rules.reclaim` counts as given to other queues), and
     are no more than those starts take."""
     waiting = [jobs[0] for k, jobs in m.decisions.kinds.items() if k.queue == q and k in m.decisions.starts]
-    mine = [v for v in victims if any(rules.may_preempt_inside(v, p) for p in waiting)]
+    mine = [v for v in victims if any(may_preempt_inside(v, p) for p in waiting)]
     if not mine:
         return
     lowest = min(v.priority for v in mine)
@@ -165,7 +164,7 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
         kinds = [(k, var, m.decisions.kinds[k][0]) for k, var in m.decisions.starts.items() if k.queue == q]
         for v in victims:
             for kind, var, starter in kinds:
-                if rules.may_swap_back(v, starter):
+                if may_swap_back(v, starter):
                     terms, const = m.preempted(v)
                     m.add(affine({var: 1, **{x: var.upBound * a for x, a in terms.items()}},
                                  var.upBound * const) <= var.upBound, "no_swap")
@@ -198,7 +197,7 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
     # idle_after = healthy + GPUs gained - GPUs held after
     m.add(affine({**{x: -a for x, a in idle.items()}, idle_after: 1}) == idle_const, "idle")
     for inside, v in victims:
-        bound = rules.most_idle_for_inside_victim(v)
+        bound = most_idle_for_inside_victim(v)
         if high <= bound:
             continue
         # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
@@ -223,7 +222,7 @@ def _idle_counts_for(victim: Job, eligible: Eligible, s: Scenario) -> bool:
     """Whether idle GPUs anywhere in the cluster could hold the victim: replicas of at most
     one GPU (rules.gathered_by_moves), and every node's GPU model and placement
     constraints suit it."""
-    return (rules.gathered_by_moves(victim)
+    return (gathered_by_moves(victim)
             and not (victim.gpu_model and any(n.gpu_model not in victim.gpu_model for n in s.nodes))
             and _anywhere(eligible.names(constraints_of(victim)), s))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_policy.model import Job
-from gpu_policy.planner import rules
 from gpu_policy.planner.codes import Reason, gpu_count
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase
@@ -80,7 +79,7 @@ def limits_and_nonpreemptible(m: PlanProgram, st: Standing, acc: Accounts) -> No
     for e in st.tree.parent:
         leaves = st.tree.leaves_under(e)
         terms, const = acc.held(leaves)
-        bound = rules.limit_bound(st.shares, e, st.held[e])
+        bound = limit_bound(st.shares, e, st.held[e])
         if bound is not None and terms:
             # allocated_after[e] <= max(limit[e], allocated_before[e])
             m.add(affine(terms, const) <= bound, "limit")
@@ -89,7 +88,7 @@ def limits_and_nonpreemptible(m: PlanProgram, st: Standing, acc: Accounts) -> No
         if pinned:
             before = st.held_nonpreemptible[e]
             # non-preemptible GPUs of e after <= max(deserved[e], non-preemptible GPUs of e before)
-            m.add(affine(pinned, before) <= rules.nonpreemptible_bound(st.shares, e, before), "nonpreemptible")
+            m.add(affine(pinned, before) <= nonpreemptible_bound(st.shares, e, before), "nonpreemptible")
 
 
 class Limits(RuleBase):

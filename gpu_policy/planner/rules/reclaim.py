@@ -153,7 +153,7 @@ def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives:
         return received, 0.0
     cross, const = _lost(m, victims)
     inside_victims(m, acc, q, victims, received, cross)
-    tiers = [t for t in rules.TIERS if gives and rules.may_give(st.shares, q, st.held[q], t)]
+    tiers = [t for t in rules.TIERS if gives and may_give(st.shares, q, st.held[q], t)]
     if not tiers:
         # cross[q] <= 0: no other queue may take from q now
         m.add(affine(cross, const) <= 0, "no_reclaim")
@@ -243,7 +243,7 @@ def _receiver(m: PlanProgram, st: Standing, acc: Accounts, q: str, credit: Credi
     big = credit.const + most(credit.terms)
     out = {}
     for tier in rules.TIERS:
-        if not rules.may_receive(st.shares, q, st.held[q], 0, tier):
+        if not may_receive(st.shares, q, st.held[q], 0, tier):
             continue
         amount, on = m.var("received", 0, most(credit.claimed), initial=0), m.binary("receives", 0)
         # received[q,t] <= GPUs of q's claims * receives[q,t]
