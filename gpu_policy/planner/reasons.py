@@ -59,7 +59,7 @@ class Judged:
     @cached_property
     def node_rooms(self) -> list[NodeRoom]:
         """Each node's free room after the plan, read once for every reason and the summary."""
-        return [node_room(nl) for nl in self.layout.nodes.values()]
+        return [free_room_of(nl) for nl in self.layout.nodes.values()]
 
     @cached_property
     def room(self) -> FreeRoom:
@@ -148,7 +148,7 @@ class NodeRoom(NamedTuple):
     shares: list[tuple]                 # (room, node, GPU, free) per healthy GPU not held whole with room left
 
 
-def node_room(nl: NodeLayout) -> NodeRoom:
+def free_room_of(nl: NodeLayout) -> NodeRoom:
     """The free room of one node's layout (`layout.NodeLayout`)."""
     name, unhealthy = nl.node.name, nl.node.unhealthy_gpus
     free = used_any = 0
