@@ -63,8 +63,7 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
         return Scope(True, names, {}, legal, movable, waiting, gpus, givers)
-    idle = {j.name for j in legal if j.name in limits.idle_jobs  # only a job DCGM saw idle may be
-            and rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
+    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
     return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
 
 

@@ -117,10 +117,7 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome, layout: Layout) ->
 
 
 def _where(job: Job, indices: list[list[int]]) -> list[Placement]:
-    """Where a running job's replicas are now (`indices`: theirs, per replica). One replica
-    (most jobs) without a loop: a plan asks this for every running job."""
-    if len(indices) == 1:
-        return [Placement(job.running[0], job.gpus, list(indices[0]))]
+    """Where a running job's replicas are now (`indices`: theirs, per replica)."""
     return [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, indices)]
 
 
