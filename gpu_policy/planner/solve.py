@@ -21,16 +21,21 @@ no correct solver does: every stage has a feasible solution) is handled the same
 the report says "feasible (a stage found no solution)".
 
 HiGHS runs in-process: the model is handed over once and each stage only changes the
-objective and adds one row. It is not given a starting solution: in highspy 1.16,
-after `setSolution` a stage that improved on it could report the better objective and
-hand back the starting values (seen on victim-floor-per-job.yaml), and a start hides
-presolve's mistake below: with one, HiGHS proves the start optimal in the model presolve
-wrongly emptied (random cluster 78's moves stage). A stage HiGHS calls
-infeasible is solved again without presolve: it cannot be infeasible, and HiGHS 1.16's
+objective and adds one row. Each solve after the first is given a cutoff, the value the last
+solution reaches (with a stage's slack: `_Highs._cutoff`), so HiGHS prunes what cannot beat
+a plan already in hand; and presolve runs at the root only, not again at HiGHS's restarts.
+Together they take about 0.6 of HiGHS's time on the bench instances (docs/benchmarks.md).
+It is not given the starting solution itself: in highspy 1.16, after `setSolution` a stage
+that improved on it could report the better objective and hand back the starting values
+(seen on victim-floor-per-job.yaml), and a start hides presolve's mistake below: with one,
+HiGHS proves the start optimal in the model presolve wrongly emptied (random cluster 78's
+moves stage), whereas with a cutoff, which is no answer to hand back, it still says
+infeasible. A stage HiGHS calls infeasible is solved again without presolve and without the
+cutoff: it cannot be infeasible, and HiGHS 1.16's
 presolve once said so (tests/planner/data/highs-presolve-infeasible.yaml). A later stage
 HiGHS still calls infeasible means an earlier optimum leaned on its integrality tolerance
-(tests/planner/data/highs-tolerance.yaml): CBC then solves every stage again, and its plan
-is kept if it finishes in time. CBC runs as a process
+(HiGHS did on tests/planner/data/highs-tolerance.yaml before its solves had a cutoff): CBC
+then solves every stage again, and its plan is kept if it finishes in time. CBC runs as a process
 per stage, reading the model from a file PuLP writes, and starts from the last solution
 through a MIP start.
 """
@@ -48,6 +53,7 @@ import pulp
 from gpu_policy.errors import SolverError
 from gpu_policy.plan import SolverReport
 from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.linear import common_step
 from gpu_policy.planner.program import Program
 
 OPTIMAL, CUT_OFF, NOTHING = "Optimal", "feasible (time limit)", "Nothing to decide"
@@ -295,15 +301,11 @@ def _weights(stages: list, floors: Floors, start: int, stop: int) -> Group | Non
 
 def lattice_step(objective: pulp.LpAffineExpression) -> float | None:
     """d such that the objective changes by multiples of d between integer points: integer
-    variables only, coefficients on a common denominator up to 1,000; None if there is none."""
-    coefficients = [a for v, a in objective.items() if a]
-    if not coefficients or any(v.cat != pulp.LpInteger for v, a in objective.items() if a):
+    variables only, coefficients on a common denominator up to 1,000 (`common_step`); None
+    if there is none."""
+    if any(v.cat != pulp.LpInteger for v, a in objective.items() if a):
         return None
-    for denominator in range(1, 1001):
-        if all(abs(a * denominator - round(a * denominator)) <= 1e-9 * max(1.0, abs(a * denominator))
-               for a in coefficients):
-            return math.gcd(*(round(abs(a * denominator)) for a in coefficients)) / denominator
-    return None
+    return common_step(objective.values())
 
 
 class Floors:
@@ -395,7 +397,8 @@ class _Highs:
         self.columns = m.prob.variables()
         self.index = {v.name: i for i, v in enumerate(self.columns)}
         self.h = _quiet_highs(highspy)
-        for option, value in (("threads", cfg.threads), ("random_seed", 0), ("mip_rel_gap", cfg.gap_rel)):
+        for option, value in (("threads", cfg.threads), ("random_seed", 0), ("mip_rel_gap", cfg.gap_rel),
+                              ("mip_root_presolve_only", True)):  # the module docstring says why
             self.h.setOptionValue(option, value)
         self._load()
         self.values: np.ndarray | None = None
@@ -437,13 +440,16 @@ class _Highs:
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
         began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
+        self.h.setOptionValue("objective_bound", self._cutoff(costs, objective.constant))
         self.h.run()
         if retry and self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
             # Keeping every running job is feasible, and each stage's bound keeps the last
             # solution feasible: "infeasible" is presolve's mistake (HiGHS 1.16 made it on
-            # tests/planner/data/highs-presolve-infeasible.yaml). Solve again without it.
+            # tests/planner/data/highs-presolve-infeasible.yaml). Solve again without it, and
+            # without the cutoff.
             self.h.setOptionValue("time_limit", max(0.0, float(seconds) - (self.clock() - began)))
             self.h.setOptionValue("presolve", "off")
+            self.h.setOptionValue("objective_bound", self.highspy.kHighsInf)
             self.h.run()
             self.h.setOptionValue("presolve", "choose")
         model_status = self.h.getModelStatus()
@@ -456,6 +462,14 @@ class _Highs:
         if model_status == self.highspy.HighsModelStatus.kOptimal:
             return StageOutcome(OPTIMAL, value)
         return StageOutcome(CUT_OFF, value, info.mip_gap if np.isfinite(info.mip_gap) else None)
+
+    def _cutoff(self, costs: np.ndarray, constant: float) -> float:
+        """What the solve must not exceed (`objective_bound`, in HiGHS's terms, which leave out
+        the constant): the last solution's value with a stage's slack, so that solution and
+        every one as good stay in; no cutoff before the first solution."""
+        if self.values is None:
+            return self.highspy.kHighsInf
+        return _slack(float(costs @ self.values) + constant) - constant
 
     def value(self, objective) -> float:
         """The objective at the last solution."""

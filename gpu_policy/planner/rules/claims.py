@@ -16,7 +16,7 @@ import pulp
 from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.codes import Reason
-from gpu_policy.planner.linear import affine, most
+from gpu_policy.planner.linear import affine, common_step, most
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS, GUARANTEE, QueueTree, Shares, cap
 
@@ -255,14 +255,14 @@ def _credit(m: PlanProgram, st: Standing, acc: Accounts, q: str) -> Credit:
 
 
 def starts_stage(m: PlanProgram, ordered: list[Job]) -> pulp.LpAffineExpression:
-    """Maximise GPUs started; the rank in start order breaks ties, worth less in total than
-    the smallest job. The k-th job of a kind is worth its rank's value: kind k starting n
-    jobs earns its first n values, one continuous segment per job (starts[k] = sum of its
-    segments; their values fall, so the best fill first)."""
+    """Maximise GPUs started; the rank in start order breaks ties (`start_tie`). The k-th job
+    of a kind is worth its rank's value: kind k starting n jobs earns its first n values, one
+    continuous segment per job (starts[k] = sum of its segments; their values fall, so the
+    best fill first)."""
     rank = {j.name: r for r, j in enumerate(ordered)}
     jobs = [j for mine in m.decisions.kinds.values() for j in mine]
     n = len(jobs)
-    tie = 1e-3 * min(j.total_gpus for j in jobs) / (n + 1)
+    tie = start_tie(jobs)
     objective = {}
     for kind, var in m.decisions.starts.items():
         segments = {}
@@ -273,6 +273,21 @@ def starts_stage(m: PlanProgram, ordered: list[Job]) -> pulp.LpAffineExpression:
         # starts[k] = sum of its segments
         m.add(affine({**segments, var: -1}) == 0, "segments")
     return affine(objective)
+
+
+def start_tie(jobs: list[Job]) -> float:
+    """The tie value of the first rank in start order (rank r of n earns tie x (n - r) / n):
+    half the step d by which two plans' GPUs started can differ, over n + 1, so that all of
+    a plan's ties add up to less than d / 2 and GPUs started always come first. As large as
+    that allows, so that the solver, which proves optima to 1e-6, tells start sets apart
+    whose ranks differ by d / (2 n (n + 1)) or more: ranks 2 apart at n = 1,000 jobs of whole
+    GPUs, 8 apart at 2,000 (a thousandth of the smallest job, as before, needed 1,000 ranks
+    at 1,000 jobs, and HiGHS picked between such start sets by its search path). Where GPUs
+    have no common step, a thousandth of the smallest job."""
+    step = common_step(j.total_gpus for j in jobs)
+    if step is None:
+        return 1e-3 * min(j.total_gpus for j in jobs) / (len(jobs) + 1)
+    return step / (2 * (len(jobs) + 1))
 
 
 class Claims(RuleBase):
