@@ -395,7 +395,7 @@ class _Highs:
         self.highspy = highspy
         self.m, self.clock = m, cfg.clock
         self.columns = m.prob.variables()
-        self.index = {v.name: i for i, v in enumerate(self.columns)}
+        self.index = {v.hash: i for i, v in enumerate(self.columns)}  # PuLP's id of a variable: no property
         self.h = _quiet_highs(highspy)
         for option, value in (("threads", cfg.threads), ("random_seed", 0), ("mip_rel_gap", cfg.gap_rel),
                               ("mip_root_presolve_only", True)):  # the module docstring says why
@@ -418,7 +418,7 @@ class _Highs:
             starts.append(len(indices))
             for v, a in c.items():
                 if a:
-                    indices.append(self.index[v.name])
+                    indices.append(self.index[v.hash])
                     values.append(a)
             low, up = c.getLb(), c.getUb()
             lows.append(-inf if low is None else low)
@@ -428,7 +428,7 @@ class _Highs:
                            np.array(indices, np.int32), np.array(values, dtype=float))
 
     def _row(self, expr) -> tuple[np.ndarray, np.ndarray]:
-        items = [(self.index[v.name], a) for v, a in expr.items() if a and v.name in self.index]
+        items = [(self.index[v.hash], a) for v, a in expr.items() if a and v.hash in self.index]
         return np.array([i for i, _ in items], np.int32), np.array([a for _, a in items], dtype=float)
 
     def solve(self, objective, seconds: float, retry: bool = True) -> StageOutcome:
@@ -489,7 +489,7 @@ class _Highs:
         """Fix `variables` at 0 (`at_zero`), or give them their own bounds back."""
         for v in variables:
             high = self.highspy.kHighsInf if v.upBound is None else v.upBound
-            self.h.changeColBounds(self.index[v.name], v.lowBound or 0, 0 if at_zero else high)
+            self.h.changeColBounds(self.index[v.hash], v.lowBound or 0, 0 if at_zero else high)
 
     def finish(self, solved: bool) -> None:
         for i, v in enumerate(self.columns):
