@@ -17,6 +17,7 @@ node, queue or shape, never per pair of job and node.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Job, Scenario
@@ -56,25 +57,36 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     """`waiting`: the jobs that could ever start, in start order (rules.start_order);
     `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
-    running = [j for j in s.jobs if j.is_running]
+    running = [j for j in s.jobs if j.running]
     legal = _legal_victims(running, waiting, givers)
     movable = [j for j in running if j.is_preemptible] if cfg.max_moves > 0 and waiting else []
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
         return Scope(True, names, {}, legal, movable, waiting, gpus, givers)
-    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
+
+    def idle(victim: Job) -> bool:  # asked only of the victims the rankings cost, not of every legal one
+        return rules.idle_victim(victim, limits.idle_jobs, st.held, st.shares.fair)
     return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
 
 
 def _legal_victims(running: list[Job], waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
-    """The `running` jobs the rules could ever let go (`_may_be_victim`)."""
+    """The `running` jobs the rules could ever let go (`_may_be_victim`), judging one job for
+    all alike in `_legality`."""
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
     giving = set().union(*givers.values())
-    return [j for j in running if _may_be_victim(j, top.get(j.queue), giving)]
+    verdict: dict[tuple, bool] = {}  # `_legality` -> whether jobs alike in it may go
+    legal = []
+    for j in running:
+        key = _legality(j)
+        if key not in verdict:
+            verdict[key] = _may_be_victim(j, top.get(j.queue), giving)
+        if verdict[key]:
+            legal.append(j)
+    return legal
 
 
 def _fraction_items(jobs: list[Job]) -> int:
@@ -168,13 +180,13 @@ class _GreedyPass:
     nodes it touched become detailed or reclaim nodes (`_result`)."""
 
     def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
-                 givers: dict[str, set[str]], legal: list[Job], movable: list[Job], idle: set[str]):
-        """`idle`: the legal victims that are idle jobs of queues above their share (rules.idle_victim)."""
+                 givers: dict[str, set[str]], legal: list[Job], movable: list[Job], idle: Callable[[Job], bool]):
+        """`idle`: whether a legal victim is an idle job of a queue above its share (rules.idle_victim)."""
         self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
         self.givers, self.legal, self.movable = givers, legal, movable
         self.nodes = {n.name: n for n in s.nodes}
         self.free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}  # before the pass
-        self.spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
+        self.spare = spare_resources(s)  # with the jobs running now
         self.safe = _pool_safe(s, self.free, self.spare, waiting)
         self.index = _FreeIndex(s, self.free)  # free GPUs as the pass reserves them
         self.rankings = _ReclaimRankings(layout, self.free, legal, cfg, idle)
@@ -388,9 +400,10 @@ class _ReclaimRankings:
     where they free a block of that size, cheapest first. Built once, then looked up; a
     node's victims are found, costed and sorted only once a lookup needs them."""
 
-    def __init__(self, layout: Layout, free: dict[str, int], legal: list[Job], cfg: PlannerConfig, idle: set[str]):
-        """`free`: each node's free GPUs; `idle`: the legal victims that are idle jobs of
-        queues above their share (rules.idle_victim)."""
+    def __init__(self, layout: Layout, free: dict[str, int], legal: list[Job], cfg: PlannerConfig,
+                 idle: Callable[[Job], bool]):
+        """`free`: each node's free GPUs; `idle`: whether a legal victim is an idle job of a
+        queue above its share (rules.idle_victim), asked of those costed only."""
         self.layout, self.free, self.idle, self.default_age_s = layout, free, idle, cfg.default_checkpoint_age_s
         self.jobs = {j.name: j for j in legal}
         self.alike: dict[tuple, list[Job]] = defaultdict(list)  # `_legality` -> the victims alike in it
@@ -427,7 +440,7 @@ class _ReclaimRankings:
 
     def _cost(self, victim: Job) -> rules.VictimCost:
         if victim.name not in self.cost:
-            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, victim.name in self.idle)
+            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, self.idle(victim))
         return self.cost[victim.name]
 
     def cut(self, node: str) -> list[Job]:
@@ -497,8 +510,9 @@ class _ReclaimRankings:
         return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
 
 
-def _legality(job: Job) -> tuple[str, int, bool]:
-    """What `_ReclaimRankings._legal` judges of a victim: its queue, its priority and whether
-    it is preemptible. Victims alike in these are legal for the same jobs, so one judged
-    stands for all."""
-    return (job.queue, job.priority, job.is_preemptible)
+def _legality(job: Job) -> tuple[str, int, bool | None]:
+    """What `_may_be_victim` and `_ReclaimRankings._legal` judge of a victim: its queue, its
+    priority and whether it is preemptible (which its priority and its own `preemptible`
+    decide: read as given, it costs no property). Victims alike in these are legal for the
+    same jobs, so one judged stands for all."""
+    return (job.queue, job.priority, job.preemptible)

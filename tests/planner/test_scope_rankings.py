@@ -41,7 +41,7 @@ def compare(seed: int) -> int:
     running = [j for j in s.jobs if j.is_running]  # non-preemptible ones too: their legality differs
     idle = {j.name for j in running[::3]}
     free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
-    rankings = _ReclaimRankings(layout, free, running, cfg, idle)
+    rankings = _ReclaimRankings(layout, free, running, cfg, lambda j: j.name in idle)
     queues = sorted({j.queue for j in s.jobs})
     compared = 0
     for job in (j for j in s.jobs if not j.is_running):
@@ -66,6 +66,6 @@ def test_a_job_that_may_not_be_preempted_stands_for_none_alike_in_queue_and_prio
                  {"name": "a-new", "queue": "a", "gpus": 4, "priority": 50}]})
     layout = running_layout(s)
     running = [j for j in s.jobs if j.is_running]
-    rankings = _ReclaimRankings(layout, {"n0": 2, "n1": 2}, running, PlannerConfig(), set())
+    rankings = _ReclaimRankings(layout, {"n0": 2, "n1": 2}, running, PlannerConfig(), lambda j: False)
     got = rankings.victims(s.jobs[2], set())
     assert {n: [(v.name, g) for v, g in mine] for n, mine in got.items()} == {"n1": [("a-go", 2)]}
