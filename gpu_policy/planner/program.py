@@ -31,7 +31,7 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.fits import per_gpu
 from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, scenario_constraints, shape_of
+from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, scenario_constraints
 
 
 @dataclass
@@ -227,9 +227,9 @@ def build_decisions(s: Scenario, sc: Scope, max_moves: int, kinds: Counter[NodeK
         for i, job in enumerate(victims):
             d.cut[job.name] = options[i:]
             d.victims.add(job.name)
-    room = _room_by_shape(sc.waiting, kinds or node_kinds(s, scenario_constraints(s)))
-    for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name)):
-        kind = Kind.of(job)
+    waiting = [(job, Kind.of(job)) for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name))]
+    room = _room_by_shape([kind.shape for _, kind in waiting], kinds or node_kinds(s, scenario_constraints(s)))
+    for job, kind in waiting:
         mine = d.kinds.setdefault(kind, [])
         if len(mine) < room[kind.shape] // job.replicas:  # more could never fit: the rest wait
             mine.append(job)
@@ -246,11 +246,10 @@ def _unique(jobs: list[Job]) -> list[Job]:
     return list(seen.values())
 
 
-def _room_by_shape(waiting: list[Job], kinds: Counter[NodeKind]) -> dict[Shape, int]:
-    """Most replicas of each waiting shape nodes of these kinds could hold at once."""
+def _room_by_shape(shapes: list[Shape], kinds: Counter[NodeKind]) -> dict[Shape, int]:
+    """Most replicas of each of the waiting jobs' `shapes` nodes of these kinds could hold at once."""
     out: dict[Shape, int] = {}
-    for job in waiting:
-        shape = shape_of(job)
+    for shape in shapes:
         if shape not in out:
             places = per_gpu(shape.gpus) if shape.fractional else 1
             out[shape] = sum(count * (kind.healthy * places // max(1, shape.whole_gpus))

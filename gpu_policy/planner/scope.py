@@ -17,6 +17,7 @@ node, queue or shape, never per pair of job and node.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Job, Scenario
@@ -56,25 +57,52 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     """`waiting`: the jobs that could ever start, in start order (rules.start_order);
     `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
-    running = [j for j in s.jobs if j.is_running]
-    legal = _legal_victims(running, waiting, givers)
-    movable = [j for j in running if j.is_preemptible] if cfg.max_moves > 0 and waiting else []
+    cand = _candidates(s, waiting, givers, cfg.max_moves > 0 and bool(waiting))
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
-        gpus = _fraction_gpus(layout, names, _fraction_items(waiting + movable), legal, movable)
-        return Scope(True, names, {}, legal, movable, waiting, gpus, givers)
-    idle = {j.name for j in legal if rules.idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)}
-    return _GreedyPass(s, layout, waiting, cfg, limits, givers, legal, movable, idle).scope(detail)
+        gpus = _fraction_gpus(layout, names, _fraction_items(waiting + cand.movable), cand.legal, cand.movable)
+        return Scope(True, names, {}, cand.legal, cand.movable, waiting, gpus, givers)
+
+    def idle(victim: Job) -> bool:  # asked only of the victims the rankings cost, not of every legal one
+        return rules.idle_victim(victim, limits.idle_jobs, st.held, st.shares.fair)
+    return _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, idle).scope(detail)
 
 
-def _legal_victims(running: list[Job], waiting: list[Job], givers: dict[str, set[str]]) -> list[Job]:
-    """The `running` jobs the rules could ever let go (`_may_be_victim`)."""
+@dataclass
+class _Candidates:
+    """The running jobs the plan could let go or move, in the scenario's order."""
+
+    legal: list[Job]  # those the rules could ever let go (`_may_be_victim`)
+    alike: dict[tuple, list[Job]]  # the same by `_legality`
+    movable: list[Job]  # those that may move (preemptible ones; none when nothing moves)
+    gangs: list[set[str]]  # the nodes of each legal or movable job with replicas on several nodes
+
+
+def _candidates(s: Scenario, waiting: list[Job], givers: dict[str, set[str]], moves: bool) -> _Candidates:
+    """One pass over the running jobs, judging one job for all alike in `_legality`: whether
+    the rules could let it go, whether it may move (`moves`: whether anything may)."""
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
     giving = set().union(*givers.values())
-    return [j for j in running if _may_be_victim(j, top.get(j.queue), giving)]
+    verdict: dict[tuple, tuple[bool, bool]] = {}  # `_legality` -> (may go, may move) for jobs alike in it
+    out = _Candidates([], defaultdict(list), [], [])
+    for j in s.jobs:
+        if not j.running:
+            continue
+        key = _legality(j)
+        if key not in verdict:
+            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving), moves and j.is_preemptible)
+        legal, movable = verdict[key]
+        if legal:
+            out.legal.append(j)
+            out.alike[key].append(j)
+        if movable:
+            out.movable.append(j)
+        if (legal or movable) and len(j.running) > 1 and len(nodes := set(j.running)) > 1:
+            out.gangs.append(nodes)
+    return out
 
 
 def _fraction_items(jobs: list[Job]) -> int:
@@ -168,17 +196,17 @@ class _GreedyPass:
     nodes it touched become detailed or reclaim nodes (`_result`)."""
 
     def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
-                 givers: dict[str, set[str]], legal: list[Job], movable: list[Job], idle: set[str]):
-        """`idle`: the legal victims that are idle jobs of queues above their share (rules.idle_victim)."""
+                 givers: dict[str, set[str]], cand: _Candidates, idle: Callable[[Job], bool]):
+        """`idle`: whether a legal victim is an idle job of a queue above its share (rules.idle_victim)."""
         self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
-        self.givers, self.legal, self.movable = givers, legal, movable
+        self.givers, self.legal, self.movable, self.gangs = givers, cand.legal, cand.movable, cand.gangs
         self.nodes = {n.name: n for n in s.nodes}
         self.free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}  # before the pass
-        self.spare = spare_resources(s, {j.name for j in s.jobs if j.is_running})
+        self.spare = spare_resources(s)  # with the jobs running now
         self.safe = _pool_safe(s, self.free, self.spare, waiting)
         self.index = _FreeIndex(s, self.free)  # free GPUs as the pass reserves them
-        self.rankings = _ReclaimRankings(layout, self.free, legal, cfg, idle)
-        self.consolidations = Consolidations(movable, cfg)
+        self.rankings = _ReclaimRankings(layout, self.free, cand.alike, cfg, idle)
+        self.consolidations = Consolidations(cand.movable, cfg)
         self.detailed: set[str] = set()
         self.fraction_gpus: dict[str, set[int]] = defaultdict(set)  # node -> GPUs chosen for new fractions
         self.used_for_reclaim: set[str] = set()
@@ -308,7 +336,7 @@ class _GreedyPass:
         # detailed (with the gang's other nodes, below), so the program may take the gang
         detailed = self.detailed | {n for n in self.used_for_reclaim if not self.safe[n] or self.rankings.holds_gang(n)}
         detailed |= detail  # composable nodes: their own variables, whatever the greedy pass chose
-        _close_over_gangs(self.legal, self.movable, detailed)
+        _close_over_gangs(self.gangs, detailed)
         order = [n.name for n in self.s.nodes if n.name in detailed]
         cuts = {n.name: cut for n in self.s.nodes if n.name in self.used_for_reclaim and n.name not in detailed
                 and (cut := self.rankings.cut(n.name))}
@@ -371,9 +399,9 @@ def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job
             for n in s.nodes}
 
 
-def _close_over_gangs(legal: list[Job], movable: list[Job], detailed: set[str]) -> None:
-    """A candidate with replicas on several nodes frees GPUs on all of them: detail them all."""
-    gangs = [nodes for j in legal + movable if len(j.running) > 1 and len(nodes := set(j.running)) > 1]
+def _close_over_gangs(gangs: list[set[str]], detailed: set[str]) -> None:
+    """A candidate with replicas on several nodes (`gangs`: the nodes of each) frees GPUs on
+    all of them: detail them all."""
     changed = True
     while changed:
         changed = False
@@ -388,14 +416,14 @@ class _ReclaimRankings:
     where they free a block of that size, cheapest first. Built once, then looked up; a
     node's victims are found, costed and sorted only once a lookup needs them."""
 
-    def __init__(self, layout: Layout, free: dict[str, int], legal: list[Job], cfg: PlannerConfig, idle: set[str]):
-        """`free`: each node's free GPUs; `idle`: the legal victims that are idle jobs of
-        queues above their share (rules.idle_victim)."""
+    def __init__(self, layout: Layout, free: dict[str, int], alike: dict[tuple, list[Job]], cfg: PlannerConfig,
+                 idle: Callable[[Job], bool]):
+        """`free`: each node's free GPUs; `alike`: the legal victims by `_legality`; `idle`:
+        whether a legal victim is an idle job of a queue above its share (rules.idle_victim),
+        asked of those costed only."""
         self.layout, self.free, self.idle, self.default_age_s = layout, free, idle, cfg.default_checkpoint_age_s
-        self.jobs = {j.name: j for j in legal}
-        self.alike: dict[tuple, list[Job]] = defaultdict(list)  # `_legality` -> the victims alike in it
-        for j in legal:
-            self.alike[_legality(j)].append(j)
+        self.alike = alike
+        self.jobs = {j.name: j for group in alike.values() for j in group}
         self.cost: dict[str, rules.VictimCost] = {}
         self.held_on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
         self.memo: dict[tuple, dict[int, list[str]]] = {}
@@ -427,7 +455,7 @@ class _ReclaimRankings:
 
     def _cost(self, victim: Job) -> rules.VictimCost:
         if victim.name not in self.cost:
-            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, victim.name in self.idle)
+            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, self.idle(victim))
         return self.cost[victim.name]
 
     def cut(self, node: str) -> list[Job]:
@@ -497,8 +525,9 @@ class _ReclaimRankings:
         return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
 
 
-def _legality(job: Job) -> tuple[str, int, bool]:
-    """What `_ReclaimRankings._legal` judges of a victim: its queue, its priority and whether
-    it is preemptible. Victims alike in these are legal for the same jobs, so one judged
-    stands for all."""
-    return (job.queue, job.priority, job.is_preemptible)
+def _legality(job: Job) -> tuple[str, int, bool | None]:
+    """What `_may_be_victim` and `_ReclaimRankings._legal` judge of a victim: its queue, its
+    priority and whether it is preemptible (which its priority and its own `preemptible`
+    decide: read as given, it costs no property). Victims alike in these are legal for the
+    same jobs, so one judged stands for all."""
+    return (job.queue, job.priority, job.preemptible)

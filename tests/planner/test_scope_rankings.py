@@ -6,7 +6,7 @@ victim on every node."""
 from gpu_policy import PlannerConfig, parse_scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.layout import running_layout
-from gpu_policy.planner.scope import _ReclaimRankings
+from gpu_policy.planner.scope import _legality, _ReclaimRankings
 from tests.planner.random_clusters import rich_scenario
 
 
@@ -28,6 +28,14 @@ def every_victim_judged(layout, victims, job, givers, idle, age_s):
     return out
 
 
+def by_legality(victims):
+    """`victims` grouped as the scope groups its legal victims (`scope._Candidates.alike`)."""
+    alike = {}
+    for v in victims:
+        alike.setdefault(_legality(v), []).append(v)
+    return alike
+
+
 def test_victims_are_those_of_judging_every_victim_on_every_node():
     compared = sum(compare(seed) for seed in range(60))
     assert compared > 100  # the seeds give victims to compare, not only empty rankings
@@ -41,7 +49,7 @@ def compare(seed: int) -> int:
     running = [j for j in s.jobs if j.is_running]  # non-preemptible ones too: their legality differs
     idle = {j.name for j in running[::3]}
     free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
-    rankings = _ReclaimRankings(layout, free, running, cfg, idle)
+    rankings = _ReclaimRankings(layout, free, by_legality(running), cfg, lambda j: j.name in idle)
     queues = sorted({j.queue for j in s.jobs})
     compared = 0
     for job in (j for j in s.jobs if not j.is_running):
@@ -66,6 +74,6 @@ def test_a_job_that_may_not_be_preempted_stands_for_none_alike_in_queue_and_prio
                  {"name": "a-new", "queue": "a", "gpus": 4, "priority": 50}]})
     layout = running_layout(s)
     running = [j for j in s.jobs if j.is_running]
-    rankings = _ReclaimRankings(layout, {"n0": 2, "n1": 2}, running, PlannerConfig(), set())
+    rankings = _ReclaimRankings(layout, {"n0": 2, "n1": 2}, by_legality(running), PlannerConfig(), lambda j: False)
     got = rankings.victims(s.jobs[2], set())
     assert {n: [(v.name, g) for v, g in mine] for n, mine in got.items()} == {"n1": [("a-go", 2)]}

@@ -126,13 +126,14 @@ def accounts(m: PlanProgram, s: Scenario, st: Standing) -> Accounts:
     for kind, var in m.decisions.starts.items():
         out.new[kind.queue][var] = kind.total_gpus
     decided = m.decided()
+    jobs, running = out.jobs, out.running  # read once, not per job
     for job in s.jobs:
         q = job.queue
-        out.jobs[q].append(job)
+        jobs[q].append(job)
         if not job.running:
             continue
         gpus = job.total_gpus
-        out.running[q].append(gpus)
+        running[q].append(gpus)
         if job.name not in decided:  # it runs after the plan
             const[q] += gpus
             continue

@@ -174,7 +174,7 @@ def per_gpu(gpus: float) -> int:
 
 def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
     """Place every started and moved replica: per detailed node and GPU, and per pool."""
-    jobs = {j.name: j for j in s.jobs}
+    jobs = {j.name: j for j in sc.movers}  # the jobs that may move: those `_items` and `_not_back_in_place` read
     items, started = _items(m, layout, jobs)
     for shape, demand in items.items():
         _places(m, layout, sc, shape, demand, started[shape])

@@ -187,7 +187,7 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
     idle, idle_const = _idle_after(m, s, st, acc)
     high = idle_const + sum(a * (x.upBound if a > 0 else (x.lowBound or 0)) for x, a in idle.items())
     low = idle_const + sum(a * ((x.lowBound or 0) if a > 0 else x.upBound) for x, a in idle.items())
-    jobs = {j.name: j for j in s.jobs}
+    jobs = {j.name: j for j in acc.candidates}  # the inside victims are among them
     eligible = Eligible(s.nodes)
     victims = [(inside, jobs[name]) for name, inside in m.flows.inside.items()
                if _idle_counts_for(jobs[name], eligible, s)]

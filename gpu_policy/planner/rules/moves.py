@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pulp
 
-from gpu_policy.model import Scenario
+from gpu_policy.model import Job
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.victims import victim_costs
@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from gpu_policy.planner.rules.context import PlanContext
 
 
-def moves_stage(m: PlanProgram, s: Scenario, cfg: PlannerConfig) -> pulp.LpAffineExpression:
-    """The moves that lose the least work, then the fewest (costs as for victims)."""
-    cost = victim_costs([j for j in s.jobs if j.name in m.decisions.move], cfg)
+def moves_stage(m: PlanProgram, movers: list[Job], cfg: PlannerConfig) -> pulp.LpAffineExpression:
+    """The moves that lose the least work, then the fewest (costs as for victims).
+    `movers`: the scope's, in the scenario's order."""
+    cost = victim_costs([j for j in movers if j.name in m.decisions.move], cfg)
     return affine({m.decisions.move[name]: c for name, c in cost.items()})
 
 
@@ -33,7 +34,7 @@ class Moves(RuleBase):
     def stages(self, ctx: PlanContext) -> list[Stage]:
         if not ctx.m.decisions.move:
             return []
-        return [Stage("moves", lambda: [("moves", moves_stage(ctx.m, ctx.scenario, ctx.config))])]
+        return [Stage("moves", lambda: [("moves", moves_stage(ctx.m, ctx.scope.movers, ctx.config))])]
 
 
 RULE = Moves()
