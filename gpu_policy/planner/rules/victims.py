@@ -17,6 +17,7 @@ from gpu_policy.model import Job
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
+from gpu_policy.planner.rules.vocabulary import EPS
 
 if TYPE_CHECKING:
     from gpu_policy.planner.program import PlanProgram
@@ -42,8 +43,9 @@ def lost_work(job: Job, default_age_s: float) -> float:
 
 def idle_victim(job: Job, idle_jobs: Mapping[str, float], held: Mapping[str, float],
                 fair: Mapping[str, float]) -> bool:
-    """An idle job (DCGM telemetry) of a queue above its fair share: the first victim."""
-    return job.name in idle_jobs and held[job.queue] > fair[job.queue]
+    """An idle job (DCGM telemetry) of a queue above its fair share (by more than `EPS`, as
+    every rule compares GPU amounts): the first victim."""
+    return job.name in idle_jobs and held[job.queue] > fair[job.queue] + EPS
 
 
 def victim_tier(job: Job, idle: bool) -> tuple[int, int]:
@@ -119,8 +121,7 @@ def preemption_stages(m: PlanProgram, acc: Accounts, st: Standing, cfg: PlannerC
     victims = [j for j in acc.candidates
                if j.name in m.decisions.victims and (part == "cross" or j.name in m.flows.inside)]
     cost = victim_costs(victims, cfg)
-    tier = {j.name: victim_cost(j, cfg.default_checkpoint_age_s,
-                                idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)).tier for j in victims}
+    tier = {j.name: victim_tier(j, idle_victim(j, limits.idle_jobs, st.held, st.shares.fair)) for j in victims}
     stages = []
     for key in sorted(set(tier.values()), reverse=True):
         terms: dict = defaultdict(float)
