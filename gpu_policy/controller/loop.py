@@ -329,13 +329,12 @@ class Controller:
         field and the value, as a gated pod that waits is."""
         out = []
         for w in bad:
-            kind, _, full = w.object.partition(" ")
-            namespace, _, name = full.partition("/")
-            pod = self.cache.pod(namespace, name) if kind == "pod" and name else None
+            pod = self.cache.pod(*w.pod) if w.pod is not None else None
             uid = (pod.get("metadata") or {}).get("uid") if pod is not None else None
             if isinstance(uid, str) and uid:
                 code = "UnreadablePod" if w.outcome == LEFT_OUT else "NoNodeFits"
-                out.append((full, [PodRef(namespace, name, uid)], None, Reason(code, w.line())))
+                namespace, name = w.pod
+                out.append((f"{namespace}/{name}", [PodRef(namespace, name, uid)], None, Reason(code, w.line())))
         return out
 
     def _release(self, name: str, refs: list[PodRef], patches: list[tuple[PodRef, str, list[dict]]], share: str,

@@ -27,13 +27,16 @@ WAITS = "it waits, and planning goes on for everything else"
 
 @dataclass(frozen=True)
 class ObjectWarning:
-    """Why one object is not planned: `object` is e.g. ``pod ml/train-0`` or ``node n7``."""
+    """Why one object is not planned: `object` is e.g. ``pod ml/train-0`` or ``node n7``, and
+    `pod` the (namespace, name) of a pod that has both (None for anything else), so that the
+    controller can tell the pod why without reading the text back."""
 
     object: str
     field: str
     value: str  # as messages show it (bounded)
     message: str  # what the field must be, or why it cannot be met
     outcome: str  # what gpu-policy does about it
+    pod: tuple[str, str] | None = None
 
     def line(self) -> str:
         got = f", got {self.value}" if self.value else ""
@@ -53,16 +56,16 @@ def read_each(raw: list[Any], kind: str, schema: dict, read: Callable[[dict], Vi
 def read_one(obj: Any, kind: str, schema: dict, read: Callable[[dict], View], index: int = 0) -> View | ObjectWarning:
     """`read(obj)` when the object has the schema's types and reads; else the warning that
     leaves it out (`index`: its place in a LIST, for an object without a name)."""
-    name = _name_of(obj, kind, index)
+    name, pod = _name_of(obj, kind, index)
     found = shape_problem(obj, schema) if isinstance(obj, dict) else ("", obj, "an object")
     if found:
         field, value, must = found
-        return ObjectWarning(name, field or "(the object)", show(value), f"must be {must}", LEFT_OUT)
+        return ObjectWarning(name, field or "(the object)", show(value), f"must be {must}", LEFT_OUT, pod)
     try:
         return read(obj)
     except ClusterObjectError as e:
         message, got, value = e.problem.rpartition(", got ")
-        return ObjectWarning(name, e.field, value if got else "", message if got else e.problem, LEFT_OUT)
+        return ObjectWarning(name, e.field, value if got else "", message if got else e.problem, LEFT_OUT, pod)
 
 
 def placeable(pods: list[PodView], nodes: list[NodeView], gpu_resource: str) -> tuple[list[PodView],
@@ -87,14 +90,17 @@ def placeable(pods: list[PodView], nodes: list[NodeView], gpu_resource: str) -> 
             continue
         warnings.append(ObjectWarning(f"pod {pod.full_name}", fields[too_much], f"{getattr(pod, too_much):,.6g}",
                                       f"no node could ever hold it: the largest offers {most[too_much]:,.6g} "
-                                      f"{units[too_much]}", WAITS))
+                                      f"{units[too_much]}", WAITS, (pod.namespace, pod.name)))
     return kept, warnings
 
 
-def _name_of(obj: Any, kind: str, index: int) -> str:
+def _name_of(obj: Any, kind: str, index: int) -> tuple[str, tuple[str, str] | None]:
+    """How a warning names the object, and (namespace, name) if it is a pod with both."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None
     namespace = meta.get("namespace") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
-        return f"{kind} items[{index}]"
-    return f"{kind} {namespace}/{name}" if isinstance(namespace, str) and namespace else f"{kind} {name}"
+        return f"{kind} items[{index}]", None
+    if not isinstance(namespace, str) or not namespace:
+        return f"{kind} {name}", None
+    return f"{kind} {namespace}/{name}", (namespace, name) if kind == "pod" else None
