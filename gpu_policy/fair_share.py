@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from gpu_policy.model import Scenario
+from gpu_policy.placement import refusals
 
 #: The one tolerance for comparing amounts (GPUs, CPUs, GiB) that are sums of fractions,
 #: here and in every rule (`gpu_policy.planner.rules.vocabulary` hands it on). Amounts are
@@ -37,11 +38,17 @@ class QueueDemand:
 
 
 def queue_demands(s: Scenario) -> dict[str, QueueDemand]:
-    """Demand of every queue, departments included (the sum of their queues)."""
+    """Demand of every queue, departments included (the sum of their queues). A waiting job
+    its queue does not admit (`placement.refusals`: its namespace may not use the queue) is
+    no demand of that queue: it could never start there, so it earns the queue no share."""
     running: dict[str, float] = {q.name: 0.0 for q in s.queues}
     pending: dict[str, float] = {q.name: 0.0 for q in s.queues}
+    refused = refusals(s)
     for job in s.jobs:
-        (running if job.running else pending)[job.queue] += job.total_gpus
+        if job.running:
+            running[job.queue] += job.total_gpus
+        elif job.name not in refused:
+            pending[job.queue] += job.total_gpus
     out: dict[str, QueueDemand] = {}
 
     def visit(name: str) -> QueueDemand:

@@ -56,3 +56,15 @@ def test_departments_divide_first():
 def test_shares_never_exceed_capacity_when_not_overcommitted():
     out = shares([7], [{"name": n, "deserved": 1} for n in "abc"], [(n, 5) for n in "abc"])
     assert sum(out.values()) == 7 and max(out.values()) - min(out.values()) <= 1
+
+
+def test_a_job_its_queue_does_not_admit_earns_it_no_share():
+    """b's waiting job is of a namespace b does not admit: it could never start there, so b's
+    demand is 0 and a, the only queue with demand, gets the whole cluster."""
+    s = parse_scenario({
+        "nodes": [{"name": "n0", "gpus": 8}],
+        "queues": [{"name": "a", "deserved": 4}, {"name": "b", "deserved": 4, "namespaces": ["team-b"]}],
+        "jobs": [{"name": "team-a/big", "queue": "a", "gpus": 8},
+                 {"name": "team-a/sneak", "queue": "b", "gpus": 4}],
+    })
+    assert fair_shares(s) == {"a": 8, "b": 0}
