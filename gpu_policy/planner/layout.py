@@ -110,12 +110,15 @@ class Layout:
 def running_layout(s: Scenario) -> Layout:
     """Place every running replica on GPU indices; raise if one cannot fit."""
     nodes = {n.name: NodeLayout(n, [FREE] * n.gpus) for n in s.nodes}
-    running = [j for j in s.jobs if j.running]
+    hosts: dict[str, list[str]] = {}
     indices: dict[str, list[list[int]]] = {}
     whole: list[Job] = []
     fractional: list[Job] = []
     given: set[str] = set()  # nodes with given indices
-    for job in running:  # given indices first: they are facts about the cluster
+    for job in s.jobs:  # given indices first: they are facts about the cluster
+        if not job.running:
+            continue
+        hosts[job.name] = job.running
         if job.gpu_indices is None:
             (fractional if job.is_fractional else whole).append(job)
             continue
@@ -127,7 +130,7 @@ def running_layout(s: Scenario) -> Layout:
     _assign_whole(s, nodes, free, whole, indices)  # then whole jobs
     for job in fractional:  # then fractions
         indices[job.name] = [_assign_fraction(s, nodes[n], free[n], job) for n in job.running]
-    return Layout(nodes, indices, {j.name: j.running for j in running})
+    return Layout(nodes, indices, hosts)
 
 
 def _free_in_order(nl: NodeLayout) -> list[int]:
@@ -234,6 +237,8 @@ def spare_resources(s: Scenario, running: set[str] | None = None,
     none: dict[str, float] = {}
     spare = {n.name: ({r: getattr(n, r) for r in ("cpu", "memory_gib") if getattr(n, r) is not None}
                       if n.cpu is not None or n.memory_gib is not None else none) for n in s.nodes}
+    if not any(spare.values()):  # no node declares either: no job takes anything off
+        return spare
     for job in s.jobs:
         if not (job.cpu or job.memory_gib) or not (job.running if running is None else job.name in running):
             continue

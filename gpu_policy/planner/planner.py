@@ -135,9 +135,12 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
     tree = rules.QueueTree.of(s)
     demands = queue_demands(s)
     could_fit = could_ever_fit(kinds, s.nodes)
-    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity, demands), demands),
-                  *held(tree, [j for j in s.jobs if j.running]))
-    waiting = [j for j in s.jobs if not j.running and j.name not in refused and could_fit(j)]
+    running: list[Job] = []
+    waiting: list[Job] = []
+    for job in s.jobs:
+        (running if job.running else waiting).append(job)
+    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity, demands), demands), *held(tree, running))
+    waiting = [j for j in waiting if j.name not in refused and could_fit(j)]
     return st, waiting, rules.start_order(tree, st.shares, st.held, waiting)
 
 

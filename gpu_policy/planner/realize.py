@@ -44,11 +44,12 @@ Spot = tuple
 def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[Job],
             mix: WorkloadMix | None) -> Outcome:
     """`order`: waiting jobs in start order (they take places in that order)."""
-    jobs = {j.name: j for j in s.jobs}
-    moving = [jobs[n] for n, v in m.move.items() if _on(v)]
+    moving = _moving(m, sc)
     preempted = {n for n, v in m.keep.items() if not _on(v) and not (n in m.move and _on(m.move[n]))}
     preempted |= {n for n, options in m.cut.items() if any(_on(w) for w in options)}
-    assigned = _spots(m, layout, moving, _starting(m, order))
+    starting = _starting(m, order)
+    jobs = {j.name: j for j in moving + starting}  # the jobs that take places
+    assigned = _spots(m, layout, moving, starting)
     after = layout_after(layout, preempted | {j.name for j in moving})
     out = Outcome(preempted, {}, {}, after)
     placed = _place_detailed(m, jobs, assigned, layout, after)
@@ -56,6 +57,15 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
     for name, replicas in placed.items():
         (out.moved if name in m.move else out.started)[name] = replicas
     return out
+
+
+def _moving(m: PlanProgram, sc: Scope) -> list[Job]:
+    """The running jobs the program moves, in the program's order (that of `m.move`)."""
+    names = [n for n, v in m.move.items() if _on(v)]
+    if not names:
+        return []
+    movers = {j.name: j for j in sc.movers}
+    return [movers[n] for n in names]
 
 
 def _starting(m: PlanProgram, order: list[Job]) -> list[Job]:

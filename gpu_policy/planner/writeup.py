@@ -117,8 +117,10 @@ def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome, layout: Layout) ->
 
 
 def _where(job: Job, indices: list[list[int]]) -> list[Placement]:
-    """Where a running job's replicas are now (`indices`: theirs, per replica)."""
-    return [Placement(node, job.gpus, list(ix)) for node, ix in zip(job.running, indices)]
+    """Where a running job's replicas are now (`indices`: theirs, per replica, from the
+    layout: its lists are never changed in place, so the plan shares them, as it shares
+    those of the replicas it places)."""
+    return [Placement(node, job.gpus, ix) for node, ix in zip(job.running, indices)]
 
 
 def _judge(s: Scenario, out: Outcome, layout: Layout, judged: Judged, g: _Gathered) -> None:
