@@ -110,37 +110,9 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     known = {q.name for q in queues}
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
-    jobs, refs, gated, incomplete, broken, held = [], {}, {}, {}, {}, {}
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
-    for (namespace, group), members in sorted(managed.items()):
-        name = f"{namespace}/{group}"
-        waiting = sorted((p for p in members if p.gated), key=lambda p: p.name)
-        if waiting:
-            gated[name] = [p.ref for p in waiting]
-        if name in reserved:  # the reservation stands for the job until all its pods hold GPUs
-            held[name] = [p.node for p in members if p.node]
-            if held[name] and waiting:
-                warnings.append(f"job {name}: released part way: {len(held[name])} of its pods released, "
-                                f"{len(waiting)} still gated; its reservation holds their GPUs until they are "
-                                "released")
-            continue
-        trouble = gang_trouble(members)
-        if trouble is not None:
-            verdict, words = trouble
-            if verdict == "broken":
-                broken[name] = [p.ref for p in members if p.node]
-                terminating.extend(p for p in members if p.node)
-            else:
-                incomplete[name] = words
-            then = "its pods are evicted so that it restarts whole" if verdict == "broken" else "not planned yet"
-            warnings.append(f"job {name}: {verdict}: {words}; {then}")
-            continue
-        job = _job(name, members, namespace_queues, known, now, warnings)
-        if job is None:
-            unmanaged.extend(members)
-        else:
-            jobs.append(job)
-            refs[name] = [p.ref for p in members if p.node or not job.running]
+    found = _managed_jobs(managed, reserved, namespace_queues, known, now, unmanaged, terminating, warnings)
+    jobs = found.jobs
     jobs += [_reservation_job(r) for r in reserved.values()]
     synthetic = _held_elsewhere(jobs, unmanaged, terminating)
     jobs.sort(key=lambda j: (j.submitted_at, j.name))  # oldest first: jobs without GPU indices take them in this order
@@ -151,9 +123,66 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     if composed is not None:
         warnings += composed.warnings
     check_built(scenario, composed.section if composed is not None else None)  # a file's checks, no round trip
-    return Snapshot(scenario, warnings, refs, reserved,
+    return Snapshot(scenario, warnings, found.refs, reserved,
                     stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
-                    gated=gated, incomplete=incomplete, broken=broken, held=held)
+                    gated=found.gated, incomplete=found.incomplete, broken=found.broken, held=found.held)
+
+
+@dataclass
+class _Managed:
+    """What the look's managed pods become, job by job (`Snapshot` has each field's meaning)."""
+
+    jobs: list[Job] = field(default_factory=list)
+    refs: dict[str, list[PodRef]] = field(default_factory=dict)
+    gated: dict[str, list[PodRef]] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
+    broken: dict[str, list[PodRef]] = field(default_factory=dict)
+    held: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _managed_jobs(managed: dict, reserved: dict[str, Reservation], namespace_queues: dict[str, str], known: set[str],
+                  now: float, unmanaged: list[PodView], terminating: list[PodView], warnings: list[str]) -> _Managed:
+    """Each managed job: held by its reservation, a gang in trouble (broken: its pods join
+    `terminating`; incomplete: not planned yet), or a job to plan (one `_job` cannot read
+    joins `unmanaged`)."""
+    out = _Managed()
+    for (namespace, group), members in sorted(managed.items()):
+        name = f"{namespace}/{group}"
+        waiting = sorted((p for p in members if p.gated), key=lambda p: p.name)
+        if waiting:
+            out.gated[name] = [p.ref for p in waiting]
+        if name in reserved:  # the reservation stands for the job until all its pods hold GPUs
+            out.held[name] = [p.node for p in members if p.node]
+            if out.held[name] and waiting:
+                warnings.append(f"job {name}: released part way: {len(out.held[name])} of its pods released, "
+                                f"{len(waiting)} still gated; its reservation holds their GPUs until they are "
+                                "released")
+            continue
+        trouble = gang_trouble(members)
+        if trouble is not None:
+            _gang_in_trouble(name, members, trouble, out, terminating, warnings)
+            continue
+        job = _job(name, members, namespace_queues, known, now, warnings)
+        if job is None:
+            unmanaged.extend(members)
+        else:
+            out.jobs.append(job)
+            out.refs[name] = [p.ref for p in members if p.node or not job.running]
+    return out
+
+
+def _gang_in_trouble(name: str, members: list[PodView], trouble: tuple[str, str], out: _Managed,
+                     terminating: list[PodView], warnings: list[str]) -> None:
+    """A broken gang's bound pods are evicted (they join `terminating`) so that it restarts
+    whole; an incomplete one is not planned yet. Either way a warning says which and why."""
+    verdict, words = trouble
+    if verdict == "broken":
+        out.broken[name] = [p.ref for p in members if p.node]
+        terminating.extend(p for p in members if p.node)
+    else:
+        out.incomplete[name] = words
+    then = "its pods are evicted so that it restarts whole" if verdict == "broken" else "not planned yet"
+    warnings.append(f"job {name}: {verdict}: {words}; {then}")
 
 
 def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],
