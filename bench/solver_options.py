@@ -14,7 +14,9 @@ further apart than a stage's slack. The option sets:
 - `defaults`: HiGHS's own (the planner before issue 26's solver round);
 - `root presolve`: `mip_root_presolve_only` (no presolve again at HiGHS's restarts);
 - `cutoff`: `objective_bound`, the value the solution before reaches with a stage's slack;
-- `both`: what the planner gives HiGHS now.
+- `both`: the two above;
+- `both, no jump`: and no feasibility jump heuristic where there is a cutoff (what the
+  planner gives HiGHS now).
 """
 
 from __future__ import annotations
@@ -40,11 +42,15 @@ OPTION_SETS = {
     "root presolve": lambda before: {"mip_root_presolve_only": True},
     "cutoff": lambda before: _cutoff(before),
     "both": lambda before: {"mip_root_presolve_only": True, **_cutoff(before)},
+    "both, no jump": lambda before: {"mip_root_presolve_only": True, **_cutoff(before, jump=False)},
 }
 
 
-def _cutoff(before: float | None) -> dict:
-    return {} if before is None else {"objective_bound": solve._slack(before)}
+def _cutoff(before: float | None, jump: bool = True) -> dict:
+    """The cutoff from the solution before; `jump`: keep the feasibility jump heuristic with it."""
+    if before is None:
+        return {}
+    return {"objective_bound": solve._slack(before), **({} if jump else {"mip_heuristic_run_feasibility_jump": False})}
 
 
 def kept_solves(nodes: int, folder: Path) -> list[tuple[Path, float | None]]:

@@ -23,8 +23,9 @@ the report says "feasible (a stage found no solution)".
 HiGHS runs in-process: the model is handed over once and each stage only changes the
 objective and adds one row. Each solve after the first is given a cutoff, the value the last
 solution reaches (with a stage's slack: `_Highs._cutoff`), so HiGHS prunes what cannot beat
-a plan already in hand; and presolve runs at the root only, not again at HiGHS's restarts.
-Together they take about 0.6 of HiGHS's time on the bench instances (docs/benchmarks.md).
+a plan already in hand, and skips its feasibility jump heuristic, which hunts for a first
+solution; presolve runs at the root only, not again at HiGHS's restarts. Together they take
+about 0.55 of HiGHS's time on the bench instances (docs/benchmarks.md).
 It is not given the starting solution itself: in highspy 1.16, after `setSolution` a stage
 that improved on it could report the better objective and hand back the starting values
 (seen on victim-floor-per-job.yaml), and a start hides presolve's mistake below: with one,
@@ -440,7 +441,10 @@ class _Highs:
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
         began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
-        self.h.setOptionValue("objective_bound", self._cutoff(costs, objective.constant))
+        cutoff = self._cutoff(costs, objective.constant)
+        self.h.setOptionValue("objective_bound", cutoff)
+        # feasibility jump hunts for a first solution: with a cutoff one is known to exist
+        self.h.setOptionValue("mip_heuristic_run_feasibility_jump", cutoff == self.highspy.kHighsInf)
         self.h.run()
         if retry and self.h.getModelStatus() == self.highspy.HighsModelStatus.kInfeasible:
             # Keeping every running job is feasible, and each stage's bound keeps the last
@@ -450,6 +454,7 @@ class _Highs:
             self.h.setOptionValue("time_limit", max(0.0, float(seconds) - (self.clock() - began)))
             self.h.setOptionValue("presolve", "off")
             self.h.setOptionValue("objective_bound", self.highspy.kHighsInf)
+            self.h.setOptionValue("mip_heuristic_run_feasibility_jump", True)
             self.h.run()
             self.h.setOptionValue("presolve", "choose")
         model_status = self.h.getModelStatus()
