@@ -124,11 +124,16 @@ def _unmerged(monkeypatch) -> None:
 
 
 def test_merged_plans_equal_unmerged_ones(monkeypatch):
+    """Settling stages by floors and merged solves ends every stage where solving each alone
+    does, with the same action for every job. Where two placements price the same in every
+    stage (a fraction on a shared GPU or a whole one of equal packing value), which one HiGHS
+    returns depends on its search path, so placements are not compared."""
     files = scenario_files() + (sorted(SHARED.glob("*.yaml")) if SHARED.is_dir() else [])
     merged = {path: plan(load_scenario(path)) for path in files}
     _unmerged(monkeypatch)
     for path in files:
         alone = plan(load_scenario(path))
-        assert ([(j.name, j.action, [(p.node, p.gpu_indices) for p in j.replicas]) for j in merged[path].jobs]
-                == [(j.name, j.action, [(p.node, p.gpu_indices) for p in j.replicas]) for j in alone.jobs]), path.name
+        assert [(j.name, j.action) for j in merged[path].jobs] == [(j.name, j.action) for j in alone.jobs], path.name
         assert [s["name"] for s in merged[path].solver.stages] == [s["name"] for s in alone.solver.stages]
+        for m, a in zip(merged[path].solver.stages, alone.solver.stages):
+            assert m["objective"] == pytest.approx(a["objective"], rel=1e-6, abs=1e-6), (path.name, m["name"])
