@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 import highspy
-import numpy as np
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
 from gpu_policy.planner import solve
@@ -60,10 +59,7 @@ def kept_solves(nodes: int, folder: Path) -> list[tuple[Path, float | None]]:
     real = solve._Highs.solve
 
     def keep(driver, objective, seconds, retry=True):
-        costs = np.zeros(len(driver.columns))
-        idx, vals = driver._row(objective)
-        costs[idx] = vals
-        driver.h.changeColsCost(len(costs), np.arange(len(costs), dtype=np.int32), costs)
+        costs = driver.set_objective(objective)
         path = folder / f"{nodes}-{len(kept)}.mps"
         driver.h.writeModel(str(path))
         kept.append((path, None if driver.values is None else float(costs @ driver.values)))

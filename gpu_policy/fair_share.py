@@ -37,13 +37,14 @@ class QueueDemand:
         return want if self.limit is None else min(want, self.limit)
 
 
-def queue_demands(s: Scenario) -> dict[str, QueueDemand]:
+def queue_demands(s: Scenario, refused: dict[str, str] | None = None) -> dict[str, QueueDemand]:
     """Demand of every queue, departments included (the sum of their queues). A waiting job
-    its queue does not admit (`placement.refusals`: its namespace may not use the queue) is
-    no demand of that queue: it could never start there, so it earns the queue no share."""
+    its queue does not admit (`refused`: `placement.refusals(s)`, when the caller has them;
+    its namespace may not use the queue) is no demand of that queue: it could never start
+    there, so it earns the queue no share."""
     running: dict[str, float] = {q.name: 0.0 for q in s.queues}
     pending: dict[str, float] = {q.name: 0.0 for q in s.queues}
-    refused = refusals(s)
+    refused = refusals(s) if refused is None else refused
     for job in s.jobs:
         if job.running:
             running[job.queue] += job.total_gpus

@@ -133,7 +133,7 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
     fit (and that their queue admits: not in `refused`), and the order the planner tries to
     start them in."""
     tree = rules.QueueTree.of(s)
-    demands = queue_demands(s)
+    demands = queue_demands(s, refused)
     could_fit = could_ever_fit(kinds, s.nodes)
     running: list[Job] = []
     waiting: list[Job] = []

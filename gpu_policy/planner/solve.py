@@ -434,11 +434,7 @@ class _Highs:
 
     def solve(self, objective, seconds: float, retry: bool = True) -> StageOutcome:
         """`retry`: solve again without presolve where HiGHS calls the stage infeasible."""
-        n = len(self.columns)
-        costs = np.zeros(n)
-        idx, vals = self._row(objective)
-        costs[idx] = vals
-        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
+        costs = self.set_objective(objective)
         began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
         cutoff = self._cutoff(costs, objective.constant)
@@ -467,6 +463,15 @@ class _Highs:
         if model_status == self.highspy.HighsModelStatus.kOptimal:
             return StageOutcome(OPTIMAL, value)
         return StageOutcome(CUT_OFF, value, info.mip_gap if np.isfinite(info.mip_gap) else None)
+
+    def set_objective(self, objective) -> np.ndarray:
+        """Give HiGHS `objective`'s cost per column (its constant stays out); returns them."""
+        n = len(self.columns)
+        costs = np.zeros(n)
+        idx, vals = self._row(objective)
+        costs[idx] = vals
+        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), costs)
+        return costs
 
     def _cutoff(self, costs: np.ndarray, constant: float) -> float:
         """What the solve must not exceed (`objective_bound`, in HiGHS's terms, which leave out
