@@ -21,7 +21,7 @@ setup(
     packages=find_packages(include=["gpu_policy", "gpu_policy.*"]),
     package_data={"gpu_policy": ["examples/*.yaml"]},
     install_requires=[
-        "pulp>=3.3,<4",  # 3.x bundles CBC; 4.x changes how variables are made
+        "pulp>=3.3.2,<4",  # 3.x bundles CBC; 4.x changes how variables are made; 3.3.2 has add_variable
         "highspy>=1.7",  # HiGHS, the default solver: in-process and the faster (docs/policy.md)
         "pyyaml>=6",
         "fsspec>=2023.1",  # checkpoint stores: local, memory://, s3:// and gs:// with their backends

@@ -149,7 +149,7 @@ class PlanProgram(Program):
             initial: float | None = None) -> pulp.LpVariable:
         """A new variable named from its kind and an index; `initial`: its do-nothing value."""
         self.counter += 1
-        v = pulp.LpVariable(f"{kind}{self.counter}", low, high, cat)
+        v = self.prob.add_variable(f"{kind}{self.counter}", low, high, cat)  # PuLP's own way: no warning
         if initial is not None:
             self.initial[v] = initial
         return v

@@ -136,7 +136,7 @@ def _window_program(cluster: SimCluster, window: list[int], options: list[list[t
     per_node: dict[int, list[tuple[int, pulp.LpVariable, Placement]]] = defaultdict(list)
     for p, opts in enumerate(options):
         for c, (where, price) in enumerate(opts):
-            var = m.x[p, c] = pulp.LpVariable(f"x_{p}_{c}", cat="Binary")
+            var = m.x[p, c] = m.prob.add_variable(f"x_{p}_{c}", cat="Binary")
             value[var] = -(cluster.types[window[p]].gpu_milli + 1)
             cost[var] = price
             per_node[where.node].append((window[p], var, where))
@@ -164,7 +164,7 @@ def _node_rows(prob: pulp.LpProblem, cluster: SimCluster, n: int,
     for g, terms in shares.items():
         free = int(cluster.free[n, g])
         if free >= MILLI:
-            opened.append(pulp.LpVariable(f"open_{n}_{g}", cat="Binary"))
+            opened.append(prob.add_variable(f"open_{n}_{g}", cat="Binary"))
             _add(prob, rules.gpu_room(terms, opened=opened[-1], one=MILLI), f"share_{n}_{g}")
         else:
             _add(prob, rules.gpu_room(terms, held=MILLI - free, one=MILLI), f"share_{n}_{g}")
