@@ -156,31 +156,33 @@ class _Run:
         """Before any solve: bound the leading stages (i to k - 1: a floor of at least 0, no
         variables held until them) at their floors and solve stage k. A solution proves each
         of them optimal, since a floor is a lower bound: the rows are those solving them one
-        by one would have added. None where there are none to bound, or the bounds leave no
-        solution (they are dropped, and the stages are solved as usual). Stages whose floor is
-        below 0 are not bounded: such a floor is the relaxation's (reclaim options shared by a
-        node's victims) and seldom attained, and a failed guess costs a solve."""
+        by one would have added. Where the bounds leave no solution, the last is dropped and
+        the stage it bounded is solved instead (a wrong guess costs a solve, which proving
+        infeasibility keeps short); None where none is left to bound (the stages are then
+        solved as usual). Stages whose floor is below 0 are not bounded: such a floor is the
+        relaxation's (reclaim options shared by a node's victims) and seldom attained."""
         k = i
         while (k + 1 < len(self.m.stages) and 0 <= self.floors.floor(k) < math.inf
                and not self.m.held.get(self.m.stages[k + 1][0])):
             k += 1
-        if k == i:
-            return None
-        for j in range(i, k):
-            self.driver.keep_at_most(self.m.stages[j][1], _slack(self.floors.floor(j)))
-        self.driver.hold(self.m.held.get(self.m.stages[k][0], ()), False)
-        group = merged_stages(self.m.stages, self.m.held, self.floors, k)
-        t0 = clock()
-        found = self.driver.solve(group.objective(self.m.stages), deadline - clock(), retry=False)
-        if found.value is None:
+        while k > i:
+            for j in range(i, k):
+                self.driver.keep_at_most(self.m.stages[j][1], _slack(self.floors.floor(j)))
+            self.driver.hold(self.m.held.get(self.m.stages[k][0], ()), False)
+            group = merged_stages(self.m.stages, self.m.held, self.floors, k)
+            t0 = clock()
+            found = self.driver.solve(group.objective(self.m.stages), deadline - clock(), retry=False)
+            if found.value is not None:
+                for j in range(i, k):  # their bounds are in already
+                    self._entry(j, self.driver.value(self.m.stages[j][1]),
+                                f"at its floor (proved by {self.m.stages[k][0]})")
+                return self._settle(k, group, found, clock() - t0, clock() >= deadline)
             self.driver.drop_rows(k - i)
             if clock() >= deadline:
                 self._unsolved(i, found, clock() - t0, True)
                 return i + 1
-            return None
-        for j in range(i, k):  # their bounds are in already
-            self._entry(j, self.driver.value(self.m.stages[j][1]), f"at its floor (proved by {self.m.stages[k][0]})")
-        return self._settle(k, group, found, clock() - t0, clock() >= deadline)
+            k -= 1
+        return None
 
     def _settle(self, i: int, group: Group, found: StageOutcome, seconds: float, timed_out: bool) -> int:
         """Keep what the solve of stage i (with the stages merged into it) found."""
@@ -311,18 +313,25 @@ def lattice_step(objective: pulp.LpAffineExpression) -> float | None:
 
 class Floors:
     """The lowest and highest value of each stage's objective (`floor(i)`, `span(i)`) over its
-    variables' bounds and the program's unit rows (sum of variables <= b, every coefficient 1,
+    variables' bounds, the program's unit rows (sum of variables <= b, every coefficient 1,
     every variable >= 0: keep + move <= 1, one option per node): a job's "preempted"
-    (1 - keep - move) then has floor 0, not -1. Each variable counts in one unit row at most
-    (its longest), so the floor is that of a relaxation of the program: a true lower bound.
-    Also each stage's `lattice_step` (`step`), for `merged_stages`."""
+    (1 - keep - move) then has floor 0, not -1; and its cover rows (x <= sum of y, every
+    variable >= 0: a gang's "preempted inside its queue" is at most its "preempted", the sum
+    of its cuts), so a victim's cost counted for other queues, its cuts less its part inside,
+    has floor 0 too. Each variable counts in one unit row at most (its longest) and one cover
+    row, so the floor is that of a relaxation of the program: a true lower bound. Also each
+    stage's `lattice_step` (`step`), for `merged_stages`."""
 
     def __init__(self, prob: pulp.LpProblem, stages: list):
-        rows = [row for row in map(_unit_row, prob.constraints()) if row is not None]
+        constraints = prob.constraints()
+        rows = [row for row in map(_unit_row, constraints) if row is not None]
         self.row: dict = {}  # variable -> (row id, its b)
         for k, (variables, b) in sorted(enumerate(rows), key=lambda r: -len(r[1][0])):
             for v in variables:
                 self.row.setdefault(v, (k, b))
+        self.cover: dict = {}  # x -> the variables whose sum bounds it
+        for x, ys in filter(None, map(_cover_row, constraints)):
+            self.cover.setdefault(x, ys)
         self.stages, self.steps, self.lows, self.spans = stages, {}, {}, {}
 
     def step(self, i: int) -> float | None:
@@ -345,10 +354,12 @@ class Floors:
 
     def low(self, objective) -> float:
         """A lower bound on the objective: each variable at its best bound, except that the
-        variables of one unit row on which the objective falls share the row's b."""
+        variables of one unit row on which the objective falls share the row's b, and a
+        variable x that the objective lowers by c, covered by y_1..y_n that it raises by at
+        least c each, is paid for by them (c x <= c sum y_i)."""
         total = objective.constant
         falling: dict = {}  # unit row -> [(coefficient, variable)]
-        for v, a in objective.items():
+        for v, a in self._covered(objective).items():
             if a > 0:
                 total += a * v.lowBound if v.lowBound is not None else -math.inf
             elif a < 0 and v in self.row:
@@ -362,6 +373,34 @@ class Floors:
                 total += a * (v.lowBound + raised)
                 room -= raised
         return total
+
+    def _covered(self, objective) -> dict:
+        """The objective's terms once each covered variable it lowers is paid for by those
+        covering it (what a y pays comes off its coefficient, so no y pays twice): a x +
+        sum b_i y_i with a < 0, x <= sum y_i and every b_i >= -a is at least 0 x + sum
+        (b_i + a) y_i. A b_i short of -a by rounding alone (a victim's cost summed in
+        another order) pays too, and keeps 0."""
+        terms = dict(objective.items())
+        for x, a in objective.items():
+            ys = self.cover.get(x)
+            if a < 0 and ys and all(terms.get(y, 0) >= -a * (1 - 1e-9) for y in ys):
+                for y in ys:
+                    terms[y] = max(0.0, terms[y] + a)
+                terms[x] = 0
+        return terms
+
+
+def _cover_row(c: pulp.LpConstraint) -> tuple | None:
+    """(x, [y_1..y_n]) if the row says x <= sum of y_i (sum y_i - x >= 0, or x - sum y_i <= 0;
+    every coefficient 1 or -1, nothing else) over variables >= 0; else None."""
+    if c.constant or any(v.lowBound is None or v.lowBound < 0 for v in c.keys()):
+        return None
+    sign = 1 if c.sense == pulp.LpConstraintGE else -1 if c.sense == pulp.LpConstraintLE else 0
+    lowered = [v for v, a in c.items() if a == -sign]
+    raised = [v for v, a in c.items() if a == sign]
+    if not sign or len(lowered) != 1 or not raised or len(lowered) + len(raised) != len(c):
+        return None
+    return lowered[0], raised
 
 
 def _unit_row(c: pulp.LpConstraint) -> tuple[list, float] | None:

@@ -82,6 +82,39 @@ def test_a_stage_whose_floor_is_met_is_not_solved():
     assert report.stages[1]["objective"] == 0 and (keep.varValue, move.varValue) == (0, 1)
 
 
+def test_a_cover_row_pays_for_what_it_covers():
+    """inside <= cut_a + cut_b (a gang's part preempted inside its queue is at most its cuts):
+    "preempted for other queues", c (cut_a + cut_b - inside), has floor 0, not -c. Each cut
+    pays once: a second variable covered by the same cuts lowers the floor again, and a cut
+    costing less than what it covers pays nothing."""
+    cut_a, cut_b, inside, other = (pulp.LpVariable(n, 0, 1, "Binary") for n in ("cut_a", "cut_b", "inside", "other"))
+    c = 7.000000000000001
+    m = _program(("cross", affine({cut_a: c, cut_b: 7.0, inside: -c})),  # cut_b short by rounding only
+                 ("twice", affine({cut_a: 3, cut_b: 3, inside: -3, other: -3})),
+                 ("cheap", affine({cut_a: 1, cut_b: 3, inside: -3})))
+    m.prob += affine({cut_a: 1, cut_b: 1, inside: -1}) >= 0, "inside"
+    m.prob += affine({other: 1, cut_a: -1, cut_b: -1}) <= 0, "other"
+    floors = solve.Floors(m.prob, m.stages)
+    assert floors.floor(0) == 0.0
+    assert floors.floor(1) == -3.0  # the cuts paid for inside; other is on its own
+    assert floors.floor(2) == -3.0  # cut_a (1) cannot pay for inside (3)
+
+
+def test_a_wrong_floor_guess_drops_the_last_bound_only():
+    """"none" and "few" both have floor 0, but "few" cannot reach it: bounding both finds
+    nothing, so "few" is solved with "none" bounded, and "none" is still proved at its floor
+    by that solve (not solved on its own)."""
+    a, b, c = (pulp.LpVariable(n, 0, 1, "Binary") for n in "abc")
+    m = _program(("none", affine({a: 1})), ("few", affine({b: 1})), ("most", affine({c: -1})))
+    m.prob += affine({b: 1, c: 1}) >= 1, "b_or_c"
+    m.prob += affine({c: 1}) <= 0.5, "no_c"  # so b = 1: "few" ends at 1, above its floor
+    m.prob += affine({a: 1, b: 1}) <= 2, "columns"
+    report = solve.solve_stages(m, PlannerConfig())
+    assert [(s["name"], s["settled"]) for s in report.stages] == [
+        ("none", "at its floor (proved by few)"), ("few", "solved"), ("most", "merged into few")]
+    assert (a.varValue, b.varValue, c.varValue) == (0, 1, 0)
+
+
 @pytest.mark.parametrize("solver", ["highs", "cbc"])
 def test_leading_stages_at_their_floors_are_proved_by_the_next_solve(solver):
     """Before anything is solved, the leading stages are bounded at their floors and the next
