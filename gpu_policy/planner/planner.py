@@ -20,6 +20,7 @@ from gpu_policy.planner.rules.fits import could_ever_fit
 from gpu_policy.planner.rules.order import in_order
 from gpu_policy.planner.rules.protocol import build
 from gpu_policy.planner.scope import Standing, scope
+from gpu_policy.planner.shapes import scenario_constraints
 from gpu_policy.planner.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import gpu_limits, with_unhealthy
 from gpu_policy.planner.writeup import write_plan
@@ -105,13 +106,14 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     began = cfg.clock()
     limits = gpu_limits(signals)
     composer = Composer(s, layout, signals)
-    kinds = composer.kinds(s)
+    constraints = scenario_constraints(s)  # one pass over the jobs, shared by the kinds and the scope
+    kinds = composer.kinds(s, constraints)
     refused = placement.refusals(s)
     st, waiting, order = _standing(s, capacity, kinds, refused)
     solver_deadline = deadline - _reserve(cfg, s)
     if cfg.clock() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
         order = []
-    sc = scope(s, layout, st, order, cfg, limits, composer.nodes)
+    sc = scope(s, layout, st, order, cfg, limits, constraints, composer.nodes)
     composer.widen(sc)
     grown = composer.extended(layout)  # composable nodes with a free slot for each GPU they could take
     m = build_decisions(s, sc, cfg.max_moves, kinds)
@@ -147,7 +149,8 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
 def start_order(s: Scenario) -> list[Job]:
     """The waiting jobs that could ever fit, in the order the planner tries to start them
     (fair shares of the GPUs attached now): what `gpu-policy status` and `explain` show."""
-    return _standing(s, s.gpus_schedulable, Composer(s, running_layout(s), None).kinds(s), placement.refusals(s))[2]
+    kinds = Composer(s, running_layout(s), None).kinds(s, scenario_constraints(s))
+    return _standing(s, s.gpus_schedulable, kinds, placement.refusals(s))[2]
 
 
 def _build(ctx: PlanContext) -> None:

@@ -25,7 +25,7 @@ from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.consolidation import Consolidation, Consolidations
 from gpu_policy.planner.layout import Layout, spare_resources
-from gpu_policy.planner.shapes import Eligible, Shape, node_kind, scenario_constraints, shape_of
+from gpu_policy.planner.shapes import Eligible, Shape, node_kind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
 
@@ -53,8 +53,9 @@ class Scope:
 
 
 def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: PlannerConfig,
-          limits: GpuLimits, detail: set[str] = frozenset()) -> Scope:
+          limits: GpuLimits, constraints: frozenset | None, detail: set[str] = frozenset()) -> Scope:
     """`waiting`: the jobs that could ever start, in start order (rules.start_order);
+    `constraints`: the scenario's (shapes.scenario_constraints, computed once per plan);
     `detail`: nodes that always get their own variables (composable nodes)."""
     givers = _givers(st, waiting)
     cand = _candidates(s, waiting, givers, cfg.max_moves > 0 and bool(waiting))
@@ -65,7 +66,7 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
 
     def idle(victim: Job) -> bool:  # asked only of the victims the rankings cost, not of every legal one
         return rules.idle_victim(victim, limits.idle_jobs, st.held, st.shares.fair)
-    return _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, idle).scope(detail)
+    return _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, idle, constraints).scope(detail)
 
 
 @dataclass
@@ -196,8 +197,11 @@ class _GreedyPass:
     nodes it touched become detailed or reclaim nodes (`_result`)."""
 
     def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
-                 givers: dict[str, set[str]], cand: _Candidates, idle: Callable[[Job], bool]):
-        """`idle`: whether a legal victim is an idle job of a queue above its share (rules.idle_victim)."""
+                 givers: dict[str, set[str]], cand: _Candidates, idle: Callable[[Job], bool],
+                 constraints: frozenset | None):
+        """`idle`: whether a legal victim is an idle job of a queue above its share (rules.idle_victim);
+        `constraints`: the scenario's (shapes.scenario_constraints)."""
+        self.constraints = constraints
         self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
         self.givers, self.legal, self.movable, self.gangs = givers, cand.legal, cand.movable, cand.gangs
         self.nodes = {n.name: n for n in s.nodes}
@@ -348,7 +352,7 @@ class _GreedyPass:
     def _pools(self, detailed: set[str], cuts: dict[str, list[Job]]) -> dict[object, list[str]]:
         """Nodes not detailed that may give GPUs (free ones, or their cut's), by pool key."""
         pools: dict[object, list[str]] = defaultdict(list)
-        constraints = scenario_constraints(self.s)
+        constraints = self.constraints
         for n in self.s.nodes:
             if (n.name not in detailed and not n.shared and not n.mig and self.safe[n.name]
                     and (self.free[n.name] > 0 or n.name in cuts)):

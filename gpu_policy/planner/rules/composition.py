@@ -39,7 +39,7 @@ from gpu_policy.planner.reasons import composition_start
 from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS
 from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds, scenario_constraints
+from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds
 from gpu_policy.telemetry.model import GpuKey
 from gpu_policy.telemetry.signals import ClusterSignals
 
@@ -120,10 +120,10 @@ class Composer(RuleBase):
         """The nodes that need their own variables."""
         return set(self.spots)
 
-    def kinds(self, s: Scenario) -> Counter[NodeKind]:
+    def kinds(self, s: Scenario, constraints: frozenset | None) -> Counter[NodeKind]:
         """The cluster's node kinds with every composable node as it could be: one kind per
-        model it may take, with the GPUs it could reach (for what could ever fit)."""
-        constraints = scenario_constraints(s)
+        model it may take, with the GPUs it could reach (for what could ever fit).
+        `constraints`: the scenario's (shapes.scenario_constraints), which the planner shares."""
         kinds = node_kinds(s, constraints)
         for spot in self.spots.values():
             if not spot.rooms:
