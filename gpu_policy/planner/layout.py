@@ -145,7 +145,6 @@ def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, lis
                   indices: dict[str, list[list[int]]]) -> None:
     """The indices each replica of the whole-GPU `jobs` (without given indices) takes, in
     their order: the lowest free ones (`free`, which they take)."""
-    slots_of = {n: nl.slots for n, nl in nodes.items()}
     for job in jobs:
         need, held, picks = int(job.gpus), GpuSlot(job.name), []
         for n in job.running:
@@ -154,7 +153,7 @@ def _assign_whole(s: Scenario, nodes: dict[str, NodeLayout], free: dict[str, lis
                 _no_room(s, job, n)
             picked = mine[:need]
             del mine[:need]
-            slots = slots_of[n]
+            slots = nodes[n].slots
             for i in picked:
                 slots[i] = held
             picks.append(picked)
