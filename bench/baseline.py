@@ -2,7 +2,8 @@
 
 `--baseline COMMIT` in the bench scripts extracts that commit's `gpu_policy/` into a
 temporary folder and runs the same script there in a subprocess (its PYTHONPATH
-puts the old package first), so old and new figures come from the same run.
+puts the old package first), so old and new figures come from the same run. `run_here`
+runs it on this checkout's package the same way, for old and new taking turns.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ def run_at_commit(commit: str, script: str, args: list[str]) -> list[dict]:
             subprocess.run(["git", "-C", str(ROOT), "archive", commit, "gpu_policy"], stdout=out, check=True)
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT)])}
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"], env=env,
-                              stdout=subprocess.PIPE, check=True, text=True)
+        return _run(script, args, [tmp, str(ROOT)])
+
+
+def run_here(script: str, args: list[str]) -> list[dict]:
+    """Run `script` with `args --json` in a process of its own on this checkout's package."""
+    return _run(script, args, [str(ROOT)])
+
+
+def _run(script: str, args: list[str], path: list[str]) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"], env=env,
+                          stdout=subprocess.PIPE, check=True, text=True)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

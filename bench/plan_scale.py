@@ -8,18 +8,22 @@ earlier figure in docs/benchmarks.md).
     .venv/bin/python bench/plan_scale.py --sweep 500,1000,2000,5000 --solvers highs --baseline d285a93 \
         --baseline-max-nodes 5000   # issue 26: old and new, growth exponents, same decisions
     .venv/bin/python bench/plan_scale.py --nodes 5000 --budgets 0.25,0.5,1,2   # how well plans keep a budget
+    .venv/bin/python bench/plan_scale.py --sweep 500,1000,2000,5000 --solvers highs --baseline d285a93 \
+        --turns 5 --runs 3   # old and new taking turns, one process each: ratios that hold still
 
-Prints, per size and solver, the median of `--runs` plans: model build (everything before
-the solver), solve, total and CPU seconds (CPU time is what to compare on a busy machine),
-the program's size, and what the plan decided (counts, and a digest of every job's
-decision, to tell whether two planners decided the same). Garbage collection is tuned as
-the CLI and the controller tune it (`gpu_policy.planner.gc_tuning`; `--default-gc` keeps
-CPython's settings). A
-sweep also prints the growth exponent fitted between 500 and 5,000 nodes (log-log least
-squares on the medians). With `--baseline`, the old planner's medians and the ratios
-new/old (taken in the same run, so comparable on a busy machine) follow, for sizes up
-to `--baseline-max-nodes`. With `--budgets`, each plan gets that time limit (for the whole
-plan) and the table shows how long plans took against it, and how they ended.
+Prints, per size and solver, the median of `--runs` plans (the sizes planned in turns, one
+plan of each per round): model build (everything before the solver), solve, total and CPU
+seconds (CPU time is what to compare on a busy machine), the program's size, and what the
+plan decided (counts, and a digest of every job's decision, to tell whether two planners
+decided the same). Garbage collection is tuned as the CLI and the controller tune it
+(`gpu_policy.planner.gc_tuning`; `--default-gc` keeps CPython's settings). A sweep also
+prints the growth exponent fitted between 500 and 5,000 nodes (log-log least squares on the
+medians). With `--baseline`, the old planner's medians and the ratios new/old (taken in the
+same run, so comparable on a busy machine) follow, for sizes up to `--baseline-max-nodes`.
+With `--turns K` as well, new and old run K times each, taking turns, one process per turn,
+every size in each (`--baseline-max-nodes` does not apply), and the ratios are per turn
+(`in_turns`). With `--budgets`, each plan gets that time limit (for the whole plan) and the
+table shows how long plans took against it, and how they ended.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import pulp
 from gpu_policy import PlannerConfig, parse_scenario, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.baseline import run_at_commit  # noqa: E402
+from bench.baseline import run_at_commit, run_here  # noqa: E402
 from bench.instances import scale_instance  # noqa: E402
 
 try:  # as the CLI and the controller run it; a baseline from before issue 26 has no GC tuning
@@ -47,18 +51,32 @@ except ImportError:  # pragma: no cover - only under --baseline
     tune_gc = None
 
 
-def measure(nodes: int, solver: str, runs: int, time_limit: float) -> dict:
-    scenario = parse_scenario(scale_instance(nodes), f"scale-{nodes}")
-    samples = []
+def measure(sizes: list[int], solver: str, runs: int, time_limit: float) -> list[dict]:
+    """Each size planned `runs` times, the sizes in turns (every round plans each size once),
+    so that a change in the machine's speed during the sweep touches every size alike: the
+    growth exponent compares sizes, and this machine's speed moves by half within minutes.
+    One plan of the smallest size first, unmeasured, loads what a first plan loads."""
+    scenarios = {n: parse_scenario(scale_instance(n), f"scale-{n}") for n in sizes}
+    config = PlannerConfig(solver=solver, time_limit_s=time_limit)
+    plan(scenarios[min(sizes)], config)
+    samples: dict[int, list[tuple]] = {n: [] for n in sizes}
+    results = {}
     for _ in range(runs):
-        began, cpu = time.perf_counter(), time.process_time()
-        result = plan(scenario, PlannerConfig(solver=solver, time_limit_s=time_limit))
-        samples.append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began,
-                        time.process_time() - cpu))
-        print(".", end="", file=sys.stderr, flush=True)
+        for n in sizes:
+            began, cpu = time.perf_counter(), time.process_time()
+            results[n] = result = plan(scenarios[n], config)
+            samples[n].append((result.solver.build_seconds, result.solver.seconds, time.perf_counter() - began,
+                               time.process_time() - cpu))
+            print(".", end="", file=sys.stderr, flush=True)
+    return [_row(n, scenarios[n], solver, samples[n], results[n]) for n in sizes]
+
+
+def _row(nodes: int, scenario, solver: str, samples: list[tuple], result) -> dict:
+    """One size's medians (build, solve, total and CPU seconds), its plans' wall seconds
+    (`totals`), and what the last plan decided."""
     build, solve, total, cpu = (statistics.median(s[i] for s in samples) for i in range(4))
     return {"nodes": nodes, "jobs": len(scenario.jobs), "solver": solver, "build": build, "solve": solve,
-            "total": total, "cpu": cpu, "variables": result.solver.variables,
+            "total": total, "cpu": cpu, "totals": [s[2] for s in samples], "variables": result.solver.variables,
             "constraints": result.solver.constraints, "stages": len(result.solver.stages),
             "starts": result.summary["starts"], "preemptions": result.summary["preemptions"],
             "moves": result.summary["moves"], "status": result.solver.status, "decisions": decisions(result)}
@@ -132,6 +150,49 @@ def plot(rows: list[dict], old: list[dict], path: str) -> None:
     print(f"plot written to {path}")
 
 
+def in_turns(args, sizes: list[int], solvers: list[str]) -> int:
+    """`--turns K`: this checkout and the baseline, one process each, taking turns K times,
+    every process planning each size `--runs` times. A ratio new / old per turn compares two
+    processes that ran a minute apart at most, which holds still where medians taken minutes
+    apart do not (this machine's speed moves by half within minutes); the table shows the
+    median over all turns."""
+    sweep = ["--sweep", ",".join(map(str, sizes)), "--runs", str(args.runs), "--solvers", ",".join(solvers),
+             "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else [])
+    new: list[list[dict]] = []
+    old: list[list[dict]] = []
+    for turn in range(args.turns):
+        new.append(run_here("plan_scale.py", sweep))
+        old.append(run_at_commit(args.baseline, "plan_scale.py", sweep))
+        print(f"turn {turn + 1} of {args.turns}", file=sys.stderr, flush=True)
+    title = f"median of {args.turns} turns x {args.runs} plans, one process per turn"
+    for label, turns in (("this checkout", new), (f"baseline {args.baseline}", old)):
+        rows = _pooled(turns)
+        print_rows(f"{label}, {title}", rows)
+        for solver in solvers:
+            exponent = growth_exponent([r for r in rows if r["solver"] == solver])
+            if exponent is not None:
+                print(f"growth exponent of the total, 500-5,000 nodes ({solver}): {exponent:.2f}")
+    print("ratio new / old of the total seconds, turn by turn, and whether every job's decision is the same:")
+    for i, r in enumerate(new[0]):
+        ratios = [n[i]["total"] / o[i]["total"] for n, o in zip(new, old)]
+        same = "same decisions" if all(n[i]["decisions"] == o[i]["decisions"] for n, o in zip(new, old)) \
+            else "DIFFERENT decisions"
+        print(f"  {r['nodes']:6d} nodes {r['solver']:6} {' '.join(f'{x:.3f}' for x in ratios)}  "
+              f"median {statistics.median(ratios):.3f}  {same}")
+    return 0
+
+
+def _pooled(turns: list[list[dict]]) -> list[dict]:
+    """Per size and solver, the median over every turn's plans (total seconds) and over
+    the turns' medians (build, solve and CPU seconds)."""
+    rows = []
+    for i, last in enumerate(turns[-1]):
+        mine = [t[i] for t in turns]
+        rows.append({**last, "total": statistics.median(x for r in mine for x in r["totals"]),
+                     **{k: statistics.median(r[k] for r in mine) for k in ("build", "solve", "cpu")}})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -141,12 +202,16 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="the plan's time budget (default 60 s)")
     parser.add_argument("--baseline", metavar="REV", help="also run the planner at this git revision")
     parser.add_argument("--baseline-max-nodes", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=0, metavar="K",
+                        help="with --baseline: K turns of new and old, one process each, taking turns")
     parser.add_argument("--plot", metavar="PNG", help="write the curve (log-log) to this file")
     parser.add_argument("--json", action="store_true", help="print one JSON line per measurement")
     parser.add_argument("--budgets", help="comma-separated time limits to measure on --nodes")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's garbage collection settings (default: tuned as the CLI tunes them)")
     args = parser.parse_args()
+    if args.turns and not args.baseline:
+        parser.error("--turns needs --baseline")
     gc_tuned = tune_gc is not None and not args.default_gc
     if gc_tuned:
         tune_gc()
@@ -155,14 +220,15 @@ def main() -> int:
         return 0
     sizes = [int(x) for x in args.sweep.split(",")] if args.sweep else [args.nodes]
     solvers = [s for s in args.solvers.split(",") if s != "highs" or pulp.HiGHS().available()]
+    if args.turns:
+        return in_turns(args, sizes, solvers)
     rows = []
-    for nodes in sizes:
-        for solver in solvers:
-            rows.append(measure(nodes, solver, args.runs, args.time_limit))
-            if args.json:
-                print(json.dumps(rows[-1]), flush=True)
+    for solver in solvers:
+        rows += measure(sizes, solver, args.runs, args.time_limit)
     print(file=sys.stderr)
     if args.json:
+        for row in rows:
+            print(json.dumps(row), flush=True)
         return 0
     print_rows(f"median of {args.runs} plans, time budget {args.time_limit:g} s, "
                f"{'GC tuned' if gc_tuned else 'default GC'}", rows)
