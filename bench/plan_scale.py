@@ -150,12 +150,12 @@ def plot(rows: list[dict], old: list[dict], path: str) -> None:
     print(f"plot written to {path}")
 
 
-def in_turns(args, sizes: list[int], solvers: list[str]) -> int:
+def in_turns(args, sizes: list[int], solvers: list[str]) -> tuple[list[dict], list[dict]]:
     """`--turns K`: this checkout and the baseline, one process each, taking turns K times,
     every process planning each size `--runs` times. A ratio new / old per turn compares two
     processes that ran a minute apart at most, which holds still where medians taken minutes
     apart do not (this machine's speed moves by half within minutes); the table shows the
-    median over all turns."""
+    median over all turns. Returns those medians, new and old (for `--plot`)."""
     sweep = ["--sweep", ",".join(map(str, sizes)), "--runs", str(args.runs), "--solvers", ",".join(solvers),
              "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else [])
     new: list[list[dict]] = []
@@ -165,8 +165,8 @@ def in_turns(args, sizes: list[int], solvers: list[str]) -> int:
         old.append(run_at_commit(args.baseline, "plan_scale.py", sweep))
         print(f"turn {turn + 1} of {args.turns}", file=sys.stderr, flush=True)
     title = f"median of {args.turns} turns x {args.runs} plans, one process per turn"
-    for label, turns in (("this checkout", new), (f"baseline {args.baseline}", old)):
-        rows = _pooled(turns)
+    pooled = _pooled(new), _pooled(old)
+    for label, rows in zip(("this checkout", f"baseline {args.baseline}"), pooled):
         print_rows(f"{label}, {title}", rows)
         for solver in solvers:
             exponent = growth_exponent([r for r in rows if r["solver"] == solver])
@@ -179,7 +179,7 @@ def in_turns(args, sizes: list[int], solvers: list[str]) -> int:
             else "DIFFERENT decisions"
         print(f"  {r['nodes']:6d} nodes {r['solver']:6} {' '.join(f'{x:.3f}' for x in ratios)}  "
               f"median {statistics.median(ratios):.3f}  {same}")
-    return 0
+    return pooled
 
 
 def _pooled(turns: list[list[dict]]) -> list[dict]:
@@ -212,6 +212,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.turns and not args.baseline:
         parser.error("--turns needs --baseline")
+    if args.turns and (args.json or args.budgets):
+        parser.error("--turns prints its own tables: not with --json or --budgets")
     gc_tuned = tune_gc is not None and not args.default_gc
     if gc_tuned:
         tune_gc()
@@ -221,7 +223,10 @@ def main() -> int:
     sizes = [int(x) for x in args.sweep.split(",")] if args.sweep else [args.nodes]
     solvers = [s for s in args.solvers.split(",") if s != "highs" or pulp.HiGHS().available()]
     if args.turns:
-        return in_turns(args, sizes, solvers)
+        rows, old = in_turns(args, sizes, solvers)
+        if args.plot:
+            plot(rows, old, args.plot)
+        return 0
     rows = []
     for solver in solvers:
         rows += measure(sizes, solver, args.runs, args.time_limit)
