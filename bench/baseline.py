@@ -8,6 +8,7 @@ runs it on this checkout's package the same way, for old and new taking turns.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -17,6 +18,16 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def revision(rev: str) -> str:
+    """`--baseline`'s type: a revision this repository has, checked before anything is
+    measured (argparse then says what is wrong in one line and exits with 2)."""
+    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                           stdout=subprocess.DEVNULL, check=False)
+    if found.returncode != 0:
+        raise argparse.ArgumentTypeError(f"{rev!r} is not a commit of this repository")
+    return rev
 
 
 def run_at_commit(commit: str, script: str, args: list[str]) -> list[dict]:

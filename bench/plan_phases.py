@@ -26,7 +26,7 @@ from pathlib import Path
 from gpu_policy import PlannerConfig, parse_scenario, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.baseline import run_at_commit  # noqa: E402
+from bench.baseline import revision, run_at_commit  # noqa: E402
 from bench.instances import scale_instance  # noqa: E402
 
 try:  # a baseline from before issue 26 has no GC tuning
@@ -118,7 +118,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--baseline", metavar="REV", help="also time the planner at this git revision")
+    parser.add_argument("--baseline", metavar="REV", type=revision,
+                        help="also time the planner at this git revision")
     parser.add_argument("--json", action="store_true", help="print the medians as one JSON line")
     args = parser.parse_args()
     if tune_gc is not None:

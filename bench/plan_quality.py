@@ -26,7 +26,7 @@ from gpu_policy import PlannerConfig, parse_scenario, plan
 from gpu_policy.fair_share import fair_shares, queue_demands
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.baseline import run_at_commit  # noqa: E402
+from bench.baseline import revision, run_at_commit  # noqa: E402
 from bench.instances import scale_instance  # noqa: E402
 from tests.planner.random_clusters import random_scenario  # noqa: E402
 
@@ -102,7 +102,8 @@ def compare(old: list[dict], new: list[dict]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", metavar="FILE", help="write this planner's figures to FILE")
-    parser.add_argument("--baseline", metavar="REV", help="compare with the planner at this git revision")
+    parser.add_argument("--baseline", metavar="REV", type=revision,
+                        help="compare with the planner at this git revision")
     parser.add_argument("--json", action="store_true", help="print one JSON line per instance")
     args = parser.parse_args()
     if args.baseline and args.record:

@@ -42,7 +42,7 @@ import pulp
 from gpu_policy import PlannerConfig, parse_scenario, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.baseline import run_at_commit, run_here  # noqa: E402
+from bench.baseline import revision, run_at_commit, run_here  # noqa: E402
 from bench.instances import scale_instance  # noqa: E402
 
 try:  # as the CLI and the controller run it; a baseline from before issue 26 has no GC tuning
@@ -200,7 +200,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--solvers", default="highs,cbc")
     parser.add_argument("--time-limit", type=float, default=60.0, help="the plan's time budget (default 60 s)")
-    parser.add_argument("--baseline", metavar="REV", help="also run the planner at this git revision")
+    parser.add_argument("--baseline", metavar="REV", type=revision, help="also run the planner at this git revision")
     parser.add_argument("--baseline-max-nodes", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=0, metavar="K",
                         help="with --baseline: K turns of new and old, one process each, taking turns")
