@@ -115,7 +115,7 @@ def loader_speed(runs: int = 5) -> None:
 
     sys.path.insert(0, str(ROOT))
     from bench.instances import scale_instance
-    from gpu_policy.scenario import load_scenario, parse_scenario
+    from gpu_policy.model.scenario_file import load_scenario, parse_scenario
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "scale.yaml"

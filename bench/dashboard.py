@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpu_policy import load_scenario, plan  # noqa: E402
-from gpu_policy.apply import apply_plan  # noqa: E402
+from gpu_policy.model.apply import apply_plan  # noqa: E402
 from gpu_policy.model import Job  # noqa: E402
 from gpu_policy.telemetry.exporter import render_metrics, start_metrics_server  # noqa: E402
 

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu_policy import PlannerConfig  # noqa: E402
-from gpu_policy.cluster.compose import observe, plan_observation  # noqa: E402
+from gpu_policy.actions.cycle import observe, plan_observation  # noqa: E402
 from gpu_policy.kubernetes import KubernetesCluster  # noqa: E402
 from gpu_policy.model import Job, Node, Queue, Scenario  # noqa: E402
 
@@ -96,7 +96,7 @@ def controller_start(cluster: KubernetesCluster) -> None:
     (each paginated), then a WATCH of each kind served, ended at once."""
     from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, NAMESPACES, NODES, PODS
     from gpu_policy.controller.informer import Informer
-    from gpu_policy.kubernetes.client import KubeClient
+    from gpu_policy.kubernetes.transport.client import KubeClient
 
     stop = threading.Event()
     informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings),

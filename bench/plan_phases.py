@@ -37,10 +37,10 @@ except ImportError:  # pragma: no cover - only under --baseline
 #: (label, module, function or Class.method), in the order a plan runs them; labels with
 #: leading spaces run inside the phase above.
 PHASES = [
-    ("running_layout", "gpu_policy.planner.layout", "running_layout"),
+    ("running_layout", "gpu_policy.model.layout", "running_layout"),
     ("Composer.kinds", "gpu_policy.planner.rules.composition", "Composer.kinds"),
     ("_standing (shares, start order)", "gpu_policy.planner.planner", "_standing"),
-    ("  fair_share.queue_demands", "gpu_policy.fair_share", "queue_demands"),
+    ("  fair_share.queue_demands", "gpu_policy.planner.fair_share", "queue_demands"),
     ("fits.never_fits (start order, reasons)", "gpu_policy.planner.rules.fits", "never_fits"),
     ("scope", "gpu_policy.planner.scope", "scope"),
     ("  Consolidations.__init__", "gpu_policy.planner.consolidation", "Consolidations.__init__"),

@@ -32,8 +32,8 @@ with DAG(
     @task
     def fair_share_report(ds=None) -> list[str]:
         from gpu_policy.airflow._observe import cluster_for, observe_cluster
-        from gpu_policy.cluster.compose import plan_observation
-        from gpu_policy.report import write_report
+        from gpu_policy.actions.cycle import plan_observation
+        from gpu_policy.presentation.report import write_report
 
         cluster = cluster_for("fair_share_report", None if KUBERNETES_CONN_ID else SCENARIO, KUBERNETES_CONN_ID)
         result = plan_observation(observe_cluster(cluster, os.environ.get("GPU_POLICY_DCGM_CONN_ID") or None))

@@ -11,21 +11,17 @@ from importlib import import_module
 from gpu_policy._version import DEFAULT_IMAGE, __version__
 from gpu_policy.errors import (ClusterAccessDenied, ClusterError, ClusterObjectError, ClusterUnavailable, GpuPolicyError,
                                ScenarioError, SolverError)
-from gpu_policy.plan import Composition, JobDecision, Placement, Plan, QueueReport, SolverReport
-
-# Loading the module gpu_policy.plan bound the name `plan` to it; the public `plan` is the
-# planner's function, as it always was, handed out by __getattr__ on first use.
-globals().pop("plan")
+from gpu_policy.model.plan import Composition, JobDecision, Placement, Plan, QueueReport, SolverReport
 
 #: Each lazily imported public name and the module it comes from.
 _HOMES = {
-    "open_cluster": "gpu_policy.cluster", "plan_cluster": "gpu_policy.cluster.compose",
-    "fair_shares": "gpu_policy.fair_share",
+    "open_cluster": "gpu_policy.cluster", "plan_cluster": "gpu_policy.actions.cycle",
+    "fair_shares": "gpu_policy.planner.fair_share",
     **dict.fromkeys(("Composable", "ComposableNode", "ComposablePool", "Job", "Node", "Queue", "Scenario"),
                     "gpu_policy.model"),
     "PlannerConfig": "gpu_policy.planner", "plan": "gpu_policy.planner",
     **dict.fromkeys(("dump_scenario", "load_scenario", "parse_scenario", "parse_scenario_text", "scenario_to_dict"),
-                    "gpu_policy.scenario"),
+                    "gpu_policy.model.scenario_file"),
 }
 
 

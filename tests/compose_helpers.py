@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_policy.model import Scenario
-from gpu_policy.plan import Composition, JobDecision, Placement, Plan
+from gpu_policy.model.plan import Composition, JobDecision, Placement, Plan
 from gpu_policy.planner import plan
 
 

@@ -6,7 +6,7 @@ import yaml
 from gpu_policy import Job, load_scenario
 from gpu_policy.cli import main
 from gpu_policy.cluster import ScenarioCluster, open_cluster, register_source, registry
-from gpu_policy.cluster.compose import apply_plan_once, wait_for_step
+from gpu_policy.actions.cycle import apply_plan_once, wait_for_step
 from gpu_policy.cluster.registry import _registry
 from tests.conftest import SCENARIOS
 

@@ -10,15 +10,15 @@ import pytest
 import yaml
 
 from gpu_policy import Job, ScenarioError, load_scenario, parse_scenario, plan
-from gpu_policy.apply import apply_plan
-from gpu_policy.check import differences
+from gpu_policy.model.apply import apply_plan
+from gpu_policy.presentation.check import differences
 from gpu_policy.cli import main
 from gpu_policy.cluster import ScenarioCluster
-from gpu_policy.cluster.compose import apply_plan_once, wait_for_step
-from gpu_policy.composition import attachable, describe, detachable, node_takes, uses_new_gpus
-from gpu_policy.plan import Composition
-from gpu_policy.render import layout_before_after, plan_table
-from gpu_policy.scenario import scenario_to_dict
+from gpu_policy.actions.cycle import apply_plan_once, wait_for_step
+from gpu_policy.model.composition import attachable, describe, detachable, node_takes, uses_new_gpus
+from gpu_policy.model.plan import Composition
+from gpu_policy.presentation.render import layout_before_after, plan_table
+from gpu_policy.model.scenario_file import scenario_to_dict
 from tests.compose_helpers import composed_plan
 from tests.conftest import SCENARIOS
 
@@ -199,7 +199,7 @@ def test_a_detach_never_takes_a_gpu_in_use():
 def test_the_embedded_cluster_carries_compositions_out(tmp_path, monkeypatch):
     s = load_scenario(ATTACH)
     cluster = ScenarioCluster(ATTACH, apply_to=tmp_path / "after.yaml")
-    monkeypatch.setattr("gpu_policy.cluster.compose.plan", lambda *a, **k: attach_plan(s))
+    monkeypatch.setattr("gpu_policy.actions.cycle.plan", lambda *a, **k: attach_plan(s))
     result, outcomes = apply_plan_once(cluster, execute=False)
     assert [(o.job, o.action, o.result) for o in outcomes] == [("node-3", "attach", "dry run")]
     assert outcomes[0].detail == "attach 4 A100-80GB to node-3: b-new waits for 4 GPUs"
@@ -217,7 +217,7 @@ def test_a_step_on_attached_gpus_starts_at_once_on_the_embedded_cluster(monkeypa
     step = Job("b-step", "team-b", 4, submitted_at=100)
     with_step = type(s)(s.nodes, s.queues, [j for j in s.jobs if j.name != "b-new"] + [step], composable=s.composable,
                         source=s.source)
-    monkeypatch.setattr("gpu_policy.step.plan", lambda scenario, *a, **k: composed_plan(
+    monkeypatch.setattr("gpu_policy.actions.step.plan", lambda scenario, *a, **k: composed_plan(
         scenario, [Composition("node-3", "A100-80GB", 4)], {"b-step": ("node-3", [2, 3, 4, 5])}, preempt=False))
     cluster = ScenarioCluster(with_step)
     decision = wait_for_step(cluster, step, execute=True)
@@ -244,7 +244,7 @@ def test_the_demo_examples_pass_check(name, capsys):
 def test_the_demo_shows_attach_and_detach():
     """The talk's demo with the planner's decisions: a GPU attached for the pending pod, which
     starts on it; then the idle GPU detached (the demo reads simulated DCGM telemetry)."""
-    from gpu_policy.demo import composition_demo
+    from gpu_policy.presentation.demo import composition_demo
 
     out = composition_demo()
     assert "== Composition, part 1" in out and "(compose-pending-pod.yaml)" in out
@@ -259,7 +259,7 @@ def test_the_demo_shows_attach_and_detach():
 
 
 def test_the_summary_counts_the_gpus_the_compositions_leave():
-    from gpu_policy.render import plan_table
+    from gpu_policy.presentation.render import plan_table
 
     attach = plan_table(plan(load_scenario(SCENARIOS / "compose-attach-instead-of-preempt.yaml")))
     assert "GPUs allocated 18 -> 22 of 22 (18 + 4 attached - 0 detached)" in attach

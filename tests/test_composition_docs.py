@@ -10,11 +10,11 @@ from pathlib import Path
 import yaml
 
 from gpu_policy import parse_scenario, plan
-from gpu_policy.check import differences
+from gpu_policy.presentation.check import differences
 from gpu_policy.cli import main
 from gpu_policy.kubernetes import PERMISSIONS
-from gpu_policy.kubernetes.attach import new_request
-from gpu_policy.kubernetes.composable import settings_from_config_map
+from gpu_policy.kubernetes.write.attach import new_request
+from gpu_policy.kubernetes.read.composable import settings_from_config_map
 from gpu_policy.kubernetes.names import CRO_GROUP, CRO_PLURAL, PREVIOUS_SIZE_ANNOTATION, REQUESTED_AT_ANNOTATION
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import pytest
 
 from gpu_policy import load_scenario, plan
 from gpu_policy.cli import main
-from gpu_policy.explain import explain
+from gpu_policy.presentation.explain import explain
 from tests.conftest import scenario_files
 
 WAITING = [(path, d.name) for path in scenario_files() for d in plan(load_scenario(path)).jobs if d.action == "wait"]

@@ -1,10 +1,10 @@
-"""The placement rule (gpu_policy.placement) as Kubernetes states it: node selectors,
+"""The placement rule (gpu_policy.model.placement) as Kubernetes states it: node selectors,
 required node-affinity operators and terms, tolerations against taints, queue users."""
 
 import pytest
 
 from gpu_policy.model import Job, Node, Queue
-from gpu_policy.placement import admits, constraints_of, may_use, namespace_of, unmet
+from gpu_policy.model.placement import admits, constraints_of, may_use, namespace_of, unmet
 
 NODE = Node("gpu-7", 8, labels={"zone": "a", "gpus": "8", "class": "h100"})
 

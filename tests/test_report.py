@@ -3,7 +3,7 @@
 import importlib.util
 
 from gpu_policy import load_scenario, plan
-from gpu_policy.report import write_report
+from gpu_policy.presentation.report import write_report
 from tests.conftest import SCENARIOS
 
 

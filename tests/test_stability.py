@@ -6,9 +6,9 @@ from tests.conftest import SCENARIOS, scenario_files
 from tests.planner.composable_clusters import composable_scenario
 from tests.planner.random_clusters import random_scenario, rich_scenario
 from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
-from gpu_policy.apply import apply_plan
+from gpu_policy.model.apply import apply_plan
 from gpu_policy.cli import main
-from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.actions.cycle import plan_with_telemetry
 
 
 #: A budget no loaded machine runs out of: a plan that fell back (its status says so) is a

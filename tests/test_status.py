@@ -5,7 +5,7 @@ import json
 from gpu_policy import load_scenario, plan
 from gpu_policy.cli import build_parser, main
 from gpu_policy.cli.status import CLEAR, run
-from gpu_policy.status import cluster_status, status_text
+from gpu_policy.presentation.status import cluster_status, status_text
 from tests.conftest import scenario_files
 
 SCENARIOS = scenario_files()[0].parent

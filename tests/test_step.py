@@ -1,4 +1,4 @@
-"""What a pipeline step gets from a plan (gpu_policy.step) and its training budget."""
+"""What a pipeline step gets from a plan (gpu_policy.actions.step) and its training budget."""
 
 from pathlib import Path
 
@@ -9,9 +9,9 @@ from gpu_policy.checkpoint import CheckpointStore
 from gpu_policy.checkpoint.budget import resolve, run_step_budget
 from gpu_policy.cli import main
 from gpu_policy.cluster import ScenarioCluster
-from gpu_policy.cluster.compose import wait_for_step
+from gpu_policy.actions.cycle import wait_for_step
 from gpu_policy.errors import ScenarioError
-from gpu_policy.step import HOSTNAME_LABEL, decide_step
+from gpu_policy.actions.step import HOSTNAME_LABEL, decide_step
 from tests.conftest import SCENARIOS
 
 SEED3 = SCENARIOS / "seed3-idle-borrow.yaml"

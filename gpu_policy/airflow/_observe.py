@@ -3,7 +3,7 @@
 The cluster is a scenario file (`scenario_path`, the embedded simulated cluster) or
 the live cluster of a cncf-kubernetes connection (`kubernetes_conn_id`, default
 ``kubernetes_default`` when no scenario is given). The composition itself is
-`gpu_policy.cluster.compose`; gpu-policy's own errors become one-line AirflowExceptions.
+`gpu_policy.actions.cycle`; gpu-policy's own errors become one-line AirflowExceptions.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from airflow.exceptions import AirflowException
 
 from gpu_policy import Job
 from gpu_policy.cluster import ClusterSource, Observation, ScenarioCluster
-from gpu_policy.cluster.compose import observe, wait_for_step
+from gpu_policy.actions.cycle import observe, wait_for_step
 from gpu_policy.errors import GpuPolicyError
-from gpu_policy.step import StepDecision
+from gpu_policy.actions.step import StepDecision
 from gpu_policy.telemetry import DcgmSource, TelemetrySettings
 
 log = logging.getLogger(__name__)

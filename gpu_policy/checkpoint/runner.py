@@ -51,7 +51,7 @@ def run_training_steps(step_fn: Callable[[Any, int], Any], init_state: Any, stor
     all, after ``time_budget_s`` seconds of this run, or on a preemption signal
     caught by ``guard`` (a new `PreemptionGuard` when None). ``progress(k, steps)``
     is called after each step, ``on_checkpoint(k, seconds)`` after each checkpoint
-    (gpu-policy's training notes it on its pod: `gpu_policy.kubernetes.own_pod`).
+    (gpu-policy's training notes it on its pod: `gpu_policy.kubernetes.write.own_pod`).
     The store's writer lock is held from the start to the end, so a second writer on
     the same location fails before its first step.
     """

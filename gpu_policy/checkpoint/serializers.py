@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpu_policy.errors import GpuPolicyError, InputError
-from gpu_policy.safe_load import InputLimits, parse_json
+from gpu_policy.model.safe_load import InputLimits, parse_json
 
 MAGIC = b"GPSTATE1"
 _LENGTH = struct.Struct("<Q")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpu_policy.errors import UsageError
 from gpu_policy.planner import PlannerConfig
-from gpu_policy.safe_load import MIB, InputLimits
+from gpu_policy.model.safe_load import MIB, InputLimits
 from gpu_policy.planner.config import SOLVERS
 
 

@@ -9,7 +9,7 @@ from gpu_policy.cli._cluster import (add_cluster_options, add_execute_options, o
                                      outcome_lines)
 from gpu_policy.cli._options import add_solver_options, add_telemetry_options, planner_config, telemetry_settings
 from gpu_policy.errors import GpuPolicyError
-from gpu_policy.render import plan_table
+from gpu_policy.presentation.render import plan_table
 
 
 def register(sub) -> None:
@@ -26,7 +26,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpu_policy.cluster import split_scheme
-    from gpu_policy.cluster.compose import apply_plan_once
+    from gpu_policy.actions.cycle import apply_plan_once
 
     cluster = open_from_args(args)
     execute = bool(args.execute)  # apply is a dry run unless told, on every cluster

@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpu_policy.demo import run_demo
+    from gpu_policy.presentation.demo import run_demo
 
     print(run_demo(planner_config(args)))
     return 0

@@ -1,5 +1,5 @@
 """`gpu-policy explain JOB`: why a job waits and the smallest change that starts it, or why
-it runs and what would stop it (gpu_policy.explain)."""
+it runs and what would stop it (gpu_policy.presentation.explain)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace, clock=time.monotonic) -> int:
-    from gpu_policy.cluster.compose import observe
-    from gpu_policy.explain import explain
+    from gpu_policy.actions.cycle import observe
+    from gpu_policy.presentation.explain import explain
 
     obs = observe(open_from_args(args), args.prometheus, telemetry_settings(args))
     began = clock()

@@ -8,14 +8,14 @@ import sys
 
 import yaml
 
-from gpu_policy.apply import apply_plan
-from gpu_policy.check import differences
+from gpu_policy.model.apply import apply_plan
+from gpu_policy.presentation.check import differences
 from gpu_policy.cli._cluster import add_cluster_options, observed_line, open_from_args
 from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, output_file, planner_config,
                                      telemetry_settings, write_output)
 from gpu_policy.errors import UsageError
-from gpu_policy.render import plan_table
-from gpu_policy.scenario import dump_scenario
+from gpu_policy.presentation.render import plan_table
+from gpu_policy.model.scenario_file import dump_scenario
 
 
 def register(sub) -> None:
@@ -32,7 +32,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpu_policy.cluster.compose import observe, plan_observation
+    from gpu_policy.actions.cycle import observe, plan_observation
 
     if bool(args.scenario) == bool(args.cluster):
         raise UsageError("plan: give a scenario FILE or --cluster CLUSTER (one of them)")

@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpu_policy.cluster.compose import reconcile
+    from gpu_policy.actions.cycle import reconcile
 
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():  # SIGTERM ends the loop after its round

@@ -44,8 +44,8 @@ def run(args: argparse.Namespace, clock: Callable[[], float] = time.time, sleep:
 
 
 def _look(args: argparse.Namespace, cluster, clock: Callable[[], float]) -> str:
-    from gpu_policy.cluster.compose import observe, plan_observation
-    from gpu_policy.status import cluster_status, status_text
+    from gpu_policy.actions.cycle import observe, plan_observation
+    from gpu_policy.presentation.status import cluster_status, status_text
 
     obs = observe(cluster, args.prometheus, telemetry_settings(args))
     result = plan_observation(obs, planner_config(args))

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpu_policy._scenario_fields import INT64, MAX_GPUS_PER_NODE, MAX_REPLICAS, Invalid, job_gpus
+from gpu_policy.model.fields import INT64, MAX_GPUS_PER_NODE, MAX_REPLICAS, Invalid, job_gpus
 from gpu_policy.cli._cluster import add_cluster_options, add_execute_options, open_from_args
 from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, number, planner_config, positive,
                                      telemetry_settings)
@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpu_policy.cluster.compose import wait_for_step
+    from gpu_policy.actions.cycle import wait_for_step
     from gpu_policy.model import Job
 
     cluster = open_from_args(args)

@@ -8,7 +8,7 @@ from gpu_policy.cli._cluster import add_cluster_options, open_from_args
 from gpu_policy.cli._options import add_input_options, add_telemetry_options, input_limits, number, telemetry_settings
 from gpu_policy.errors import UsageError
 from gpu_policy.model import Scenario
-from gpu_policy.scenario import load_scenario
+from gpu_policy.model.scenario_file import load_scenario
 
 
 def register(sub) -> None:
@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def run_table(args: argparse.Namespace) -> int:
-    from gpu_policy.render import telemetry_table
+    from gpu_policy.presentation.render import telemetry_table
     from gpu_policy.telemetry import cluster_signals, dcgm_source
 
     if args.scenario and args.cluster:

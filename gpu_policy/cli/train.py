@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from gpu_policy.checkpoint import CheckpointStore
     from gpu_policy.checkpoint.example import accuracy, train_example
     from gpu_policy.checkpoint.lock import Unwritable
-    from gpu_policy.kubernetes.own_pod import OwnPod
+    from gpu_policy.kubernetes.write.own_pod import OwnPod
 
     store = CheckpointStore(args.checkpoint_dir, keep_last=args.keep_last, lock_wait_s=args.wait_for_lock)
     try:

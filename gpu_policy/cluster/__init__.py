@@ -3,12 +3,12 @@
 ``open_cluster("k8s://")`` is the live cluster (the in-cluster service account, else the
 current kubeconfig context), ``open_cluster("k8s://CONTEXT")`` a named context, and a
 scenario file path the embedded simulated cluster. The observe -> decide -> act
-composition every entry point calls lives in `gpu_policy.cluster.compose`.
+composition every entry point calls lives in `gpu_policy.actions.cycle`.
 """
 
 from gpu_policy.cluster.embedded import ScenarioCluster
 from gpu_policy.cluster.registry import open_cluster, register_source, registry, split_scheme
-from gpu_policy.cluster.source import Actuator, ClusterSource, Observation, Outcome
+from gpu_policy.model.cluster import Actuator, ClusterSource, Observation, Outcome
 
 __all__ = ["Actuator", "ClusterSource", "Observation", "Outcome", "ScenarioCluster", "open_cluster", "register_source",
            "registry", "split_scheme"]

@@ -6,13 +6,13 @@ import dataclasses
 import threading
 from pathlib import Path
 
-from gpu_policy.apply import apply_plan
-from gpu_policy.cluster.source import Observation, Outcome
-from gpu_policy.composition import describe
+from gpu_policy.model.apply import apply_plan
+from gpu_policy.model.cluster import Observation, Outcome
+from gpu_policy.model.composition import describe
 from gpu_policy.model import Job, Scenario
-from gpu_policy.plan import Plan
-from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits
-from gpu_policy.scenario import dump_scenario, load_scenario, parse_scenario_text
+from gpu_policy.model.plan import Plan
+from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits
+from gpu_policy.model.scenario_file import dump_scenario, load_scenario, parse_scenario_text
 
 
 class ScenarioCluster:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpu_policy.kubernetes.client import KubeClient
+from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.names import ADMISSION_GATE, GPU_INDEX_ANNOTATION, HOSTNAME_LABEL
-from gpu_policy.kubernetes.pods import PodRef, gates_of, host_selector
+from gpu_policy.kubernetes.read.pods import PodRef, gates_of, host_selector
 from gpu_policy.planner.codes import Reason
-from gpu_policy.plan import Placement
+from gpu_policy.model.plan import Placement
 
 
 def _escape(key: str) -> str:

@@ -1,20 +1,20 @@
 """The informer cache: every watched object as the last LIST and the WATCH events since
 left it, with each pod and node read into its view once per change (not once per plan).
 
-It answers the reads of one look (gpu_policy.kubernetes.look) from memory, so a snapshot
+It answers the reads of one look (gpu_policy.kubernetes.read.look) from memory, so a snapshot
 of the cache is what `gpu-policy snapshot` would print for the same objects. A pod or node
 gpu-policy cannot read (wrong JSON types, a bad annotation) is left out with a warning
-naming it and the field, as the one-shot commands do (gpu_policy.kubernetes.isolate).
+naming it and the field, as the one-shot commands do (gpu_policy.kubernetes.read.isolate).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from gpu_policy.kubernetes.isolate import ObjectWarning, read_one
-from gpu_policy.kubernetes.nodes import NodeView, read_node
-from gpu_policy.kubernetes.pods import PodView, read_pod
-from gpu_policy.kubernetes.shape import NODE, POD
+from gpu_policy.kubernetes.read.isolate import ObjectWarning, read_one
+from gpu_policy.kubernetes.read.nodes import NodeView, read_node
+from gpu_policy.kubernetes.read.pods import PodView, read_pod
+from gpu_policy.kubernetes.read.shape import NODE, POD
 
 #: the kinds the controller watches, as KubeClient names them
 NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES = "nodes", "pods", "namespaces", "config_maps", "kai_queues"
@@ -102,7 +102,7 @@ class Cache:
     def pod(self, namespace: str, name: str) -> dict | None:
         return self.objects.get(PODS, {}).get((namespace, name))
 
-    # -- the reads of one look (gpu_policy.kubernetes.look.Reads) -----------------------------
+    # -- the reads of one look (gpu_policy.kubernetes.read.look.Reads) -----------------------------
     def read_config_map(self, name: str) -> dict | None:
         return next((o for (_, n), o in self.objects.get(CONFIG_MAPS, {}).items() if n == name), None)
 

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from gpu_policy.errors import ClusterUnavailable
-from gpu_policy.kubernetes.client import Answer, KubeClient
-from gpu_policy.kubernetes.pods import PodRef
+from gpu_policy.kubernetes.transport.client import Answer, KubeClient
+from gpu_policy.kubernetes.read.pods import PodRef
 
 CONTROLLER = "gpu-policy.io/controller"
 NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gpu_policy.errors import ClusterAccessDenied, ClusterUnavailable
-from gpu_policy.kubernetes.client import KubeClient, WatchExpired
+from gpu_policy.kubernetes.transport.client import KubeClient, WatchExpired
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ injected clock; `run()` calls it until stopped, waiting for the next change or t
 thing due (a debounce ending, a renewal, a resync). Acting: Events on victims, then
 compositions, evictions, moves and reservations by the one-shot actuator
 (KubernetesCluster.carry_out; what the controller adds to composition:
-gpu_policy.controller.compose), then releases of gated pods and Events on those that wait.
+gpu_policy.controller.composition), then releases of gated pods and Events on those that wait.
 Every write passes the fenced Lease's check: a replica whose last renewal is as old as the
 lease acts no more.
 """
@@ -18,25 +18,25 @@ import threading
 import time
 from dataclasses import dataclass
 
-from gpu_policy.cluster.compose import plan_observation
-from gpu_policy.cluster.source import Observation
+from gpu_policy.actions.cycle import plan_observation
+from gpu_policy.model.cluster import Observation
 from gpu_policy.controller.admission import release_patches, send_releases
 from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES,
                                          NODES, PODS, Cache)
-from gpu_policy.controller.compose import Composition
+from gpu_policy.controller.composition import Composition
 from gpu_policy.controller.events import NOT_ADMITTED, EventWriter
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
 from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.errors import ClusterBusy, GpuPolicyError
-from gpu_policy.kubernetes.client import KubeClient
+from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.cluster import KubernetesCluster
-from gpu_policy.kubernetes.isolate import LEFT_OUT, ObjectWarning
-from gpu_policy.kubernetes.look import look
-from gpu_policy.kubernetes.pods import PodRef, PodView
-from gpu_policy.kubernetes.reservations import write_reservations
-from gpu_policy.kubernetes.snapshot import Snapshot
-from gpu_policy.plan import JobDecision, Placement, Plan
+from gpu_policy.kubernetes.read.isolate import LEFT_OUT, ObjectWarning
+from gpu_policy.kubernetes.read.look import look
+from gpu_policy.kubernetes.read.pods import PodRef, PodView
+from gpu_policy.kubernetes.write.reservations import write_reservations
+from gpu_policy.kubernetes.read.snapshot import Snapshot
+from gpu_policy.model.plan import JobDecision, Placement, Plan
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.gc_tuning import tune_gc

@@ -1,8 +1,8 @@
 """The bodies of the KFP components: parse inputs, call the core, write outputs.
 
 KFP serialises each function's source into the component, so every import is
-inside the body. The logic lives in `gpu_policy.cluster.compose` (observe ->
-decide), `gpu_policy.step` and `gpu_policy.checkpoint`. gpu-policy's own errors
+inside the body. The logic lives in `gpu_policy.actions.cycle` (observe ->
+decide), `gpu_policy.actions.step` and `gpu_policy.checkpoint`. gpu-policy's own errors
 end the component with one line (no traceback).
 """
 
@@ -29,7 +29,7 @@ def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", 
     import json
 
     from gpu_policy.cluster import ScenarioCluster, open_cluster
-    from gpu_policy.cluster.compose import observe
+    from gpu_policy.actions.cycle import observe
     from gpu_policy.errors import GpuPolicyError
     from gpu_policy.telemetry import TelemetrySettings
 
@@ -85,7 +85,7 @@ def plan_gpu_allocation(job_name: str, queue: str, gpus: float, plan: Output[Art
 
     from gpu_policy import Job
     from gpu_policy.cluster import ScenarioCluster, open_cluster
-    from gpu_policy.cluster.compose import wait_for_step
+    from gpu_policy.actions.cycle import wait_for_step
     from gpu_policy.errors import GpuPolicyError
     from gpu_policy.telemetry import ClusterSignals
 
@@ -140,7 +140,7 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
     from collections import namedtuple
 
     from gpu_policy.checkpoint.budget import run_step_budget
-    from gpu_policy.kubernetes.own_pod import OwnPod
+    from gpu_policy.kubernetes.write.own_pod import OwnPod
 
     pod = OwnPod.here()  # in a cluster: this step's pod, told its job and each checkpoint (best effort)
     if job_name and queue:
@@ -207,13 +207,13 @@ def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cl
         if scenario_yaml:  # the embedded cluster: planned in-process, as plan_gpu_allocation does
             from gpu_policy import Job
             from gpu_policy.cluster import ScenarioCluster
-            from gpu_policy.cluster.compose import wait_for_step
+            from gpu_policy.actions.cycle import wait_for_step
 
             job = Job(name=job_name, queue=queue, gpus=gpus, replicas=replicas, priority=priority)
             decision = wait_for_step(ScenarioCluster.from_text(scenario_yaml, "scenario_yaml"), job, execute=False)
             print(f"{'start' if decision.can_start else 'not yet'}: {decision.reason}")
             return outputs(decision.can_start, (decision.nodes or [""])[0], decision.reason, "")
-        from gpu_policy.kubernetes.gated_step import await_finish, open_step_client, run_gated
+        from gpu_policy.kubernetes.write.gated_step import await_finish, open_step_client, run_gated
 
         client, namespace = open_step_client(cluster)
         pod = {**pod_manifest, "metadata": {"namespace": namespace, **(pod_manifest.get("metadata") or {})}}

@@ -19,26 +19,27 @@ import re
 import time
 from typing import Callable
 
-from gpu_policy.cluster.source import Observation, Outcome
+from gpu_policy.model.cluster import Observation, Outcome
 from gpu_policy.errors import ScenarioError
-from gpu_policy.kubernetes.attach import Composer, RequestWaiter, roll_back
-from gpu_policy.kubernetes.client import KubeClient, connect
-from gpu_policy.kubernetes.evict import evict_job, unmark
-from gpu_policy.kubernetes.isolate import read_each
-from gpu_policy.kubernetes.lease import PlanningLease, new_identity
-from gpu_policy.kubernetes.look import look
-from gpu_policy.kubernetes.nodes import read_node
-from gpu_policy.kubernetes.pods import PodRef, read_pod
-from gpu_policy.kubernetes.requests import RequestView
-from gpu_policy.kubernetes.reservations import Reservation, key_of, write_reservations
+from gpu_policy.kubernetes.write.attach import Composer, RequestWaiter, roll_back
+from gpu_policy.kubernetes.transport.client import KubeClient, connect
+from gpu_policy.kubernetes.write.evict import evict_job, unmark
+from gpu_policy.kubernetes.read.isolate import read_each
+from gpu_policy.kubernetes.write.lease import PlanningLease, new_identity
+from gpu_policy.kubernetes.read.look import look
+from gpu_policy.kubernetes.read.nodes import read_node
+from gpu_policy.kubernetes.read.pods import PodRef, read_pod
+from gpu_policy.kubernetes.read.requests import RequestView
+from gpu_policy.kubernetes.read.reservations import Reservation, key_of
+from gpu_policy.kubernetes.write.reservations import write_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.settle import DevicePluginLag
-from gpu_policy.kubernetes.shape import NODE, POD
-from gpu_policy.kubernetes.snapshot import Snapshot
+from gpu_policy.kubernetes.read.settle import DevicePluginLag
+from gpu_policy.kubernetes.read.shape import NODE, POD
+from gpu_policy.kubernetes.read.snapshot import Snapshot
 from gpu_policy.model import Job
-from gpu_policy.plan import JobDecision, Plan
+from gpu_policy.model.plan import JobDecision, Plan
 
-#: why a broken gang's pods are evicted (gpu_policy.kubernetes.workloads)
+#: why a broken gang's pods are evicted (gpu_policy.kubernetes.read.workloads)
 BROKEN_GANG_REASON = "broken gang: fewer of its pods hold GPUs than its minimum size; evicted whole to restart whole"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")

@@ -21,8 +21,8 @@ import numpy as np
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.packing import MILLI, ModelDemand, WorkloadMix, displaced, packing_fragmentation, placement_cost
-from gpu_policy.plan import Placement
-from gpu_policy.planner.layout import Layout, NodeLayout, place, spare_resources
+from gpu_policy.model.plan import Placement
+from gpu_policy.model.layout import Layout, NodeLayout, place, spare_resources
 
 #: Stands in for the CPU or memory of a node that does not declare it.
 UNLIMITED = 1e12

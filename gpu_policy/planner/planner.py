@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gpu_policy import placement
-from gpu_policy.fair_share import fair_shares, queue_demands
+from gpu_policy.model import placement
+from gpu_policy.planner.fair_share import fair_shares, queue_demands
 from gpu_policy.model import Job, Scenario
-from gpu_policy.plan import Plan
+from gpu_policy.model.plan import Plan
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
-from gpu_policy.planner.layout import Layout, running_layout
+from gpu_policy.model.layout import Layout, running_layout
 from gpu_policy.planner.packing import scenario_mix
 from gpu_policy.planner.program import build_decisions
 from gpu_policy.planner.realize import realize
@@ -24,7 +24,7 @@ from gpu_policy.planner.shapes import scenario_constraints
 from gpu_policy.planner.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
 from gpu_policy.planner.telemetry import gpu_limits, with_unhealthy
 from gpu_policy.planner.writeup import write_plan
-from gpu_policy.telemetry.signals import ClusterSignals
+from gpu_policy.model.signals import ClusterSignals
 
 
 def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: ClusterSignals | None = None) -> Plan:

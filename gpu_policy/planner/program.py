@@ -28,8 +28,8 @@ from typing import Callable
 import pulp
 
 from gpu_policy.model import Job, Scenario
+from gpu_policy.model.layout import per_gpu
 from gpu_policy.planner.linear import affine
-from gpu_policy.planner.rules.fits import per_gpu
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, scenario_constraints
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.packing.fragmentation import WorkloadMix
-from gpu_policy.plan import Placement
-from gpu_policy.planner.layout import Layout, layout_after, place, place_at
+from gpu_policy.model.plan import Placement
+from gpu_policy.model.layout import Layout, fits_on_gpu, layout_after, place, place_at
 from gpu_policy.planner.packing import pack
 from gpu_policy.planner.program import PlanProgram
-from gpu_policy.planner.rules.fits import fits_on_gpu
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import Shape, shape_of
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, Protocol
 
-from gpu_policy import placement
+from gpu_policy.model import placement
 from gpu_policy.model import TERMINATING_QUEUE, Job, Scenario
-from gpu_policy.plan import Placement
+from gpu_policy.model.plan import Placement
 from gpu_policy.planner import mig
 from gpu_policy.planner.codes import Reason
-from gpu_policy.planner.layout import Layout, NodeLayout
+from gpu_policy.model.layout import Layout, NodeLayout, has_room
 from gpu_policy.planner.rules import QueueTree, Shares, claims, fits, inside, limits, reclaim, victims
 from gpu_policy.planner.shapes import Eligible, NodeKind
 from gpu_policy.planner.telemetry import GpuLimits
@@ -159,7 +159,7 @@ def free_room_of(nl: NodeLayout) -> NodeRoom:
             continue
         if sl.fractions:
             used_any = 1
-            if i not in unhealthy and fits.has_room(sl.used):
+            if i not in unhealthy and has_room(sl.used):
                 shares.append((1 - sl.used, name, i, False))
         elif i not in unhealthy:
             free += 1

@@ -24,7 +24,7 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.planner import rules
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.consolidation import Consolidation, Consolidations
-from gpu_policy.planner.layout import Layout, spare_resources
+from gpu_policy.model.layout import Layout, fits_on_gpu, has_room, spare_resources
 from gpu_policy.planner.shapes import Eligible, Shape, node_kind, shape_of
 from gpu_policy.planner.telemetry import GpuLimits
 
@@ -266,7 +266,7 @@ class _GreedyPass:
 
     def _opened_spot(self, job: Job, shape: Shape) -> list | None:
         """The fullest opened GPU the fraction fits on, of a model and node it accepts."""
-        return next((x for x in self.opened if rules.fits_on_gpu(1 - x[0], job.gpus)
+        return next((x for x in self.opened if fits_on_gpu(1 - x[0], job.gpus)
                      and shape.fits_model(self.nodes[x[1]]) and self.index.allows(shape, x[1])
                      and self.limits.room_for_fraction(x[1], x[2], job.gpus)), None)
 
@@ -375,7 +375,7 @@ def _shared_gpus(layout: Layout) -> list[list]:
     """[room, node, gpu] of each healthy GPU shared by fractions with room left, fullest first."""
     return [list(x) for x in sorted((1 - sl.used, n, i) for n, nl in layout.nodes.items()
                                     for i, sl in enumerate(nl.slots)
-                                    if sl.fractions and not sl.whole and nl.healthy(i) and rules.has_room(sl.used))]
+                                    if sl.fractions and not sl.whole and nl.healthy(i) and has_room(sl.used))]
 
 
 def _pool_key(n, constraints: frozenset | None) -> object:

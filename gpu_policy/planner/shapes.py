@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpu_policy.model import Job, Node, Scenario, gpus_fit
-from gpu_policy.placement import Constraints, admits, constraints_of
+from gpu_policy.model.placement import Constraints, admits, constraints_of
 from gpu_policy.planner.rules.vocabulary import EPS
 
 
@@ -38,7 +38,7 @@ class Shape:
         return gpus_fit(self.models, self.fractional, self.mig_profile, node)
 
     def admitted(self, node: Node | NodeKind) -> bool:
-        """Do the placement constraints let a replica on `node` (gpu_policy.placement.admits)?"""
+        """Do the placement constraints let a replica on `node` (gpu_policy.model.placement.admits)?"""
         if isinstance(node, NodeKind):
             return node.admits is None or self.constraints in node.admits
         return admits(node, self.constraints)

@@ -52,7 +52,7 @@ import numpy as np
 import pulp
 
 from gpu_policy.errors import SolverError
-from gpu_policy.plan import SolverReport
+from gpu_policy.model.plan import SolverReport
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.linear import common_step
 from gpu_policy.planner.program import Program

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Scenario
-from gpu_policy.telemetry.signals import ClusterSignals
+from gpu_policy.model.signals import ClusterSignals
 
 
 @dataclass(frozen=True)

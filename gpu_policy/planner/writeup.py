@@ -11,18 +11,18 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Job, Scenario
-from gpu_policy.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
+from gpu_policy.model.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
 from gpu_policy.planner import rules
 from gpu_policy.planner.rules.composition import Composer
 from gpu_policy.planner.codes import Reason
-from gpu_policy.planner.layout import Layout, spare_resources
+from gpu_policy.model.layout import Layout, spare_resources
 from gpu_policy.planner.program import PlanProgram
 from gpu_policy.planner.realize import Outcome
 from gpu_policy.planner.reasons import FreeRoom, Judged, move_reason, preempt_reason, start_reason, wait_reason
 from gpu_policy.planner.scope import Standing
 from gpu_policy.planner.solve import NOTHING, OPTIMAL
 from gpu_policy.planner.telemetry import GpuLimits
-from gpu_policy.telemetry.signals import ClusterSignals
+from gpu_policy.model.signals import ClusterSignals
 
 
 def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,

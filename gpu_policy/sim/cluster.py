@@ -16,7 +16,7 @@ import numpy as np
 
 from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, node_fragmentation, task_fits
 from gpu_policy.packing.price import ModelDemand
-from gpu_policy.planner import rules
+from gpu_policy.model.layout import fits_on_gpu
 from gpu_policy.sim.openb import MAX_GPUS_PER_NODE, NodeList, PodList, PodType
 
 NO_FIT = np.inf
@@ -177,8 +177,8 @@ class SimCluster:
 
 def share_fits(free, milli: int):
     """Whether a share of `milli` thousandths fits on a GPU with `free` thousandths free (a
-    number or an array of them): the planner's rule (`rules.fits_on_gpu`), in thousandths."""
-    return rules.fits_on_gpu(1 - free / MILLI, milli / MILLI)
+    number or an array of them): the planner's rule (`gpu_policy.model.layout.fits_on_gpu`), in thousandths."""
+    return fits_on_gpu(1 - free / MILLI, milli / MILLI)
 
 
 def is_share(pod: PodType) -> bool:

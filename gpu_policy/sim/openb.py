@@ -10,7 +10,7 @@ required (docs/simulate.md).
 Counts (gpu, num_gpu, gpu_milli) must be whole numbers; cpu_milli and
 memory_mib are finite numbers, rounded to whole millicores and MiB. A bad file
 is one `TraceError` line naming the file, line and field; files are read
-through `gpu_policy.safe_load` (size limit, UTF-8).
+through `gpu_policy.model.safe_load` (size limit, UTF-8).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from gpu_policy.errors import TraceError
 from gpu_policy.packing.fragmentation import MILLI
-from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits
+from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits
 from gpu_policy.sim.tables import cell_number, read_rows
 
 NODE_FILE = "openb_node_list_all_node.csv"

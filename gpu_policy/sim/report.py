@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu_policy.extras import pyplot
-from gpu_policy.render import text_table
+from gpu_policy.presentation.render import text_table
 from gpu_policy.sim.compare import Comparison
 
 

@@ -1,6 +1,6 @@
 """Trace tables: the checks every CSV trace loader needs, in one place.
 
-`read_rows` reads a file through `gpu_policy.safe_load` (size limit, UTF-8),
+`read_rows` reads a file through `gpu_policy.model.safe_load` (size limit, UTF-8),
 checks that the header names every needed column exactly once, and turns the
 csv module's parse errors into one line; `cell_text` and `cell_number` read one
 checked cell. Every problem is a `TraceError` naming the file, line and field,
@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from gpu_policy.errors import InputError, TraceError
-from gpu_policy.safe_load import DEFAULT_LIMITS, InputLimits, read_text
+from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, read_text
 
 #: Longest spelling of a number read from a cell (longer is refused, not parsed).
 MAX_NUMBER_CHARS = 40

@@ -3,7 +3,7 @@
 `dcgm_source(url, scenario)` picks the backend from the URL, as fsspec does:
 none means the embedded simulated source, ``http://`` or ``https://`` a
 Prometheus server that scrapes dcgm-exporter. Planning with telemetry is
-`gpu_policy.cluster.compose` (observe -> decide).
+`gpu_policy.actions.cycle` (observe -> decide).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Protocol
 from gpu_policy.errors import UsageError
 from gpu_policy.model import Scenario
 from gpu_policy.telemetry.http import redact_url
-from gpu_policy.telemetry.model import CRITICAL_XIDS, GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
+from gpu_policy.model.telemetry import CRITICAL_XIDS, GpuKey, GpuReading, GpuTelemetry, TelemetrySettings
 from gpu_policy.telemetry.prometheus import PrometheusDcgmSource, TelemetryUnavailable
-from gpu_policy.telemetry.signals import ClusterSignals, GpuSignals, cluster_signals
+from gpu_policy.model.signals import ClusterSignals, GpuSignals
+from gpu_policy.telemetry.signals import cluster_signals
 from gpu_policy.telemetry.simulated import SimulatedDcgmSource
 
 

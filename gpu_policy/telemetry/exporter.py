@@ -14,7 +14,7 @@ from typing import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from gpu_policy.model import Scenario
-from gpu_policy.telemetry.model import (
+from gpu_policy.model.telemetry import (
     DCGM_BLANK, ENGINE_ACTIVE, FB_FREE, FB_USED, GPU_UTIL, POWER, TEMPERATURE, XID_ERRORS)
 from gpu_policy.telemetry.simulated import simulated_gpus
 

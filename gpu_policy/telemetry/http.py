@@ -2,7 +2,7 @@
 
 Bounded in time (one deadline for the whole request, from connect to the last
 byte: a server that trickles a byte every two seconds is cut off at it), in
-size (`max_bytes`) and in depth (`gpu_policy.safe_load`). TLS certificates and
+size (`max_bytes`) and in depth (`gpu_policy.model.safe_load`). TLS certificates and
 host names are verified unless the caller opts out. Credentials in the URL
 (``https://user:password@host``) are sent as HTTP Basic auth and never appear in
 a message: `redact_url` is applied to every URL this module names.
@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from gpu_policy.errors import InputError
-from gpu_policy.safe_load import InputLimits, decode, parse_json
+from gpu_policy.model.safe_load import InputLimits, decode, parse_json
 
 _CHUNK = 1 << 16
 

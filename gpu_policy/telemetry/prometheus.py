@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.telemetry.http import HttpFailure, get_json, redact_url
-from gpu_policy.telemetry.model import (
+from gpu_policy.model.telemetry import (
     ENGINE_ACTIVE, FB_FREE, FB_USED, GPU_UTIL, INSTANT_SERIES, POWER, TEMPERATURE, XID_ERRORS, GpuKey, GpuReading,
     GpuTelemetry, TelemetrySettings, is_blank)
 

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Scenario
-from gpu_policy.telemetry.model import (
+from gpu_policy.model.layout import running_layout
+from gpu_policy.model.telemetry import (
     ENGINE_ACTIVE, GpuKey, GpuReading, GpuTelemetry, POWER, TEMPERATURE, TelemetrySettings)
 
 DEFAULT_MEMORY_MIB = 81920
@@ -46,8 +47,6 @@ class SimulatedGpu:
 
 
 def simulated_gpus(s: Scenario) -> dict[GpuKey, SimulatedGpu]:
-    from gpu_policy.planner.layout import running_layout
-
     section = s.telemetry or {}
     memory = float(section.get("memory_mib", DEFAULT_MEMORY_MIB))
     profiles = section.get("jobs", {})

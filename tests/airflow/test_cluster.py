@@ -128,7 +128,7 @@ def test_the_sensor_waits_for_gpus_being_attached(tmp_path, monkeypatch, caplog)
                                                   "namespace": "team-b"}}))
         sensor = GpuPlanSensor(**args(kubernetes_conn_id="cdi", team="team-b", gpus=4))
         with monkeypatch.context() as planner, caplog.at_level("INFO"):
-            planner.setattr("gpu_policy.step.plan", attach_for("team-b/train"))
+            planner.setattr("gpu_policy.actions.step.plan", attach_for("team-b/train"))
             assert sensor.poke({"ti": FakeTI()}) is False
         assert "waiting for 4 A100-80GB to be attached to node-3: not picked up by the operator yet" in caplog.text
         operator.settle()  # the real planner from here: the step's reservation holds the GPUs now attached

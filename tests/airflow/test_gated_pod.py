@@ -12,7 +12,7 @@ from airflow.exceptions import AirflowException  # noqa: E402
 from kubernetes.client import ApiClient  # noqa: E402
 
 from gpu_policy.airflow.operators.gated_pod import GatedKubernetesPodOperator  # noqa: E402
-from gpu_policy.kubernetes.gated_step import CONTROLLER, STEP_PERMISSIONS  # noqa: E402
+from gpu_policy.kubernetes.write.gated_step import CONTROLLER, STEP_PERMISSIONS  # noqa: E402
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL,  # noqa: E402
                                          QUEUE_LABEL, REPLICAS_ANNOTATION)
 from tests.kubernetes.fake_api import FakeKubernetes  # noqa: E402

@@ -1,4 +1,4 @@
-"""gpu_policy.safe_load: plain data as PyYAML reads it, and one line for everything else."""
+"""gpu_policy.model.safe_load: plain data as PyYAML reads it, and one line for everything else."""
 
 import json
 import math
@@ -11,7 +11,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gpu_policy.errors import InputError  # noqa: E402
-from gpu_policy.safe_load import _EXPONENT_FLOAT, InputLimits, parse_text, read_text  # noqa: E402
+from gpu_policy.model.safe_load import _EXPONENT_FLOAT, InputLimits, parse_text, read_text  # noqa: E402
 
 # Text that YAML 1.1 reads as text but gpu-policy as a number (1e30, as YAML 1.2 and JSON do)
 # differs from PyYAML on purpose: test_exponent_numbers_are_numbers covers it
@@ -108,7 +108,7 @@ def test_a_raised_size_limit_does_not_allocate_it_up_front(tmp_path):
     allocate it all, and fail with MemoryError under a memory cap)."""
     import resource
 
-    from gpu_policy.safe_load import InputLimits, read_text
+    from gpu_policy.model.safe_load import InputLimits, read_text
 
     path = tmp_path / "s.yaml"
     path.write_text("jobs: []\n")

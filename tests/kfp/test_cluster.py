@@ -104,7 +104,7 @@ def test_plan_gpu_allocation_waits_for_gpus_being_attached(tmp_path, monkeypatch
     with FakeKubernetes() as api:
         composable_cluster(api, namespace="team-b")
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(tmp_path / "kubeconfig", contexts=("fake",), namespace="team-b"))
-        monkeypatch.setattr("gpu_policy.step.plan", attach_for("team-b/train"))
+        monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("team-b/train"))
         out = plan_gpu_allocation.python_func(job_name="train", queue="team-b", gpus=4, plan=FakeArtifact(tmp_path / "p"),
                                               max_wait_s=60, poll_interval_s=0.01)
         assert out.can_start and out.gpu_count == 4

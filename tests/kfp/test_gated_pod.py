@@ -11,7 +11,7 @@ import pytest
 kfp = pytest.importorskip("kfp", reason="kfp is not installed here; `make test` runs these in .venv-kfp")
 
 from gpu_policy.kfp import run_gated_pod  # noqa: E402
-from gpu_policy.kubernetes.gated_step import CONTROLLER, STEP_PERMISSIONS  # noqa: E402
+from gpu_policy.kubernetes.write.gated_step import CONTROLLER, STEP_PERMISSIONS  # noqa: E402
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,  # noqa: E402
                                          REPLICAS_ANNOTATION)
 from tests.kubernetes.fake_api import FakeKubernetes  # noqa: E402

@@ -209,7 +209,7 @@ def composable_cluster(api, namespace: str = "b") -> FakeCdiOperator:
 def attach_for(job: str, gpus: int = 4, first: int = 2):
     """A stand-in for the planner's composition decision, for tests that need this exact
     one: attach `gpus` A100-80GB to node-3 and start `job` on them (GPU indices from `first`)."""
-    from gpu_policy.plan import Composition
+    from gpu_policy.model.plan import Composition
     from tests.compose_helpers import composed_plan
 
     def decide(scenario, *args, **kwargs):

@@ -14,7 +14,7 @@ import yaml
 
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Job, Node, Scenario
-from gpu_policy.scenario import scenario_to_dict
+from gpu_policy.model.scenario_file import scenario_to_dict
 
 
 def rfc3339(t: float) -> str:
@@ -71,7 +71,7 @@ def composable_config_map(settings: dict, namespace: str = names.DEFAULT_NAMESPA
 def attached_request(node: str, model: str, size: int, ours: bool = True, requested_at: float = 1.767e9) -> dict:
     """A ComposabilityRequest the operator has carried out: Running, `size` devices Online
     (gpu-policy's own: its size changed at `requested_at`, from 0)."""
-    from gpu_policy.kubernetes.requests import request_name
+    from gpu_policy.kubernetes.read.requests import request_name
 
     devices = {f"gpu-{node}-{i}": {"state": "Online", "node_name": node, "device_id": f"GPU-{node}-{i}"}
                for i in range(size)}

@@ -8,9 +8,9 @@ import pytest
 
 from gpu_policy import Job, load_scenario
 from gpu_policy.cli import main
-from gpu_policy.cluster.compose import apply_plan_once, wait_for_step
+from gpu_policy.actions.cycle import apply_plan_once, wait_for_step
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.reservations import read_reservations
+from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.model import Node, Queue, Scenario
 from tests.conftest import SCENARIOS
 from tests.kubernetes.objects import end_evictions, gpu_pod, load_into, node_object, queues_config_map, schedule

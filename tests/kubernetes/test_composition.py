@@ -12,12 +12,12 @@ import pytest
 
 from gpu_policy import Job
 from gpu_policy.cli import main
-from gpu_policy.cluster.compose import apply_plan_once, observe, wait_for_step
+from gpu_policy.actions.cycle import apply_plan_once, observe, wait_for_step
 from gpu_policy.errors import ClusterObjectError, ClusterUnavailable
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.reservations import read_reservations
+from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.model import Node, Queue, Scenario
-from gpu_policy.plan import Composition
+from gpu_policy.model.plan import Composition
 from tests.compose_helpers import composed_plan
 from tests.kubernetes.fake_cdi import MODEL, FakeCdiOperator, attach_for, composable_cluster
 from tests.kubernetes.objects import (attached_request, composable_config_map, composable_node_object, node_object,
@@ -138,7 +138,7 @@ def test_the_device_plugin_may_count_before_or_after_the_operator_s_status(plugi
     """A node of 2 GPUs of its own gets 4 attached (allocatable 2 -> 6, Online 0 -> 4), the
     two changes seen in either order: read right once both are seen, settling only while
     the allocatable lags."""
-    from gpu_policy.kubernetes.settle import DevicePluginLag
+    from gpu_policy.kubernetes.read.settle import DevicePluginLag
 
     lag = DevicePluginLag(settle_s=120.0)
     assert lag.counted("n", 2, 0, now=0.0) == (0, False)
@@ -200,7 +200,7 @@ def test_a_bad_config_map_is_one_line(api, cdi, kubeconfig, capsys, text, messag
 
 def test_a_step_waits_for_its_gpus_then_starts(api, cdi, cluster, fake_time, monkeypatch):
     """Issue 13, "Done when": a request is created, reaches Running, and the waiting step starts."""
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     said = []
     decision = step(cluster, fake_time, said)
     assert decision.can_start and decision.nodes == ["node-3"] and decision.attempts == 1
@@ -237,7 +237,7 @@ def test_the_planner_attaches_and_the_waiting_step_starts(api, cdi, cluster, fak
 
 
 def test_a_step_that_cannot_wait_long_enough_says_what_it_waits_for(api, cdi, cluster, fake_time, monkeypatch):
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     decision = step(cluster, fake_time, max_wait_s=0)  # a sensor's poke: one look
     assert not decision.can_start and decision.node_affinity == {} and decision.nodes == []
     assert decision.reason == f"waiting for 4 {MODEL} to be attached to node-3: not picked up by the operator yet"
@@ -249,7 +249,7 @@ def test_a_step_that_cannot_wait_long_enough_says_what_it_waits_for(api, cdi, cl
 
 
 def test_the_step_command_says_what_it_waits_for(api, cdi, kubeconfig, capsys, monkeypatch):
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("ml/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("ml/train"))
     assert main(["step", "--cluster", "k8s://", "--kubeconfig", kubeconfig, "--job", "train", "--queue", "team-b",
                  "--gpus", "4", "--max-wait", "60", "--poll", "0.01"]) == 0
     captured = capsys.readouterr()
@@ -266,7 +266,7 @@ def test_right_after_a_patch_running_is_not_done(api, cdi, cluster, fake_time, m
     node = api.get("nodes", "node-3")
     node["status"]["allocatable"]["nvidia.com/gpu"] = "4"  # 2 of its own, 2 attached
     api.put(node)
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train", gpus=2, first=4))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train", gpus=2, first=4))
     said = []
     decision = step(cluster, fake_time, said)
     assert decision.can_start and allocatable(api, "node-3") == 6
@@ -278,7 +278,7 @@ def test_right_after_a_patch_running_is_not_done(api, cdi, cluster, fake_time, m
 def test_an_operator_error_is_reported_verbatim_and_rolled_back(api, cdi, cluster, fake_time, monkeypatch):
     """Issue 13, "Done when": an operator error surfaces verbatim within the deadline; then
     the size goes back, and so does the step's reservation."""
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     cdi.fail(OURS, "failed to add resource: fabric manager: no device of model A100-80GB is free",
              "CDI fabric manager answered 503")
     said = []
@@ -327,7 +327,7 @@ def test_the_webhook_refuses_a_second_request_for_the_node(api, cdi, cluster, fa
     refusal is the step's reason word for word, and theirs is never written."""
     theirs = attached_request("node-3", MODEL, 1, ours=False)
     api.put(theirs)
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     decision = step(cluster, fake_time)
     assert not decision.can_start
     assert decision.reason.endswith(': admission webhook "vcomposabilityrequest.kb.io" denied the request: '
@@ -351,7 +351,7 @@ def test_the_webhook_checks_updates_too(api, cdi, cluster, fake_time):
 
 def test_a_webhook_outage_is_retried_within_the_deadline(api, cdi, cluster, fake_time, monkeypatch):
     api.inject(500, method="POST", path=PATH, times=3, message=OUTAGE)
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     decision = step(cluster, fake_time)
     assert decision.can_start and fake_time.sleeps[:3] == [0.5, 1, 2]  # backing off, then polling
     assert writes(api, PATH) == ["POST"] * 4
@@ -359,7 +359,7 @@ def test_a_webhook_outage_is_retried_within_the_deadline(api, cdi, cluster, fake
 
 def test_a_webhook_outage_past_the_deadline_is_gpu_policy_s_error(api, cdi, cluster, fake_time, monkeypatch):
     api.inject(500, method="POST", path=PATH, times=None, message=OUTAGE)
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     with pytest.raises(ClusterUnavailable, match=f"k8s://: create ComposabilityRequest {OURS}: the API server answered "
                                                  "500: Internal error occurred: failed calling webhook") as info:
         step(cluster, fake_time, composition_deadline_s=100)
@@ -396,7 +396,7 @@ def test_detach_some_by_patch_all_by_delete(api, cdi, cluster):
 
 def test_foreign_requests_are_read_never_changed(api, cdi, cluster, kubeconfig, capsys, monkeypatch):
     api.put(attached_request("node-1", MODEL, 2, ours=False))  # on a node that is not composable
-    monkeypatch.setattr("gpu_policy.cluster.compose.plan", lambda scenario, *a, **k: composed_plan(
+    monkeypatch.setattr("gpu_policy.actions.cycle.plan", lambda scenario, *a, **k: composed_plan(
         scenario, [Composition("node-3", MODEL, 2)]))
     assert main(["apply", "--cluster", "k8s://", "--kubeconfig", kubeconfig, "--execute", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -432,7 +432,7 @@ def test_no_composition_without_the_operator_is_a_clear_failure(api, cluster):
 
 
 def test_every_request_stays_within_the_declared_permissions(api, cdi, cluster, fake_time, monkeypatch):
-    monkeypatch.setattr("gpu_policy.step.plan", attach_for("b/train"))
+    monkeypatch.setattr("gpu_policy.actions.step.plan", attach_for("b/train"))
     step(cluster, fake_time)
     used = {(verb, resource) for verb, group, resource in api.permissions_used() if group == names.CRO_GROUP}
     assert used == {("list", names.CRO_PLURAL), ("create", names.CRO_PLURAL), ("get", names.CRO_PLURAL)}

@@ -2,7 +2,7 @@
 limits hold at admission, gangs go together, other controllers' gates stay."""
 
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.reservations import Reservation
+from gpu_policy.kubernetes.read.reservations import Reservation
 from tests.kubernetes.controller_harness import (bind_released, cluster_of, gated_pod, json_patches, new_controller,
                                                  released, sees, settle)
 

@@ -15,9 +15,9 @@ import yaml
 import gpu_policy
 from gpu_policy.cli import build_parser
 from gpu_policy.kubernetes import PERMISSIONS, Permission
-from gpu_policy.kubernetes.client import WATCHED_CUSTOM, KubeClient
+from gpu_policy.kubernetes.transport.client import WATCHED_CUSTOM, KubeClient
 from gpu_policy.kubernetes.names import ADMISSION_GATE, FRACTION_ANNOTATION
-from gpu_policy.kubernetes.queues import queues_from_config_map
+from gpu_policy.kubernetes.read.queues import queues_from_config_map
 from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
 from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 

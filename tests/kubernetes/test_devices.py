@@ -1,5 +1,5 @@
 """Physical GPUs behind what nodes advertise: GPUs shared by time-slicing or MPS
-(gpu_policy/kubernetes/devices.py), as NVIDIA's device plugin and GPU feature discovery
+(gpu_policy/kubernetes/read/devices.py), as NVIDIA's device plugin and GPU feature discovery
 present them, read through the real client from the fake API server."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""DRA, read only (gpu_policy/kubernetes/dra.py): ResourceSlices, DeviceClasses,
+"""DRA, read only (gpu_policy/kubernetes/read/dra.py): ResourceSlices, DeviceClasses,
 ResourceClaims and ResourceClaimTemplates as NVIDIA's DRA driver and Kubernetes 1.34 write
 them, through the real client: physical GPUs, never devices."""
 

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from gpu_policy.errors import ClusterBusy, ClusterObjectError
-from gpu_policy.kubernetes.lease import _stamp
+from gpu_policy.kubernetes.write.lease import _stamp
 from gpu_policy.kubernetes.names import LEASE_NAME
 
 

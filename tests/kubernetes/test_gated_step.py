@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpu_policy.errors import ClusterError, GpuPolicyError
-from gpu_policy.kubernetes.gated_step import CONTROLLER, STEP_PERMISSIONS, open_step_client, run_gated
+from gpu_policy.kubernetes.write.gated_step import CONTROLLER, STEP_PERMISSIONS, open_step_client, run_gated
 from gpu_policy.kubernetes.names import ADMISSION_GATE, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION
 from tests.kubernetes.objects import gpu_pod
 

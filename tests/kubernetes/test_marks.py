@@ -1,7 +1,7 @@
 """The `gpu-policy.io/preempted` mark is removed when the plan that wrote it is not carried
 out: a refused eviction, or a planner killed between the mark and the eviction (issue 29)."""
 
-from gpu_policy.cluster.compose import apply_plan_once
+from gpu_policy.actions.cycle import apply_plan_once
 from gpu_policy.kubernetes import names
 from tests.kubernetes.test_act import eviction_cluster
 

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from gpu_policy.checkpoint.budget import run_step_budget
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.own_pod import OwnPod
+from gpu_policy.kubernetes.write.own_pod import OwnPod
 from tests.kubernetes.objects import gpu_pod
 
 EXAMPLE = ("gpu_policy.checkpoint.example:example_step", "gpu_policy.checkpoint.example:initial_state")
@@ -28,7 +28,7 @@ def test_without_permission_it_logs_once_and_training_goes_on(api, cluster, tmp_
     api.put(gpu_pod("ml", "train-0", node="n"))
     api.forbid("patch", "pods")
     pod = OwnPod(cluster().client, "ml", "train-0")
-    with caplog.at_level(logging.WARNING, logger="gpu_policy.kubernetes.own_pod"):
+    with caplog.at_level(logging.WARNING, logger="gpu_policy.kubernetes.write.own_pod"):
         summary = run_step_budget(str(tmp_path), 10, 10, *EXAMPLE, on_checkpoint=pod.note_checkpoint)
         pod.note_checkpoint(10, 0.1)
     assert summary.last_step == 10 and len(caplog.records) == 1 and "refused (403)" in caplog.records[0].message

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from gpu_policy import Job
-from gpu_policy.cluster.compose import apply_plan_once, wait_for_step
+from gpu_policy.actions.cycle import apply_plan_once, wait_for_step
 from gpu_policy.errors import ClusterObjectError, UsageError
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.reservations import MAX_KEY, Reservation, key_of, read_reservations
+from gpu_policy.kubernetes.read.reservations import MAX_KEY, Reservation, key_of, read_reservations
 from tests.kubernetes.test_act import reservations, steps_cluster
 
 LONG_NAMESPACE = "n" * 63

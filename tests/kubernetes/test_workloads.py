@@ -1,4 +1,4 @@
-"""Which pods are one job and which jobs are gangs (gpu_policy/kubernetes/workloads.py), with
+"""Which pods are one job and which jobs are gangs (gpu_policy/kubernetes/read/workloads.py), with
 pods labelled as the batch Job controller, Deployments, StatefulSets, the Kubeflow training
 operator, JobSet, KubeRay, KAI-Scheduler and Volcano label them; broken gangs evicted whole."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from gpu_policy.cli import main
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.workloads import COMPLETION_INDEX_ANNOTATION
+from gpu_policy.kubernetes.read.workloads import COMPLETION_INDEX_ANNOTATION
 from gpu_policy.model import Node, Queue, Scenario
 from gpu_policy.planner import plan
 from tests.kubernetes.objects import gpu_pod, node_object, queues_config_map

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpu_policy import Plan, PlannerConfig, Scenario
-from gpu_policy.composition import apply_compositions, attachable, detachable
-from gpu_policy.placement import admits, constraints_of
-from gpu_policy.planner.layout import running_layout
+from gpu_policy.model.composition import apply_compositions, attachable, detachable
+from gpu_policy.model.placement import admits, constraints_of
+from gpu_policy.model.layout import running_layout
 
 ACTIONS = {True: {"keep", "preempt", "move"}, False: {"start", "wait"}}
 EPS = 1e-9

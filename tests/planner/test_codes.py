@@ -7,7 +7,7 @@ import pytest
 
 from gpu_policy import load_scenario, plan
 from gpu_policy.planner.codes import CODES, Reason
-from gpu_policy.render import plan_table
+from gpu_policy.presentation.render import plan_table
 from tests.conftest import scenario_files
 
 ROOT = Path(__file__).parent.parent.parent

@@ -7,10 +7,10 @@ import yaml
 
 from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
 import gpu_policy.planner.planner as planner
-from gpu_policy.apply import apply_plan
-from gpu_policy.cluster.compose import plan_with_telemetry
-from gpu_policy.fair_share import fair_shares
-from gpu_policy.plan import Composition
+from gpu_policy.model.apply import apply_plan
+from gpu_policy.actions.cycle import plan_with_telemetry
+from gpu_policy.planner.fair_share import fair_shares
+from gpu_policy.model.plan import Composition
 from tests.conftest import SCENARIOS
 from tests.planner.checker import check_plan
 from tests.planner.composable_clusters import composable_scenario

@@ -4,7 +4,7 @@ small enough to be decided whole and large enough to be pooled."""
 import pytest
 
 from gpu_policy import parse_scenario, plan
-from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.actions.cycle import plan_with_telemetry
 from tests.planner.checker import check_plan
 from tests.planner.composable_clusters import composable_scenario
 from tests.planner.random_clusters import random_scenario, rich_scenario

@@ -1,10 +1,10 @@
-"""Which GPU indices running replicas hold (gpu_policy.planner.layout.running_layout)."""
+"""Which GPU indices running replicas hold (gpu_policy.model.layout.running_layout)."""
 
 import pytest
 
 from gpu_policy.errors import ScenarioError
 from gpu_policy.model import Job, Node, Queue, Scenario
-from gpu_policy.planner.layout import running_layout
+from gpu_policy.model.layout import running_layout
 
 
 def scenario(nodes: list[Node], jobs: list[Job]) -> Scenario:

@@ -3,7 +3,7 @@
 import pytest
 
 from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
-from gpu_policy.apply import apply_plan
+from gpu_policy.model.apply import apply_plan
 from tests.conftest import SCENARIOS
 
 

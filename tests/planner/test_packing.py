@@ -48,7 +48,7 @@ def test_pack_places_jobs_on_given_nodes_at_given_prices():
     """The packing step on its own, as a simulator would call it: a layout, the jobs with the
     node group each replica may use, and a price (one per node state)."""
     from gpu_policy.model import Job
-    from gpu_policy.planner.layout import running_layout
+    from gpu_policy.model.layout import running_layout
     from gpu_policy.planner.packing import pack
 
     s = parse_scenario({"nodes": [{"name": f"n{i}", "gpus": 4} for i in range(3)],
@@ -73,7 +73,7 @@ def test_a_job_that_may_run_anywhere_pays_for_the_scarce_model_it_takes():
     import numpy as np
 
     from gpu_policy.model import Job
-    from gpu_policy.planner.layout import running_layout
+    from gpu_policy.model.layout import running_layout
     from gpu_policy.planner.packing import gpu_models, model_scarcity, placement_costs
 
     s = parse_scenario({"nodes": [{"name": "a", "gpus": 4, "gpu_model": "A100"},
@@ -97,7 +97,7 @@ def test_pack_prices_a_node_with_an_unhealthy_gpu_as_it_is():
     use, on `b` a pair stays. The packing step prices each node as it is
     (`placement_costs`), whichever it meets first (it used to price both at the first's price)."""
     from gpu_policy.model import Job
-    from gpu_policy.planner.layout import running_layout
+    from gpu_policy.model.layout import running_layout
     from gpu_policy.planner.packing import pack, placement_costs
 
     s = parse_scenario({"nodes": [{"name": "a", "gpus": 4, "unhealthy_gpus": [3]}, {"name": "b", "gpus": 4}],

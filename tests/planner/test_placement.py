@@ -6,7 +6,7 @@ import random
 import pytest
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
-from gpu_policy.apply import apply_plan
+from gpu_policy.model.apply import apply_plan
 from tests.planner.checker import check_plan
 from tests.planner.random_clusters import random_scenario
 

@@ -5,7 +5,7 @@ victim on every node."""
 
 from gpu_policy import PlannerConfig, parse_scenario
 from gpu_policy.planner import rules
-from gpu_policy.planner.layout import running_layout
+from gpu_policy.model.layout import running_layout
 from gpu_policy.planner.scope import _legality, _ReclaimRankings
 from tests.planner.random_clusters import rich_scenario
 

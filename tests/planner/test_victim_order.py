@@ -4,7 +4,7 @@ idle job of a queue above its share goes first at every cluster size, not only w
 node is decided whole."""
 
 from gpu_policy import Job, PlannerConfig, parse_scenario, plan
-from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.actions.cycle import plan_with_telemetry
 from gpu_policy.planner import rules
 
 GENEROUS = PlannerConfig(time_limit_s=600.0)

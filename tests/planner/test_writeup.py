@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from gpu_policy import parse_scenario, plan
-from gpu_policy.apply import apply_plan
-from gpu_policy.planner.layout import Layout, running_layout
+from gpu_policy.model.apply import apply_plan
+from gpu_policy.model.layout import Layout, running_layout
 from tests.planner.random_clusters import random_scenario, rich_scenario
 
 

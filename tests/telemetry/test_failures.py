@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from gpu_policy import parse_scenario
-from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.actions.cycle import plan_with_telemetry
 from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings, TelemetryUnavailable
 from tests.serving import serve_in_thread
 from tests.telemetry.conftest import NODE_A

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from gpu_policy import parse_scenario
-from gpu_policy.cluster.compose import plan_with_telemetry
-from gpu_policy.render import telemetry_table
+from gpu_policy.actions.cycle import plan_with_telemetry
+from gpu_policy.presentation.render import telemetry_table
 from gpu_policy.telemetry import (
     GpuKey, PrometheusDcgmSource, SimulatedDcgmSource, TelemetrySettings, TelemetryUnavailable, cluster_signals)
 from gpu_policy.telemetry.exporter import render_metrics

@@ -2,7 +2,7 @@
 
 from gpu_policy import parse_scenario
 from gpu_policy.cli import main
-from gpu_policy.cluster.compose import plan_with_telemetry
+from gpu_policy.actions.cycle import plan_with_telemetry
 from gpu_policy.telemetry import GpuKey, PrometheusDcgmSource, TelemetrySettings, cluster_signals
 from tests.telemetry.conftest import NODE_A, WINDOW_S
 

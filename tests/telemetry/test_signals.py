@@ -3,7 +3,7 @@
 from gpu_policy import parse_scenario
 from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings, cluster_signals
 from gpu_policy.telemetry.exporter import render_metrics
-from gpu_policy.telemetry.model import is_blank
+from gpu_policy.model.telemetry import is_blank
 from gpu_policy.telemetry.signals import gpu_signals
 from gpu_policy.telemetry.simulated import SimulatedDcgmSource
 from tests.telemetry.conftest import NODE_A

@@ -30,7 +30,7 @@ class GpuApplyPlanOperator(BaseOperator):
         self.execute_plan = check_execute_plan(type(self).__name__, execute_plan)
 
     def execute(self, context) -> dict:
-        from gpu_policy.cluster.compose import apply_plan_once
+        from gpu_policy.actions.cycle import apply_plan_once
 
         cluster = cluster_for(type(self).__name__, self.scenario_path, self.kubernetes_conn_id)
         with one_line_errors():

@@ -3,7 +3,7 @@
 On a live cluster with the controller (docs/kubernetes.md, "In pipelines") a step does not
 plan: its pod is created with the scheduling gate ``gpu-policy.io/admission`` and its job's
 labels, and the controller releases it onto the node it chose. The rules for the gate, the
-labels and the wait are `gpu_policy.kubernetes.gated_step`'s; this subclass only puts them
+labels and the wait are `gpu_policy.kubernetes.write.gated_step`'s; this subclass only puts them
 on KubernetesPodOperator's pod and waits before KubernetesPodOperator's own start-up wait.
 """
 
@@ -18,9 +18,9 @@ from kubernetes.client import models as k8s
 
 from gpu_policy.airflow._observe import check_job_args
 from gpu_policy.kubernetes import KubernetesSettings
-from gpu_policy.kubernetes.gated_step import (StepClient, admission_annotations, admission_labels, await_release,
+from gpu_policy.kubernetes.write.gated_step import (StepClient, admission_annotations, admission_labels, await_release,
                                               with_admission_gate)
-from gpu_policy.step import GPU_TOLERATIONS
+from gpu_policy.actions.step import GPU_TOLERATIONS
 
 __all__ = ["GatedKubernetesPodOperator"]
 

@@ -45,7 +45,7 @@ _HOMES = {
                     "inside"),
     **dict.fromkeys(("VictimCost", "add_cost", "idle_victim", "lost_work", "total_cost", "victim_cost",
                      "victim_order_key", "victim_tier"), "victims"),
-    **dict.fromkeys(("Room", "fits_on_gpu", "gpu_room", "has_room", "node_gpus_room", "node_room", "per_gpu"),
+    **dict.fromkeys(("Room", "gpu_room", "node_gpus_room", "node_room"),
                     "fits"),
 }
 

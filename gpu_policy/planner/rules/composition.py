@@ -28,11 +28,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpu_policy.composition import attachable, node_takes, uses_new_gpus
+from gpu_policy.model.composition import attachable, node_takes, uses_new_gpus
 from gpu_policy.model import Composable, Job, Node, Scenario
-from gpu_policy.plan import Composition, JobDecision
+from gpu_policy.model.plan import Composition, JobDecision
 from gpu_policy.planner.codes import gpu_count
-from gpu_policy.planner.layout import GpuSlot, Layout, NodeLayout
+from gpu_policy.model.layout import GpuSlot, Layout, NodeLayout
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.program import Growth, PlanProgram
 from gpu_policy.planner.reasons import composition_start
@@ -40,8 +40,8 @@ from gpu_policy.planner.rules.protocol import RuleBase, Stage
 from gpu_policy.planner.rules.vocabulary import EPS
 from gpu_policy.planner.scope import Scope
 from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds
-from gpu_policy.telemetry.model import GpuKey
-from gpu_policy.telemetry.signals import ClusterSignals
+from gpu_policy.model.telemetry import GpuKey
+from gpu_policy.model.signals import ClusterSignals
 
 if TYPE_CHECKING:
     from gpu_policy.planner.rules.context import PlanContext

@@ -14,7 +14,7 @@ from gpu_policy.planner.rules.claims import Accounts, Credit, accounts, credits
 if TYPE_CHECKING:
     from gpu_policy.packing.fragmentation import WorkloadMix
     from gpu_policy.planner.config import PlannerConfig
-    from gpu_policy.planner.layout import Layout
+    from gpu_policy.model.layout import Layout
     from gpu_policy.planner.program import PlanProgram
     from gpu_policy.planner.rules.composition import Composer
     from gpu_policy.planner.scope import Scope, Standing

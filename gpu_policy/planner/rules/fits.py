@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Callable
 
 import pulp
 
-from gpu_policy import placement
+from gpu_policy.model import placement
 from gpu_policy.model import Job, Node, Scenario
+from gpu_policy.model.layout import fits_on_gpu, per_gpu
 from gpu_policy.planner.codes import Reason, gpu_count
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase
@@ -28,7 +29,7 @@ from gpu_policy.planner.rules.vocabulary import EPS, STRICT
 from gpu_policy.planner.shapes import Shape, shape_of
 
 if TYPE_CHECKING:
-    from gpu_policy.planner.layout import Layout, NodeLayout
+    from gpu_policy.model.layout import Layout, NodeLayout
     from gpu_policy.planner.program import PlanProgram
     from gpu_policy.planner.reasons import FreeRoom, Judged
     from gpu_policy.planner.rules.context import PlanContext
@@ -155,21 +156,6 @@ def _no_cpu_or_memory(job: Job, room: FreeRoom) -> Reason | None:
             return Reason("NotEnoughCpuOrMemory",
                           f"needs {want:g} {unit} per replica; the most free on any node is {most:g}")
     return None
-
-
-def fits_on_gpu(used: float, gpus: float) -> bool:
-    """Whether a fraction of `gpus` fits beside the `used` part of one GPU."""
-    return used + gpus <= 1 + EPS
-
-
-def has_room(used: float) -> bool:
-    """Whether a GPU holding the `used` part has any room left for a fraction."""
-    return used < 1 - EPS
-
-
-def per_gpu(gpus: float) -> int:
-    """How many fractions of `gpus` one GPU holds."""
-    return math.floor(1 / gpus + EPS)
 
 
 def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:

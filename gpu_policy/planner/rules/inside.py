@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from gpu_policy.model import Job, Scenario
-from gpu_policy.placement import constraints_of
+from gpu_policy.model.placement import constraints_of
 from gpu_policy.planner.codes import Reason
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.rules.protocol import RuleBase, Stage

@@ -10,7 +10,7 @@ import pulp
 
 from gpu_policy.model import Scenario
 from gpu_policy.packing.fragmentation import WorkloadMix
-from gpu_policy.planner.layout import Layout
+from gpu_policy.model.layout import Layout
 from gpu_policy.planner.linear import affine
 from gpu_policy.planner.packing import placement_costs
 from gpu_policy.planner.rules.protocol import RuleBase, Stage

@@ -1,0 +1,174 @@
+"""One look at a cluster's objects -> its Snapshot: the mapping both the one-shot commands
+(objects LISTed now) and the controller (objects from its informer cache) use, so a
+snapshot of the cache is what `gpu-policy snapshot` prints.
+
+`reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
+asks the API server; the controller's cache answers from memory. Namespaces, KAI queues, the
+composable ConfigMap, ComposabilityRequests, DRA objects and PodGroups are read only when
+the look needs them (a pod with resourceClaims, a pod naming a PodGroup).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.read.composable import ComposedNodes, compose_nodes, settings_from_config_map
+from gpu_policy.kubernetes.read.settle import DevicePluginLag
+from gpu_policy.kubernetes.read.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
+from gpu_policy.kubernetes.read.isolate import ObjectWarning, placeable, read_each
+from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
+                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
+from gpu_policy.kubernetes.read.nodes import NodeView
+from gpu_policy.kubernetes.read.pods import PodRef, PodView
+from gpu_policy.kubernetes.read.queues import queues_from_config_map, queues_from_kai
+from gpu_policy.kubernetes.read.requests import read_request
+from gpu_policy.kubernetes.read.reservations import read_reservations
+from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.read.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
+                                         RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE)
+from gpu_policy.kubernetes.read.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.read.workloads import min_members
+from gpu_policy.model import Queue
+
+
+class Reads(Protocol):
+    def read_config_map(self, name: str) -> dict | None: ...
+    def list_kai_queues(self) -> list[dict] | None: ...
+    def list_namespaces(self) -> list[dict]: ...
+    def list_composability_requests(self) -> list[dict] | None: ...
+    def list_resource_slices(self) -> list[dict] | None: ...
+    def list_resource_claims(self) -> list[dict] | None: ...
+    def list_resource_claim_templates(self) -> list[dict] | None: ...
+    def list_device_classes(self) -> list[dict] | None: ...
+    def list_device_taint_rules(self) -> list[dict] | None: ...
+    def list_kai_pod_groups(self) -> list[dict] | None: ...
+    def list_volcano_pod_groups(self) -> list[dict] | None: ...
+    def list_coscheduling_pod_groups(self) -> list[dict] | None: ...
+
+
+def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
+         source: str, lag: DevicePluginLag,
+         bad: list[ObjectWarning] = ()) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
+    """The snapshot of these nodes and pods; the warnings of reading the rest (one line
+    each, the objects left out first); and the objects left out or left waiting (`bad`,
+    the nodes and pods that could not be read, and the pods no node could ever hold)."""
+    bad = list(bad)
+    dra = _dra(reads, pods, bad)
+    if dra is not None:
+        nodes, pods = with_dra_nodes(nodes, dra), with_dra(pods, dra)
+    pods, unplaceable = placeable(pods, nodes, settings.gpu_resource)
+    bad += unplaceable
+    pod_groups = _pod_groups(reads, pods, bad)
+    queues, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
+    warnings += dra.warnings if dra is not None else []
+    reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
+    warnings += unreadable.values()
+    labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
+    composed = _composition(reads, settings, nodes, now, lag, warnings)
+    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed, labels,
+                          pod_groups)
+    snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
+    snap.marked = _marked(pods, {**snap.pods, **snap.broken})  # a broken gang's pods: evicted, not unmarked
+    return snap, [b.line() for b in bad] + warnings, bad
+
+
+def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tuple[list[Queue], list[str]]:
+    """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects."""
+    mode = settings.queues
+    if mode != "kai":
+        config_map = reads.read_config_map(QUEUES_CONFIGMAP)
+        if config_map is not None:
+            return queues_from_config_map(config_map), []
+        if mode == "configmap":
+            raise ClusterObjectError(f"ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP}", "",
+                                     f"does not exist: create it with a {QUEUES_KEY} key (deploy/examples/queues.yaml)")
+    kai = reads.list_kai_queues()
+    if not kai:
+        return [], [f"no queues: neither the ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
+                    "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
+    return queues_from_kai(kai, cluster_gpus), []
+
+
+def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
+    """Namespace -> its labels; a namespace whose fields have the wrong types reads as unlabelled."""
+    out = {}
+    for ns in reads.list_namespaces():
+        meta = ns.get("metadata") if isinstance(ns, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            continue
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        out[meta["name"]] = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+    return out
+
+
+def _dra(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
+    """DRA as the cluster has it. ResourceSlices are always LISTed (a DRA-only node's GPUs are
+    capacity whether or not a pod claims them; one 404 where resource.k8s.io/v1 is not served);
+    DeviceTaintRules when a slice publishes NVIDIA GPUs (their taints take GPUs out of that
+    capacity); ResourceClaims and DeviceClasses only when some pod has resourceClaims, and
+    ResourceClaimTemplates when a pod's claim is not made yet. An object of the wrong shape is
+    left out with a warning in `bad`. None when no slice publishes GPUs and no pod has claims."""
+    def read(kind: str, schema: dict, listed: list[dict] | None) -> list[dict]:
+        objects, warnings = read_each(listed or [], kind, schema, lambda o: o)
+        bad.extend(warnings)
+        return objects
+
+    claimed = any(p.claims for p in pods)
+    slices = read("ResourceSlice", RESOURCE_SLICE, reads.list_resource_slices())
+    if not claimed and not publishes_gpus(slices):
+        return None
+    templates = (read("ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE, reads.list_resource_claim_templates())
+                 if any(claim is None for p in pods for claim, _ in p.claims) else [])
+    claims = read("ResourceClaim", RESOURCE_CLAIM, reads.list_resource_claims()) if claimed else []
+    classes = read("DeviceClass", DEVICE_CLASS, reads.list_device_classes()) if claimed else []
+    return read_dra(slices, claims, templates, classes, pods,
+                    read("DeviceTaintRule", DEVICE_TAINT_RULE, reads.list_device_taint_rules()))
+
+
+def _pod_groups(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> dict[tuple[str, str, str], int]:
+    """The minMember of PodGroups: one LIST per PodGroup kind that some GPU pod names; a
+    PodGroup of the wrong shape is left out with a warning in `bad`."""
+    lists = {KAI_GROUP: reads.list_kai_pod_groups, VOLCANO_GROUP: reads.list_volcano_pod_groups,
+             COSCHEDULING_GROUP: reads.list_coscheduling_pod_groups}
+    sizes: dict[tuple[str, str, str], int] = {}
+    for api in sorted({p.pod_group[0] for p in pods if p.pod_group and p.asks_for_gpus}):
+        groups, warnings = read_each(lists[api]() or [], f"PodGroup ({api})", POD_GROUP, lambda o: o)
+        bad.extend(warnings)
+        sizes.update(min_members(api, groups))
+    return sizes
+
+
+def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], now: float,
+                 lag: DevicePluginLag, warnings: list[str]) -> ComposedNodes | None:
+    """Composition as the cluster has it: None unless a node is labelled composable and
+    the composable ConfigMap and the operator's CRD exist."""
+    composable = [n.name for n in nodes if n.max_gpus is not None]
+    if not composable:
+        return None
+    where = f"ConfigMap {settings.namespace}/{COMPOSABLE_CONFIGMAP}"
+    config_map = reads.read_config_map(COMPOSABLE_CONFIGMAP)
+    if config_map is None:
+        warnings.append(f"nodes {', '.join(composable[:5])} are labelled composable, but {where} does not exist: "
+                        f"no GPUs are attached or detached (docs/composition.md)")
+        return None
+    composition = settings_from_config_map(config_map)
+    listed = reads.list_composability_requests()
+    if listed is None:
+        warnings.append(f"{where} exists, but the cluster has no ComposabilityRequest resource (is the CDI "
+                        "operator installed?): no GPUs are attached or detached")
+        return None
+    requests = [r for r in map(read_request, listed) if r is not None]
+    return compose_nodes(composition, nodes, requests, now, settings.composition_deadline_s, lag,
+                         f"{where}: data.{COMPOSABLE_KEY}")
+
+
+def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:
+    """The pods still marked preempted and not on their way out, by job (the pod's own name
+    when it belongs to no planned job)."""
+    job_of = {ref.uid: job for job, refs in jobs.items() for ref in refs}
+    out: dict[str, list[PodRef]] = {}
+    for p in pods:
+        if p.marked and not p.deleting:
+            out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
+    return out

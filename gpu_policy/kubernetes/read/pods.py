@@ -1,0 +1,282 @@
+"""One pod, read once: what it asks for, where it runs, which job and queue it claims.
+
+`read_pod` turns the API's JSON into a `PodView` following the contract
+(docs/kubernetes.md, "Pods -> jobs"). A value gpu-policy's own labels or annotations
+cannot hold (a `gpu-fraction` of 1.5) is bad input: a `ClusterObjectError` naming the
+pod and the field. A pod whose GPU request gpu-policy cannot read at all (another GPU
+resource) is kept with `unreadable` set: the snapshot counts it as unmanaged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gpu_policy.model.fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION, Invalid, mig_profile_name, show
+from gpu_policy.errors import ClusterObjectError
+from gpu_policy.kubernetes.read.constraints import pod_constraints
+from gpu_policy.kubernetes.names import (
+    ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, KAI_FRACTION_ANNOTATION,
+    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL,
+    SHARED_RESOURCE_SUFFIX)
+from gpu_policy.kubernetes.read.quantity import parse_quantity
+from gpu_policy.kubernetes.read.workloads import read_workload
+
+_GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """A pod as the actuator names it: the uid tells a pod from its replacement."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    node: str | None  # the node whose GPUs it holds: spec.nodeName, or the hostname it was released to
+    gpus: float  # whole GPUs, or a fraction of one; 0 for a pod that asks for none
+    cpu: float | None  # None: no container asks for it
+    memory_gib: float | None
+    priority: int
+    created: float  # metadata.creationTimestamp, seconds since the epoch
+    deleting: bool  # metadata.deletionTimestamp is set
+    queue_label: str | None  # gpu-policy.io/queue, else kai.scheduler/queue
+    group: str  # the job it belongs to: a gang's name (workloads.py), else its own name
+    preemptible: bool | None
+    gpu_model: list[str] | None
+    gpu_indices: list[int] | None
+    checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
+    unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
+    marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
+    constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
+    shared_devices: int = 0  # replicas of shared GPUs asked for as `<gpu resource>.shared` (devices.py)
+    gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
+    bound: bool = False  # spec.nodeName is set (else `node` is a released pod's hostname selector)
+    gang: bool = False  # its group is a gang: all its pods start together or none does
+    replicas: int | None = None  # the gang's minimum size, when its workload says it
+    mig_request: tuple[str, int] | None = None  # (MIG profile, slices) asked for as `<vendor>/mig-<profile>`
+    mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
+    claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
+    pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
+
+    @property
+    def asks_for_gpus(self) -> bool:
+        return self.gpus > 0 or self.shared_devices > 0 or self.mig_request is not None or self.unreadable is not None
+
+
+def read_pod(pod: dict, gpu_resource: str) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    where = f"pod {ns}/{name}"
+    labels = meta.get("labels") or {}
+    notes = meta.get("annotations") or {}
+    gpus = _effective(spec, gpu_resource, where)
+    fraction, fraction_key = _fraction(notes, where)
+    if fraction is not None:
+        if gpus:
+            raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
+                                     f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
+        gpus = fraction
+    shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
+    workload = read_workload(meta, where)
+    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
+    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
+    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
+    mig_request = next(iter(mig.items())) if len(mig) == 1 and not gpus and not shared else None
+    if mig_request:
+        try:
+            mig_profile_name(mig_request[0])
+        except Invalid as e:
+            raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
+                                     f"{show(mig_prefix + mig_request[0])}: its {e}") from None
+    unreadable = None
+    if not gpus and not shared:
+        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)}
+                       - ({mig_prefix + mig_request[0]} if mig_request else set()))
+        if other:
+            unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
+    gated = ADMISSION_GATE in gates_of(spec)
+    return PodView(
+        namespace=ns, name=name, uid=meta.get("uid", ""), node=_held_node(spec, gated), gpus=gpus,
+        cpu=_effective(spec, "cpu", where, whole=False), memory_gib=_gib(_effective(spec, "memory", where, whole=False)),
+        priority=_priority(spec, where),
+        created=_time(meta.get("creationTimestamp"), where, "metadata.creationTimestamp") or 0.0,
+        deleting=bool(meta.get("deletionTimestamp")), queue_label=labels.get(QUEUE_LABEL) or labels.get(KAI_QUEUE_LABEL),
+        group=workload.group, preemptible=_preemptible(labels, where),
+        gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
+        checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
+                            f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
+        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
+        shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
+        gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
+        pod_group=workload.pod_group,
+    )
+
+
+def gates_of(spec: dict) -> list[str]:
+    """The names of the pod's scheduling gates, in order."""
+    return [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+
+
+def host_selector(spec: dict) -> str | None:
+    """The node the pod's nodeSelector pins by hostname, if any."""
+    return (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL) or None
+
+
+def _held_node(spec: dict, gated: bool) -> str | None:
+    """The node whose GPUs the pod holds: where it is bound, else (not gated by gpu-policy)
+    the node its hostname selector names, since kube-scheduler can bind it nowhere else:
+    a pod gpu-policy released keeps its GPUs until it is bound or deleted."""
+    return spec.get("nodeName") or (None if gated else host_selector(spec))
+
+
+def _claims(spec: dict, status: dict) -> tuple[tuple[str | None, str | None], ...]:
+    """The pod's DRA claims: its ResourceClaim's name (given, or made for it from a template and
+    named in `status.resourceClaimStatuses`), else the template's name."""
+    made = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+            if isinstance(s, dict)}
+    out = []
+    for c in spec.get("resourceClaims") or []:
+        if isinstance(c, dict):
+            out.append((c.get("resourceClaimName") or made.get(c.get("name")), c.get("resourceClaimTemplateName")))
+    return tuple(out)
+
+
+def _resource_names(spec: dict) -> set[str]:
+    names = set()
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        names |= set(res.get("requests") or {}) | set(res.get("limits") or {})
+    return names
+
+
+def _request(container: dict, resource: str, where: str, path: str) -> float | None:
+    """The container's request of `resource`; its limit when it has no request (as Kubernetes
+    defaults it); None when it declares neither."""
+    res = container.get("resources") or {}
+    for kind in ("requests", "limits"):
+        value = (res.get(kind) or {}).get(resource)
+        if value is not None:
+            try:
+                return float(parse_quantity(value))
+            except ValueError as e:
+                raise ClusterObjectError(where, f"{path}.resources.{kind}.{resource}", str(e)) from None
+    return None
+
+
+def _effective(spec: dict, resource: str, where: str, whole: bool = True) -> float | None:
+    """The pod's effective request: the larger of the sum over its containers and its largest
+    init container. Whole GPUs: 0 when none is asked for; CPU and memory: None."""
+    main = [_request(c, resource, where, f"spec.containers[{i}]")
+            for i, c in enumerate(spec.get("containers") or [])]
+    init = [_request(c, resource, where, f"spec.initContainers[{i}]")
+            for i, c in enumerate(spec.get("initContainers") or [])]
+    if all(v is None for v in main + init):
+        return 0 if whole else None
+    value = max(sum(v or 0 for v in main), max((v or 0 for v in init), default=0))
+    if whole and not float(value).is_integer():
+        raise ClusterObjectError(where, f"spec.containers[*].resources.requests.{resource}",
+                                 f"must be a whole number of GPUs, got {value:g}")
+    return int(value) if whole else value
+
+
+def _gib(value: float | None) -> float | None:
+    return None if value is None else value / 2 ** 30
+
+
+def _fraction(notes: dict, where: str) -> tuple[float | None, str]:
+    for key in (FRACTION_ANNOTATION, KAI_FRACTION_ANNOTATION):
+        if key in notes:
+            text = notes[key]
+            try:
+                value = float(text)
+            except (TypeError, ValueError):
+                value = None
+            if value is None or not MIN_GPU_FRACTION <= value < 1:
+                raise ClusterObjectError(where, f"metadata.annotations.{key}",
+                                         f"must be a number in [{MIN_GPU_FRACTION:g}, 1), got {_shown(text)}")
+            return value, key
+    return None, ""
+
+
+def _priority(spec: dict, where: str) -> int:
+    value = spec.get("priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ClusterObjectError(where, "spec.priority", f"must be a whole number, got {json.dumps(value)}")
+    return value
+
+
+def _preemptible(labels: dict, where: str) -> bool | None:
+    if PREEMPTIBLE_LABEL not in labels:
+        return None
+    value = labels[PREEMPTIBLE_LABEL]
+    if value not in ("true", "false"):
+        raise ClusterObjectError(where, f"metadata.labels.{PREEMPTIBLE_LABEL}",
+                                 f'must be "true" or "false", got {json.dumps(value)}')
+    return value == "true"
+
+
+def _gpu_model(spec: dict) -> list[str] | None:
+    """A nodeSelector on the GPU product label, or a required node-affinity `In` on it."""
+    selected = (spec.get("nodeSelector") or {}).get(GPU_PRODUCT_LABEL)
+    if selected:
+        return [selected]
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    models: list[str] = []
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == GPU_PRODUCT_LABEL and expr.get("operator") == "In":
+                models += [v for v in expr.get("values") or [] if v not in models]
+    return models or None
+
+
+def _indices(notes: dict, where: str) -> list[int] | None:
+    text = notes.get(GPU_INDEX_ANNOTATION)
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isascii() and p.isdigit() and int(p[:5]) < MAX_GPUS_PER_NODE for p in parts):
+        raise ClusterObjectError(where, f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
+                                 f"must be GPU indices separated by commas, got {_shown(text)}")
+    return [int(p) for p in parts]
+
+
+def _shown(text) -> str:
+    """A value as messages show it: bounded (a 5,000-digit annotation is cut)."""
+    return json.dumps(str(text) if len(str(text)) <= 80 else str(text)[:80] + "...", ensure_ascii=False)
+
+
+def _time(text, where: str, field: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ClusterObjectError(where, field, f"must be an RFC 3339 time in UTC such as 2026-01-31T12:00:00Z, "
+                                               f"got {json.dumps(text)}")
+    return moment.timestamp()
+
+
+__all__ = ["PodRef", "PodView", "gates_of", "host_selector", "read_pod"]

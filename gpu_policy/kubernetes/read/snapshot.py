@@ -1,0 +1,378 @@
+"""Cluster objects -> Scenario: the "Reading" half of the contract (docs/kubernetes.md).
+
+`build_scenario` takes what one observation read (nodes, pods, queues, namespace
+labels, reservations) and returns the scenario the planner sees, with warnings a
+person should read. It does no I/O. What it decides where the contract is silent:
+
+- GPUs held by pods gpu-policy may not touch (no queue: *unmanaged*; being deleted:
+  *terminating*) become non-preemptible jobs of two snapshot-only queues. Unmanaged
+  GPUs are a lasting drain: that queue deserves exactly what it holds, so the teams
+  share the rest. Terminating GPUs come back soon: that queue deserves nothing and
+  weighs nothing, so fair shares stay as they are and nobody is evicted twice.
+- A node that takes no new work (cordoned, not Ready) keeps its running jobs; all its
+  GPUs are marked unhealthy (no new work), and its labels say why. A tainted node keeps
+  its taints: it takes the jobs that tolerate them. Of its labels, the snapshot keeps
+  those some job's node selector or affinity looks at.
+- CPU and memory left for GPU jobs are the node's allocatable minus what its
+  non-GPU pods request.
+- Which pods are one job, and which jobs are gangs: gpu_policy.kubernetes.read.workloads. A
+  gang with at least its minimum size bound and more pods waiting is planned as the bound
+  part; a broken gang (fewer hold GPUs than its minimum, and the others will not be bound
+  without gpu-policy) is evicted whole (`broken`), its GPUs held as terminating meanwhile;
+  a gang that has fewer pods than its minimum, none bound, is not planned yet (`incomplete`
+  says why): a gated gang cannot start until all its pods exist.
+- A pod released by gpu-policy but not bound yet (no gate, a hostname selector) holds
+  that node's GPUs, as a bound pod does: nothing is promised twice. A gang's placement is
+  reserved before its first pod is released, so a gang released part way is its
+  reservation (all its GPUs held) until its last pod is released, never a broken gang.
+- A composable node is kept even with no GPUs: composition may give it some.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from gpu_policy.kubernetes.read.composable import ComposedNodes
+from gpu_policy.kubernetes.read.constraints import selected_labels
+from gpu_policy.kubernetes.read.devices import physical_requests
+from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, QUEUE_LABEL, TERMINATING_QUEUE,
+                                         UNMANAGED_QUEUE)
+from gpu_policy.kubernetes.read.nodes import NodeView
+from gpu_policy.kubernetes.read.pods import PodRef, PodView
+from gpu_policy.kubernetes.read.reservations import Reservation
+from gpu_policy.kubernetes.read.workloads import gang_trouble, with_pod_groups
+from gpu_policy.model import Job, Namespace, Node, Queue, Scenario
+from gpu_policy.model.scenario_file import check_built
+
+
+def needs_namespace_labels(pods: list[PodView]) -> bool:
+    """Whether some GPU pod names no queue itself (then namespace labels are read)."""
+    return any(p.asks_for_gpus and not p.deleting and not p.queue_label for p in pods)
+
+
+def namespace_queues(labels: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Namespace -> the queue its label `gpu-policy.io/queue` names, for those that have one."""
+    return {ns: mine[QUEUE_LABEL] for ns, mine in labels.items() if mine.get(QUEUE_LABEL)}
+
+
+def needs_namespace_list(pods: list[PodView], queues: list[Queue]) -> bool:
+    """Whether namespaces are LISTed: a pod's queue may come from its namespace's label, or
+    a queue chooses its users by namespace label."""
+    return needs_namespace_labels(pods) or any(q.namespace_selector for q in queues)
+
+
+def _namespaces(jobs: list[Job], queues: list[Queue], labels: dict[str, dict[str, str]]) -> list[Namespace]:
+    """The labels of the namespaces holding jobs, when a queue's namespace selector needs them."""
+    if not any(q.namespace_selector for q in queues):
+        return []
+    held = sorted({j.name.partition("/")[0] for j in jobs if "/" in j.name})
+    return [Namespace(ns, dict(labels[ns])) for ns in held if ns in labels]
+
+
+@dataclass
+class Snapshot:
+    """The scenario of one observation, and what acting on its plan needs."""
+
+    scenario: Scenario
+    warnings: list[str] = field(default_factory=list)
+    pods: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods
+    reservations: dict[str, Reservation] = field(default_factory=dict)  # job name -> the reservation standing for it
+    stale: set[str] = field(default_factory=set)  # reservation keys that no longer stand (expired, bound, invalid)
+    composed: ComposedNodes | None = None  # composition as this look found it (None: no composable node)
+    marked: dict[str, list[PodRef]] = field(default_factory=dict)  # job -> its pods still marked preempted
+    gated: dict[str, list[PodRef]] = field(default_factory=dict)  # job name -> its pods held by gpu-policy's gate
+    incomplete: dict[str, str] = field(default_factory=dict)  # job name -> why it is not planned yet
+    broken: dict[str, list[PodRef]] = field(default_factory=dict)  # broken gang -> its pods that hold GPUs
+    held: dict[str, list[str]] = field(default_factory=dict)  # reserved job -> the nodes its pods already hold
+
+
+def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
+                   namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
+                   source: str, composed: ComposedNodes | None = None,
+                   namespace_labels: dict[str, dict[str, str]] | None = None,
+                   pod_groups: dict[tuple[str, str, str], int] | None = None) -> Snapshot:
+    """The scenario of one look; with `composed`, its nodes are the composable nodes as
+    planned (gpu_policy.kubernetes.read.composable) and its section becomes `composable:`.
+    `namespace_labels` (read when a queue chooses its users by label, `needs_namespace_list`):
+    the labels of the namespaces that hold jobs go into the scenario's `namespaces:`;
+    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members)."""
+    if composed is not None:
+        nodes = composed.nodes
+    warnings: list[str] = []
+    node_views = {n.name: n for n in nodes}
+    pods = physical_requests(pods, {n.name: n.sharing for n in nodes if n.sharing},
+                             {n.name: (n.mig, n.memory_gb) for n in nodes if n.mig},
+                             {n.name: next(iter(n.mig)) for n in nodes if n.mig_single and n.mig})
+    pods = with_pod_groups(pods, pod_groups or {})
+    known = {q.name for q in queues}
+    leaf = known - {q.parent for q in queues if q.parent}
+    managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
+    reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
+    found = _managed_jobs(managed, reserved, namespace_queues, known, now, unmanaged, terminating, warnings)
+    jobs = found.jobs
+    jobs += [_reservation_job(r) for r in reserved.values()]
+    synthetic = _held_elsewhere(jobs, unmanaged, terminating)
+    jobs.sort(key=lambda j: (j.submitted_at, j.name))  # oldest first: jobs without GPU indices take them in this order
+    scenario_nodes = _nodes(node_views, jobs, pods, warnings)
+    _drop_bad_indices(scenario_nodes, jobs, warnings)
+    scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source,
+                        namespaces=_namespaces(jobs, queues, namespace_labels or {}))
+    if composed is not None:
+        warnings += composed.warnings
+    check_built(scenario, composed.section if composed is not None else None)  # a file's checks, no round trip
+    return Snapshot(scenario, warnings, found.refs, reserved,
+                    stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
+                    gated=found.gated, incomplete=found.incomplete, broken=found.broken, held=found.held)
+
+
+@dataclass
+class _Managed:
+    """What the look's managed pods become, job by job (`Snapshot` has each field's meaning)."""
+
+    jobs: list[Job] = field(default_factory=list)
+    refs: dict[str, list[PodRef]] = field(default_factory=dict)
+    gated: dict[str, list[PodRef]] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
+    broken: dict[str, list[PodRef]] = field(default_factory=dict)
+    held: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _managed_jobs(managed: dict, reserved: dict[str, Reservation], namespace_queues: dict[str, str], known: set[str],
+                  now: float, unmanaged: list[PodView], terminating: list[PodView], warnings: list[str]) -> _Managed:
+    """Each managed job: held by its reservation, a gang in trouble (broken: its pods join
+    `terminating`; incomplete: not planned yet), or a job to plan (one `_job` cannot read
+    joins `unmanaged`)."""
+    out = _Managed()
+    for (namespace, group), members in sorted(managed.items()):
+        name = f"{namespace}/{group}"
+        waiting = sorted((p for p in members if p.gated), key=lambda p: p.name)
+        if waiting:
+            out.gated[name] = [p.ref for p in waiting]
+        if name in reserved:  # the reservation stands for the job until all its pods hold GPUs
+            out.held[name] = [p.node for p in members if p.node]
+            if out.held[name] and waiting:
+                warnings.append(f"job {name}: released part way: {len(out.held[name])} of its pods released, "
+                                f"{len(waiting)} still gated; its reservation holds their GPUs until they are "
+                                "released")
+            continue
+        trouble = gang_trouble(members)
+        if trouble is not None:
+            _gang_in_trouble(name, members, trouble, out, terminating, warnings)
+            continue
+        job = _job(name, members, namespace_queues, known, now, warnings)
+        if job is None:
+            unmanaged.extend(members)
+        else:
+            out.jobs.append(job)
+            out.refs[name] = [p.ref for p in members if p.node or not job.running]
+    return out
+
+
+def _gang_in_trouble(name: str, members: list[PodView], trouble: tuple[str, str], out: _Managed,
+                     terminating: list[PodView], warnings: list[str]) -> None:
+    """A broken gang's bound pods are evicted (they join `terminating`) so that it restarts
+    whole; an incomplete one is not planned yet. Either way a warning says which and why."""
+    verdict, words = trouble
+    if verdict == "broken":
+        out.broken[name] = [p.ref for p in members if p.node]
+        terminating.extend(p for p in members if p.node)
+    else:
+        out.incomplete[name] = words
+    then = "its pods are evicted so that it restarts whole" if verdict == "broken" else "not planned yet"
+    warnings.append(f"job {name}: {verdict}: {words}; {then}")
+
+
+def _sort_pods(pods: list[PodView], node_views: dict, namespace_queues: dict[str, str], known: set[str],
+               leaf: set[str], warnings: list[str]):
+    """GPU pods by what becomes of them: managed (by job), unmanaged, terminating."""
+    managed: dict[tuple[str, str], list[PodView]] = defaultdict(list)
+    unmanaged: list[PodView] = []
+    terminating: list[PodView] = []
+    why_unmanaged: dict[str, dict[str, list[PodView]]] = defaultdict(lambda: defaultdict(list))
+    for pod in pods:
+        if not pod.asks_for_gpus:
+            continue
+        if pod.node and pod.node not in node_views:
+            warnings.append(f"pod {pod.full_name} is bound to node {pod.node}, which does not exist: left out")
+            continue
+        if pod.deleting:
+            terminating.append(pod)
+            continue
+        queue = _queue_of(pod, namespace_queues, known)
+        if pod.unreadable:
+            warnings.append(f"pod {pod.full_name} {pod.unreadable}: counted as unmanaged")
+            unmanaged.append(pod)
+        elif queue not in leaf:
+            why = ("no queue (label gpu-policy.io/queue or kai.scheduler/queue, on the pod or its namespace)"
+                   if queue is None else f"queue {queue!r}, which is a department" if queue in known
+                   else f"queue {queue!r}, which does not exist")
+            why_unmanaged[pod.namespace][why].append(pod)
+            unmanaged.append(pod)
+        else:
+            managed[(pod.namespace, pod.group)].append(pod)
+    for namespace, reasons in sorted(why_unmanaged.items()):
+        for why, held in reasons.items():
+            gpus = sum(p.gpus for p in held if p.node)
+            warnings.append(f"namespace {namespace}: {len(held)} GPU pod{'s' if len(held) > 1 else ''} with {why}: "
+                            f"unmanaged, {gpus:g} GPUs counted as used and never touched")
+    return managed, unmanaged, terminating
+
+
+def _held_elsewhere(jobs: list[Job], unmanaged: list[PodView], terminating: list[PodView]) -> list[Queue]:
+    """Jobs (added to `jobs`) and snapshot-only queues for GPUs held by pods gpu-policy may not touch."""
+    taken = {j.name for j in jobs}
+    synthetic = []
+    for queue_name, held, deserve in ((UNMANAGED_QUEUE, unmanaged, True), (TERMINATING_QUEUE, terminating, False)):
+        bound = [p for p in held if p.node and p.gpus > 0]  # an unreadable pod holds none of these GPUs
+        if not bound:
+            continue
+        total = sum(p.gpus for p in bound)
+        synthetic.append(Queue(name=queue_name, deserved=total if deserve else 0, limit=total if deserve else None,
+                               over_quota_weight=1 if deserve else 0))
+        for p in bound:
+            name = p.full_name if p.full_name not in taken else f"{p.full_name}#pod"
+            taken.add(name)
+            jobs.append(Job(name=name, queue=queue_name, gpus=p.gpus, priority=p.priority, preemptible=False,
+                            cpu=_round(p.cpu), memory_gib=_round(p.memory_gib), running=[p.node],
+                            gpu_indices=[p.gpu_indices] if p.gpu_indices else None, submitted_at=_round(p.created)))
+    return synthetic
+
+
+def _queue_of(pod: PodView, namespace_queues: dict[str, str], known: set[str]) -> str | None:
+    if pod.queue_label:
+        return pod.queue_label
+    if pod.namespace in namespace_queues:
+        return namespace_queues[pod.namespace]
+    return pod.namespace if pod.namespace in known else None
+
+
+def _live_reservations(reservations: list[Reservation], managed: dict, node_views: dict, leaf: set[str], now: float,
+                       warnings: list[str]) -> dict[str, Reservation]:
+    """Reservations still standing: unexpired, for a known queue and nodes, pods not all bound yet."""
+    live = {}
+    for r in reservations:
+        bound = sum(1 for p in managed.get((r.namespace, r.job), []) if p.node)
+        if r.expires_at <= now or bound >= r.replicas:
+            continue
+        missing = [n for n in r.nodes if n not in node_views]
+        if r.queue not in leaf or missing:
+            what = f"queue {r.queue!r}" if r.queue not in leaf else f"node {missing[0]}"
+            warnings.append(f"reservation {r.key}: {what} no longer exists: ignored")
+            continue
+        live[r.job_name] = r
+    return live
+
+
+def _reservation_job(r: Reservation) -> Job:
+    return Job(name=r.job_name, queue=r.queue, gpus=r.gpus, replicas=r.replicas, priority=r.priority,
+               running=list(r.nodes), gpu_indices=r.gpu_indices)
+
+
+def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known: set[str], now: float,
+         warnings: list[str]) -> Job | None:
+    """One job from the pods of a gang; None (with a warning) when they disagree."""
+    first = pods[0]
+    queue = _queue_of(first, namespace_queues, known)
+    for p in pods[1:]:
+        for what, mine, theirs in (("GPUs", p.gpus, first.gpus), ("queue", _queue_of(p, namespace_queues, known), queue)):
+            if mine != theirs:
+                warnings.append(f"job {name}: pod {p.full_name} asks for {what} {mine}, pod {first.full_name} for "
+                                f"{theirs}: the pods of one job must agree; counted as unmanaged")
+                return None
+    bound = [p for p in pods if p.node]
+    if bound and len(bound) < len(pods):
+        warnings.append(f"job {name}: {len(bound)} of {len(pods)} pods are bound; planned as the bound part")
+        pods = bound
+    ages = [now - p.checkpoint_at for p in pods if p.checkpoint_at is not None]
+    preemptible = [p.preemptible for p in pods if p.preemptible is not None]
+    return Job(
+        name=name, queue=queue, gpus=first.gpus, replicas=len(pods),
+        priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
+        gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in pods),
+        memory_gib=_most(p.memory_gib for p in pods),
+        running=[p.node for p in pods] if bound else [],
+        gpu_indices=[p.gpu_indices for p in pods] if bound and all(p.gpu_indices for p in pods) else None,
+        submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=max(0, round(max(ages))) if ages else None,
+        **first.constraints,
+    )
+
+
+def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], warnings: list[str]) -> list[Node]:
+    held: dict[str, float] = defaultdict(float)
+    need = defaultdict(lambda: {"cpu": 0.0, "memory_gib": 0.0})
+    for job in jobs:
+        for n in job.running:
+            held[n] += job.gpus
+            need[n]["cpu"] += job.cpu or 0
+            need[n]["memory_gib"] += job.memory_gib or 0
+    others = defaultdict(lambda: {"cpu": 0.0, "memory_gib": 0.0})
+    for p in pods:
+        if p.node and not p.asks_for_gpus:
+            others[p.node]["cpu"] += p.cpu or 0
+            others[p.node]["memory_gib"] += p.memory_gib or 0
+    out = []
+    selected = selected_labels(jobs)
+    for v in sorted(views.values(), key=lambda v: _natural(v.name)):
+        if v.gpus == 0 and not held[v.name] and v.max_gpus is None:
+            continue  # no GPUs, and none to come: nothing to plan there
+        gpus, unhealthy, labels = v.gpus, list(v.unhealthy_gpus), {}
+        selectable = {k: v.labels[k] for k in sorted(selected) if k in v.labels}
+        if held[v.name] > v.gpus + 1e-9:
+            warnings.append(f"node {v.name}: its pods hold {held[v.name]:g} GPUs but it offers {v.gpus}: "
+                            "planned full, with no new work")
+            gpus, labels[NO_NEW_WORK_LABEL] = math.ceil(held[v.name]), "overcommitted"
+        if v.no_new_work:
+            labels[NO_NEW_WORK_LABEL] = v.no_new_work
+        if labels:
+            unhealthy = list(range(gpus))
+        labels.update(selectable)
+        capacity = {}
+        for resource, total in (("cpu", v.cpu), ("memory_gib", v.memory_gib)):
+            if total is not None:  # what non-GPU pods leave, never less than the GPU jobs there already use
+                capacity[resource] = _round(max(total - others[v.name][resource], need[v.name][resource]))
+        out.append(Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
+                        memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
+                        taints=list(v.taints), gpu_sharing=v.sharing, mig=dict(v.mig)))
+    return out
+
+
+def _drop_bad_indices(nodes: list[Node], jobs: list[Job], warnings: list[str]) -> None:
+    """GPU index annotations that collide or point past a node's GPUs are dropped for that node."""
+    size = {n.name: n.gpus for n in nodes}
+    use: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    bad = set()
+    for job in jobs:
+        for node, ix in zip(job.running, job.gpu_indices or []):
+            want = 1 if job.is_fractional else int(job.gpus)
+            if len(ix) != want or len(set(ix)) != len(ix) or any(i >= size[node] for i in ix):
+                bad.add(node)
+            for i in ix:
+                use[node][i] += job.gpus if job.is_fractional else 1.0
+                if use[node][i] > 1 + 1e-9:
+                    bad.add(node)
+    for node in sorted(bad):
+        warnings.append(f"node {node}: the {GPU_INDEX_ANNOTATION} annotations of its pods do not fit its GPUs: ignored")
+        for job in jobs:
+            if node in job.running:
+                job.gpu_indices = None
+
+
+def _most(values) -> float | None:
+    """The largest of the values that are known (a replica's request in a gang)."""
+    known = [v for v in values if v is not None]
+    return _round(max(known)) if known else None
+
+
+def _round(value: float | None) -> float | None:
+    if value is None:
+        return None
+    rounded = round(value, 3)
+    return int(rounded) if float(rounded).is_integer() else rounded
+
+
+def _natural(name: str) -> list:
+    """node-2 before node-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

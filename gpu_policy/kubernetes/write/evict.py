@@ -1,0 +1,84 @@
+"""Preempt and move: annotate each victim pod with the plan's reason, then evict it.
+
+A mark is removed when the plan that wrote it is not carried out: from a pod whose
+eviction stays refused, and (`unmark`) from a pod a later plan keeps, e.g. after a planner
+was killed between the annotation and the eviction.
+
+Evictions go through the Eviction API (policy/v1) with the pod's own grace period, so
+PodDisruptionBudgets are honoured and the training step's SIGTERM handler can save a
+checkpoint before the pod stops. A 429 (a PodDisruptionBudget, or rate limiting) is
+retried after Retry-After, or with doubling backoff when the answer has none, within
+`eviction_deadline_s`; what is still refused then is reported as blocked, never forced.
+Every pod of a gang is evicted, or the outcome says which are still running.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from gpu_policy.model.cluster import Outcome
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.names import PREEMPTED_ANNOTATION
+from gpu_policy.kubernetes.read.pods import PodRef
+
+def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list[PodRef], check: Callable[[], None],
+              sleep: Callable[[float], None] = time.sleep,
+              monotonic: Callable[[], float] = time.monotonic) -> Outcome:
+    """Annotate every pod of the job, then evict each; `check` runs before every write
+    (it raises when the planning lease was lost)."""
+    names = [str(p) for p in pods]
+    live, gone = [], []
+    for ref in pods:
+        check()
+        pod = client.read_pod(ref.namespace, ref.name)
+        if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
+            gone.append(str(ref))  # finished, or replaced by a new pod since we looked
+        elif (pod.get("metadata") or {}).get("deletionTimestamp"):
+            gone.append(str(ref))  # already on its way out
+        elif client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: reason}) is None:
+            gone.append(str(ref))
+        else:
+            live.append(ref)
+    blocked = []
+    for ref in live:
+        check()
+        if not _evict(client, ref, sleep, monotonic):
+            check()
+            client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
+            blocked.append(str(ref))
+    if blocked:
+        return Outcome(job, action, "blocked", f"a PodDisruptionBudget refused the eviction for "
+                                               f"{client.settings.eviction_deadline_s:g} s; still running: "
+                                               f"{', '.join(blocked)}", names)
+    if not live:
+        return Outcome(job, action, "gone", "its pods had already stopped", names)
+    return Outcome(job, action, "done", f"evicted {len(live)} pod{'s' if len(live) > 1 else ''}: {reason}", names)
+
+
+def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[], None], execute: bool) -> Outcome:
+    """Remove the preempted mark from pods that the plan keeps (the plan that marked them
+    was not carried out)."""
+    names = [str(p) for p in pods]
+    if not execute:
+        return Outcome(job, "unmark", "dry run", f"would remove {PREEMPTED_ANNOTATION}: the plan keeps it", names)
+    for ref in pods:
+        check()
+        client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
+    return Outcome(job, "unmark", "done", f"removed {PREEMPTED_ANNOTATION}: the plan that wrote it was not carried "
+                                          "out", names)
+
+
+def _evict(client: KubeClient, ref: PodRef, sleep: Callable[[float], None], monotonic: Callable[[], float]) -> bool:
+    """Evict one pod; False when a disruption budget still refuses at the deadline."""
+    deadline = monotonic() + client.settings.eviction_deadline_s
+    backoff = client.settings.backoff_s
+    while True:
+        answer = client.evict_pod(ref.namespace, ref.name)
+        if answer.status != 429:  # 201 accepted, 404 already gone
+            return True
+        wait = client.retry_wait(answer.retry_after, backoff)
+        backoff *= 2
+        if monotonic() + wait > deadline:
+            return False
+        sleep(wait)

@@ -1,0 +1,212 @@
+"""A pipeline step's training pod on a live cluster: created gated, released by the controller.
+
+On a live cluster a step does not plan, hold the Lease or write reservations: its pod is
+one more waiting replica for the controller (docs/kubernetes.md, "In pipelines"). The step
+creates it with the scheduling gate `gpu-policy.io/admission` (so it works on clusters
+without the admission policy too) and the labels that make it a job of its queue, then reads
+only that pod and its Events until the controller releases it: the gate gone, the node in
+its hostname selector, the reason in an Event. Every request stays in the step's own
+namespace (`STEP_PERMISSIONS`, a Role there); none needs a cluster-wide permission.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Callable
+
+from gpu_policy.errors import ClusterError, GpuPolicyError
+from gpu_policy.kubernetes.transport.client import KubeClient, Permission, _needs, connect
+from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,
+                                         REPLICAS_ANNOTATION)
+from gpu_policy.kubernetes.settings import KubernetesSettings
+
+#: what a pipeline step's account needs, all in its own namespace (`own_namespace` here means
+#: the step's namespace, not gpu-policy's)
+STEP_PERMISSIONS: set[Permission] = set()
+#: who writes the Events a step reads (the contract's `reportingController`)
+CONTROLLER = "gpu-policy.io/controller"
+
+
+def admission_labels(job: str, queue: str) -> dict[str, str]:
+    """The labels that make a pod one of `job`'s (its name without the namespace) in `queue`."""
+    return {JOB_LABEL: job.rpartition("/")[2], QUEUE_LABEL: queue}
+
+
+def admission_annotations(replicas: int, gpus: float = 1) -> dict[str, str]:
+    """How many pods the job's gang has (the controller waits until that many exist) and, for
+    less than one GPU, the fraction (the pod then asks for no whole GPU)."""
+    return {REPLICAS_ANNOTATION: str(replicas), **({FRACTION_ANNOTATION: f"{gpus:g}"} if gpus < 1 else {})}
+
+
+def with_admission_gate(gates: list[str]) -> list[str]:
+    """Gate names with ours added once; other controllers' gates are kept, in their order."""
+    return [g for g in gates if g != ADMISSION_GATE] + [ADMISSION_GATE]
+
+
+def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None = None,
+          gpu_resource: str = "nvidia.com/gpu") -> dict:
+    """A copy of the pod manifest `pod` with our gate (other gates kept), labels and annotations;
+    with `gpus`, its first container asks for that many whole GPUs (a fraction: the annotation)."""
+    _check_manifest(pod)
+    out = copy.deepcopy(pod)
+    meta = out.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **admission_labels(job, queue)}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **admission_annotations(replicas, gpus or 1)}
+    spec = out.setdefault("spec", {})
+    if gpus is not None and gpus >= 1:
+        resources = spec["containers"][0].setdefault("resources", {})
+        for kind in ("requests", "limits"):
+            resources[kind] = {**(resources.get(kind) or {}), gpu_resource: str(int(gpus))}
+    names = with_admission_gate([g.get("name") for g in spec.get("schedulingGates") or []])
+    spec["schedulingGates"] = [{"name": name} for name in names]
+    return out
+
+
+def _check_manifest(pod) -> None:
+    """A pod manifest a step can create: a name and at least one container (one line otherwise)."""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise GpuPolicyError(f"pod manifest: metadata.name: must be the pod's name, got "
+                             f"{(meta or {}).get('name') if isinstance(meta, dict) else meta!r}")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list) or not spec["containers"] \
+            or not all(isinstance(c, dict) for c in spec["containers"]):
+        raise GpuPolicyError("pod manifest: spec.containers: must list at least one container")
+
+
+def is_released(pod: dict) -> bool:
+    """Whether our gate is gone (other controllers' gates may still hold the pod)."""
+    return all(g.get("name") != ADMISSION_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def placed_on(pod: dict) -> str:
+    """The node the release chose (its hostname selector), or the node it is bound to; "" when neither."""
+    spec = pod.get("spec") or {}
+    return (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL) or spec.get("nodeName") or ""
+
+
+class StepClient(KubeClient):
+    """The step's requests: its own pod and that pod's Events, in its own namespace."""
+
+    def __init__(self, api_client, where: str, settings, **kwargs):
+        super().__init__(api_client, where, settings, **kwargs)
+        self._events = self._models.EventsV1Api(api_client)
+
+    @_needs("create", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
+    def create_own_pod(self, namespace: str, body: dict) -> dict | None:
+        """Create it; None when a pod of that name exists already (a retried task's)."""
+        name = body["metadata"]["name"]
+        answer = self._request(f"create pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod(
+            namespace=namespace, body=body, **kw), accept={409})
+        return None if answer.status == 409 else answer.body
+
+    @_needs("get", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
+    def read_own_pod(self, namespace: str, name: str) -> dict | None:
+        answer = self._request(f"get pod {namespace}/{name}", lambda **kw: self._core.read_namespaced_pod(
+            name=name, namespace=namespace, **kw), accept={404})
+        return None if answer.status == 404 else answer.body
+
+    @_needs("list", "events", group="events.k8s.io", own_namespace=True, registry=STEP_PERMISSIONS)
+    def list_pod_events(self, namespace: str, name: str) -> list[dict]:
+        """The events.k8s.io Events about the pod (a field selector: the API server filters them)."""
+        return self._list(f"list Events of pod {namespace}/{name}", lambda **kw: self._events.list_namespaced_event(
+            namespace=namespace, field_selector=f"regarding.kind=Pod,regarding.name={name}", **kw))
+
+
+def open_step_client(url: str = "k8s://", kubeconfig: str | None = None, settings: KubernetesSettings | None = None,
+                     api_client=None, **clocks) -> tuple[StepClient, str]:
+    """The step's client for `url` (k8s:// or k8s://CONTEXT; or `api_client`, e.g. an Airflow
+    connection's) and the namespace its pod goes to by default (the context's, or the pod's own)."""
+    namespace = None
+    if api_client is None:
+        api_client, namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
+    return StepClient(api_client, url, (settings or KubernetesSettings()).validate(), **clocks), namespace or "default"
+
+
+@dataclass
+class Admission:
+    """Where the step's pod stands: `released` (our gate gone) on `node`, and why, in the words
+    of gpu-policy's newest Event about it (`event` its reason, e.g. GpuPolicyWaiting)."""
+
+    pod: str
+    released: bool
+    node: str
+    reason: str
+    event: str
+    waited_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        state = f"released onto {self.node}" if self.released else "waiting for admission"
+        return f"pod {self.pod}: {state}" + (f" ({self.event}: {self.reason})" if self.reason else "")
+
+
+def newest_reason(events: list[dict]) -> tuple[str, str]:
+    """(reason, note) of gpu-policy's most recent Event among `events`; ("", "") when none."""
+    ours = [e for e in events if e.get("reportingController") == CONTROLLER]
+    if not ours:
+        return "", ""
+    newest = max(ours, key=_last_seen)
+    return str(newest.get("reason") or ""), str(newest.get("note") or "")
+
+
+def _last_seen(event: dict) -> datetime:
+    """When an Event was last observed: a series' last time, else its event time, else its creation."""
+    stamp = ((event.get("series") or {}).get("lastObservedTime") or event.get("eventTime")
+             or (event.get("metadata") or {}).get("creationTimestamp") or "1970-01-01T00:00:00Z")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def await_release(client: StepClient, namespace: str, name: str, max_wait_s: float, poll_interval_s: float = 5.0,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                  progress: Callable[[str], None] | None = None) -> Admission:
+    """Read the pod and its Events every `poll_interval_s` until the controller releases it or
+    `max_wait_s` has passed (then `released` is false; the pod stays, still waiting). Each
+    change of reason is passed to `progress`. A pod that disappears is an error."""
+    began, said = clock(), None
+    while True:
+        pod = client.read_own_pod(namespace, name)
+        if pod is None:
+            raise ClusterError(f"{client.where}: pod {namespace}/{name} was deleted while it waited for admission")
+        event, reason = newest_reason(client.list_pod_events(namespace, name))
+        admission = Admission(f"{namespace}/{name}", is_released(pod), placed_on(pod) if is_released(pod) else "",
+                              reason, event, clock() - began)
+        if progress and (admission.released, reason) != said:
+            progress(admission.line())
+            said = (admission.released, reason)
+        if admission.released or clock() - began + poll_interval_s > max_wait_s:
+            return admission
+        sleep(poll_interval_s)
+
+
+def await_finish(client: StepClient, namespace: str, name: str, max_wait_s: float, poll_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Read the released pod every `poll_interval_s` until it has ended (Succeeded or Failed) or
+    `max_wait_s` has passed; its phase then. A pod that disappears is an error."""
+    began = clock()
+    while True:
+        pod = client.read_own_pod(namespace, name)
+        if pod is None:
+            raise ClusterError(f"{client.where}: pod {namespace}/{name} was deleted before it ended")
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if phase in ("Succeeded", "Failed") or clock() - began + poll_interval_s > max_wait_s:
+            return phase
+        sleep(poll_interval_s)
+
+
+def run_gated(client: StepClient, pod: dict, job: str, queue: str, replicas: int, max_wait_s: float,
+              poll_interval_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep,
+              progress: Callable[[str], None] | None = None, gpus: float | None = None) -> Admission:
+    """Create the step's pod (the manifest `pod`, in its `metadata.namespace`) gated and labelled
+    as one of `job`'s in `queue` (asking for `gpus`, when given), then wait for its release
+    (`await_release`). A pod of that name that exists already (a retried task's) is waited for as it is."""
+    body = gated(pod, job, queue, replicas, gpus)
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    client.create_own_pod(namespace, body)
+    return await_release(client, namespace, name, max_wait_s, poll_interval_s, clock, sleep, progress)

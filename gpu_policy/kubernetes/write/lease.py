@@ -1,0 +1,216 @@
+"""One planner at a time: the Lease `gpu-policy-planner` (coordination.k8s.io/v1).
+
+observe -> decide -> act runs while holding it. It is acquired with optimistic
+concurrency (a write carries the resourceVersion read; 409 means another planner wrote
+first), taken over only after ``renewTime + leaseDurationSeconds`` has passed, renewed
+every third of its duration while the planner works, and released at the end by an
+update that clears the holder (never deleted). A planner that dies holding it is
+replaced once the lease expires.
+
+Fencing (docs/security.md): `check()`, called before every write, stops acting once the
+last successful renewal is as old as the lease, counted from when that renewal was *sent*
+(a renewal that took long to answer buys no time). A Lease another holder wrote is read as
+untrusted: fields of the wrong type count as absent, a duration is clamped to
+`max_foreign_lease_s`, and a record that has not changed for that long is expired whatever
+its renewTime says (a renewTime in the future would otherwise stop every planner); taking
+such a lease over is reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Callable, Iterator
+
+from gpu_policy.errors import ClusterBusy, ClusterObjectError, GpuPolicyError
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.names import LEASE_NAME
+
+log = logging.getLogger(__name__)
+
+
+def new_identity() -> str:
+    """Who holds the lease: host, process and a random suffix (two planners never share one)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _moment(text) -> float | None:
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _whole(value, default: int = 0) -> int:
+    """A whole number from a field another writer set, else `default`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _version_of(obj: dict, where: str) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    if not isinstance(version, str) or not version:
+        raise ClusterObjectError(where, "metadata.resourceVersion", "must be a non-empty string (the API server "
+                                                                    f"sets it), got {version!r}"[:200])
+    return version
+
+
+class PlanningLease:
+    """The planning lease of one planner (`identity`). Use `held()` as a context manager."""
+
+    def __init__(self, client: KubeClient, identity: str, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic):
+        self.client = client
+        self.identity = identity
+        self.settings = client.settings
+        self._clock, self._sleep, self._monotonic = clock, sleep, monotonic
+        self._version: str | None = None  # the resourceVersion of our last write
+        self._spec: dict = {}
+        self.lost: str | None = None  # why we no longer hold it, once that happens
+        self._lock = threading.Lock()
+        self.renewed_at: float | None = None  # monotonic time the last successful write was sent
+        self._seen: tuple | None = None  # another holder's record as first seen, and when (monotonic)
+
+    @property
+    def where(self) -> str:
+        return f"Lease {self.settings.namespace}/{LEASE_NAME}"
+
+    @contextmanager
+    def held(self) -> Iterator[PlanningLease]:
+        """Hold the lease for the block, renewing it in the background; release it after."""
+        self.acquire()
+        stop = threading.Event()
+        renewer = threading.Thread(target=self._renew_until, args=(stop,), name="gpu-policy-lease", daemon=True)
+        renewer.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            renewer.join()
+            self.release()
+
+    def check(self) -> None:
+        """Raise ClusterBusy when the lease was lost (another planner took it over, or the last
+        renewal is as old as the lease): act no more."""
+        with self._lock:
+            age = None if self.renewed_at is None else self._monotonic() - self.renewed_at
+            if not self.lost and age is not None and age >= self.settings.lease_duration_s:
+                self.lost = (f"its last renewal was sent {age:.0f} s ago and the lease lasts "
+                             f"{self.settings.lease_duration_s:g} s")
+        if self.lost:
+            raise ClusterBusy(f"{self.client.where}: {self.where}: lost the planning lease ({self.lost}); "
+                              "nothing more was done")
+
+    def acquire(self) -> None:
+        s = self.settings
+        deadline = self._monotonic() + s.lease_wait_s
+        while True:
+            taken, holder, renewed, now = self.try_acquire()
+            if taken:
+                return
+            if holder is None:
+                continue  # another planner wrote first: look again at once
+            if self._monotonic() + s.lease_poll_s > deadline:
+                age = f", renewed {now - renewed:.0f} s ago" if renewed and renewed <= now else ""
+                raise ClusterBusy(f"{self.client.where}: {self.where} is held by {holder}{age}; gave up after "
+                                  f"waiting {s.lease_wait_s:g} s for it")
+            self._sleep(s.lease_poll_s)
+
+    def _expired(self, lease: dict, spec: dict, renewed: float | None, now: float) -> tuple[bool, str]:
+        """Whether another holder's lease has expired, and (when its own fields are not to be
+        believed) why: unchanged for `max_foreign_lease_s` of our own time, whatever they say."""
+        most = self.settings.max_foreign_lease_s
+        said = _whole(spec.get("leaseDurationSeconds"))
+        duration = min(max(said, 0), most)
+        meta = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+        record = meta.get("resourceVersion"), repr(spec)[:1000]
+        if self._seen is None or self._seen[0] != record:
+            self._seen = (record, self._monotonic())
+        unchanged = self._monotonic() - self._seen[1]
+        if renewed is None:
+            return True, ""
+        if renewed + duration < now:
+            return True, f" (it says leaseDurationSeconds {said}; at most {most:g} s is honoured)" if said > most else ""
+        if unchanged > most:
+            return True, f" (it says a renewTime in the future, but has not changed for {unchanged:.0f} s)"
+        return False, ""
+
+    def try_acquire(self) -> tuple[bool, str | None, float | None, float]:
+        """One attempt: (taken, the other holder or None when a write conflicted, when it
+        renewed, now). `acquire` repeats it; a standby controller calls it each time it looks."""
+        lease = self.client.read_lease(LEASE_NAME)
+        now = self._clock()
+        if lease is None:
+            spec = self._held_spec(now, transitions=0)
+            sent = self._monotonic()
+            return self._write(self.client.create_lease(LEASE_NAME, spec), spec, sent), None, None, now
+        spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+        holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else None
+        renewed = _moment(spec.get("renewTime")) or _moment(spec.get("acquireTime"))
+        expired, why = self._expired(lease, spec, renewed, now)
+        if not holder or holder == self.identity or expired:
+            transitions = _whole(spec.get("leaseTransitions")) + (0 if holder in (None, "", self.identity) else 1)
+            new = self._held_spec(now, transitions)
+            sent = self._monotonic()
+            if self._write(self.client.replace_lease(LEASE_NAME, new, _version_of(lease, self.where)), new, sent):
+                if holder and holder != self.identity:
+                    log.warning("took over %s from %s, whose lease had expired%s", self.where, holder, why)
+                return True, None, None, now
+            return False, None, None, now  # 409: another planner wrote first
+        return False, holder, renewed, now
+
+    def _held_spec(self, now: float, transitions: int) -> dict:
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.settings.lease_duration_s)),
+                "acquireTime": _stamp(now), "renewTime": _stamp(now), "leaseTransitions": transitions}
+
+    def _write(self, answer: dict | None, spec: dict, sent: float) -> bool:
+        if answer is None:
+            return False
+        with self._lock:
+            self._version, self._spec, self.lost = _version_of(answer, self.where), spec, None
+            self.renewed_at = sent
+        return True
+
+    def renew(self) -> None:
+        """Write a new renewTime; a conflict means another planner took the lease over."""
+        with self._lock:
+            spec = {**self._spec, "renewTime": _stamp(self._clock())}
+            sent = self._monotonic()
+            answer = self.client.replace_lease(LEASE_NAME, spec, self._version)
+            if answer is None:
+                self.lost = "another planner wrote it"
+            else:
+                self._version, self._spec = _version_of(answer, self.where), spec
+                self.renewed_at = sent
+
+    def release(self) -> None:
+        """Clear the holder, so the next planner need not wait for the lease to expire."""
+        if self.lost:
+            return
+        with self._lock:
+            spec = {**self._spec, "holderIdentity": None, "renewTime": _stamp(self._clock())}
+            if self.client.replace_lease(LEASE_NAME, spec, self._version) is None:
+                log.warning("could not release %s: another planner took it over", self.where)
+            self.lost, self.renewed_at = "released", None
+
+    def _renew_until(self, stop: threading.Event) -> None:
+        while not stop.wait(self.settings.lease_duration_s / 3):
+            try:
+                self.renew()
+            except GpuPolicyError as e:  # the API server is unreachable: say so, and stop acting
+                self.lost = str(e)
+            if self.lost:
+                log.warning("%s: %s", self.where, self.lost)
+                return

@@ -1,0 +1,15 @@
+"""The model every part shares: the cluster snapshot (`scenario`), the Plan (`plan`), where
+replicas sit on GPUs (`layout`), what telemetry says (`telemetry`, `signals`), the placement
+and composition facts of a cluster (`placement`, `composition`), what observing and acting
+give (`cluster`), and reading and writing scenario files (`scenario_file`, `fields`,
+`safe_load`). Sources, the planner and actuators all depend on it, and it on none of them.
+
+The snapshot's classes are named here (`from gpu_policy.model import Job, Scenario`);
+everything else is imported from its module.
+"""
+
+from gpu_policy.model.scenario import (EPS, NON_PREEMPTIBLE_PRIORITY, TERMINATING_QUEUE, Composable, ComposableNode,
+                                       ComposablePool, GpuSharing, Job, Namespace, Node, Queue, Scenario, gpus_fit)
+
+__all__ = ["EPS", "NON_PREEMPTIBLE_PRIORITY", "TERMINATING_QUEUE", "Composable", "ComposableNode", "ComposablePool",
+           "GpuSharing", "Job", "Namespace", "Node", "Queue", "Scenario", "gpus_fit"]

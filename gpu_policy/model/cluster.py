@@ -1,0 +1,98 @@
+"""What a cluster source gives the planner: one `Observation` per look."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from gpu_policy.model import Job, Scenario
+from gpu_policy.model.plan import Plan
+
+
+@dataclass
+class Observation:
+    """One look at a cluster: its snapshot as a scenario, what the look cost (a live
+    cluster's `observed`: source, api_calls, objects, bytes, seconds; None for the embedded
+    one), what a person should know, and the GPU telemetry judged against the snapshot."""
+
+    scenario: Scenario
+    observed: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    signals: Any = None  # gpu_policy.telemetry.ClusterSignals, set by gpu_policy.actions.cycle.observe
+    telemetry_unavailable: str | None = None  # why there are no signals, when telemetry was asked for
+    backend: Any = None  # what the backend's actuator needs from this look (e.g. the pods of each job)
+    #: objects left out of this look, structured (gpu_policy.kubernetes.read.isolate.ObjectWarning), their
+    #: lines also in `warnings`: a controller writes them as Events on the objects
+    object_warnings: list = field(default_factory=list)
+
+
+class ClusterSource(Protocol):
+    """A cluster gpu-policy can observe. Backends: a scenario file (the embedded default)
+    and ``k8s://`` (gpu_policy.kubernetes); `register_source` adds more."""
+
+    url: str
+    #: whether GPU telemetry is simulated from the snapshot when no Prometheus is given
+    simulated_telemetry: bool
+
+    def observe(self) -> Observation: ...
+
+    def step_job(self, job: Job) -> Job:
+        """The pipeline step's job as this cluster names it (a namespace on Kubernetes)."""
+
+
+@dataclass
+class Outcome:
+    """What carrying out one decision did: `action` is preempt, move, reserve, release,
+    attach or detach (then `job` names the node); `result` done, dry run, blocked, gone,
+    skipped, requested or failed; `pods` the objects it touched."""
+
+    job: str
+    action: str
+    result: str
+    detail: str = ""
+    pods: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        return f"{self.action} {self.job}: {self.result}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass
+class AttachProgress:
+    """One look at GPUs being attached for a step: `done` (they are usable), `failed`
+    (they will not come: `text` says why, verbatim from the operator), or neither (`text`
+    says what is awaited, e.g. "waiting for 2 A100-80GB to be attached to node-3: NodeAllocating")."""
+
+    done: bool
+    failed: bool
+    text: str
+
+
+class AttachWaiter(Protocol):
+    """GPUs a starting step waits for; each `poll` looks once."""
+
+    def poll(self) -> AttachProgress: ...
+
+
+class Actuator(Protocol):
+    """A cluster gpu-policy can act on: the embedded one (the scenario as it is after the
+    plan) and ``k8s://`` (evictions, reservations, under a lease)."""
+
+    #: whether plans are carried out unless told otherwise (a live cluster: yes; a file: no)
+    executes_by_default: bool
+
+    def planning(self) -> AbstractContextManager:
+        """Hold this for observe -> decide -> act: one planner at a time."""
+
+    def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
+        """Do (or, without `execute`, describe) what `plan` decided on `observation`: attach and
+        detach GPUs, evict its victims, reserve the places of moved jobs and of the pipeline
+        step `step` when it starts."""
+
+    def attach_waiter(self, plan: Plan, observation: Observation, step: Job,
+                      outcomes: list[Outcome]) -> AttachWaiter | None:
+        """What the started `step` must wait for after `carry_out` did `outcomes`: GPUs being
+        attached to its nodes (asked for by this plan or an earlier one); None when its GPUs are there."""
