@@ -34,28 +34,30 @@ try:  # a baseline from before issue 26 has no GC tuning
 except ImportError:  # pragma: no cover - only under --baseline
     tune_gc = None
 
-#: (label, module, function or Class.method), in the order a plan runs them; labels with
-#: leading spaces run inside the phase above.
+#: (label, modules, function or Class.method), in the order a plan runs them; labels with
+#: leading spaces run inside the phase above. A phase names every module that has held it
+#: (the first that imports serves), so that `--baseline` measures older revisions too.
 PHASES = [
-    ("running_layout", "gpu_policy.model.layout", "running_layout"),
-    ("Composer.kinds", "gpu_policy.planner.rules.composition", "Composer.kinds"),
-    ("_standing (shares, start order)", "gpu_policy.planner.planner", "_standing"),
-    ("  fair_share.queue_demands", "gpu_policy.planner.fair_share", "queue_demands"),
-    ("fits.never_fits (start order, reasons)", "gpu_policy.planner.rules.fits", "never_fits"),
-    ("scope", "gpu_policy.planner.scope", "scope"),
-    ("  Consolidations.__init__", "gpu_policy.planner.consolidation", "Consolidations.__init__"),
-    ("build_decisions", "gpu_policy.planner.program", "build_decisions"),
-    ("  program._room_by_shape", "gpu_policy.planner.program", "_room_by_shape"),
-    ("scenario_mix", "gpu_policy.planner.packing", "scenario_mix"),
-    ("accounting.accounts", "gpu_policy.planner.accounting", "accounts"),  # before issue 26's rules
-    ("program rows and stages (rules)", "gpu_policy.planner.rules.protocol", "build"),
-    ("  claims.accounts", "gpu_policy.planner.rules.claims", "accounts"),
-    ("solve_stages", "gpu_policy.planner.solve", "solve_stages"),
-    ("realize", "gpu_policy.planner.realize", "realize"),
-    ("  packing.pack", "gpu_policy.planner.packing", "pack"),
-    ("_plan (decisions, reasons)", "gpu_policy.planner.planner", "_plan"),  # before issue 26's writeup
-    ("write_plan (decisions, reasons)", "gpu_policy.planner.writeup", "write_plan"),
-    ("  reasons.FreeRoom.__init__", "gpu_policy.planner.reasons", "FreeRoom.__init__"),
+    ("running_layout", ("gpu_policy.model.layout", "gpu_policy.planner.layout"), "running_layout"),
+    ("node kinds (composition)", ("gpu_policy.planner.ruleset",), "RuleSet.grow_kinds"),
+    ("Composer.kinds", ("gpu_policy.planner.rules.composition",), "Composer.kinds"),  # before the rule set
+    ("_standing (shares, start order)", ("gpu_policy.planner.planner",), "_standing"),
+    ("  fair_share.queue_demands", ("gpu_policy.planner.core.fair_share", "gpu_policy.fair_share"), "queue_demands"),
+    ("fits.never_fits (start order, reasons)", ("gpu_policy.planner.rules.fits",), "never_fits"),
+    ("scope", ("gpu_policy.planner.core.scope", "gpu_policy.planner.scope"), "scope"),
+    ("  Consolidations.__init__", ("gpu_policy.planner.core.consolidation", "gpu_policy.planner.consolidation"), "Consolidations.__init__"),
+    ("build_decisions", ("gpu_policy.planner.core.program", "gpu_policy.planner.program"), "build_decisions"),
+    ("  program._room_by_shape", ("gpu_policy.planner.core.program", "gpu_policy.planner.program"), "_room_by_shape"),
+    ("scenario_mix", ("gpu_policy.planner.core.packing", "gpu_policy.planner.packing"), "scenario_mix"),
+    ("accounting.accounts", ("gpu_policy.planner.accounting",), "accounts"),  # before issue 26's rules
+    ("program rows and stages (rules)", ("gpu_policy.planner.core.rule", "gpu_policy.planner.rules.protocol"), "build"),
+    ("  accounts", ("gpu_policy.planner.core.context", "gpu_policy.planner.rules.claims"), "accounts"),
+    ("solve_stages", ("gpu_policy.planner.core.solve", "gpu_policy.planner.solve"), "solve_stages"),
+    ("realize", ("gpu_policy.planner.core.realize", "gpu_policy.planner.realize"), "realize"),
+    ("  packing.pack", ("gpu_policy.planner.core.packing", "gpu_policy.planner.packing"), "pack"),
+    ("_plan (decisions, reasons)", ("gpu_policy.planner.planner",), "_plan"),  # before issue 26's writeup
+    ("write_plan (decisions, reasons)", ("gpu_policy.planner.writeup",), "write_plan"),
+    ("  FreeRoom.__init__", ("gpu_policy.planner.core.judged", "gpu_policy.planner.reasons"), "FreeRoom.__init__"),
 ]
 
 
@@ -63,10 +65,9 @@ def instrument(spent: dict[str, float]) -> list[str]:
     """Wrap each phase's function so that its CPU seconds add up in `spent`, wherever the
     package imported it by name; the labels of the phases this package has."""
     found = []
-    for label, module_name, attr in PHASES:
-        try:
-            owner = importlib.import_module(module_name)
-        except ImportError:
+    for label, module_names, attr in PHASES:
+        owner = _first_module(module_names)
+        if owner is None:
             continue
         *classes, name = attr.split(".")
         for cls in classes:
@@ -83,6 +84,16 @@ def instrument(spent: dict[str, float]) -> list[str]:
                     setattr(module, name, timed)
         found.append(label)
     return found
+
+
+def _first_module(names: tuple[str, ...]):
+    """The first of the modules `names` that this package has (None: none)."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
 
 
 def _timed(fn, label: str, spent: dict[str, float]):

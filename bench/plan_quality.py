@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
-from gpu_policy.planner.fair_share import fair_shares, queue_demands
+from gpu_policy.planner.core.fair_share import fair_shares, queue_demands
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.baseline import revision, run_at_commit  # noqa: E402

@@ -1,5 +1,5 @@
 """HiGHS's time on each solve of a plan under several option sets, to choose what the planner
-gives HiGHS (gpu_policy/planner/solve.py).
+gives HiGHS (gpu_policy/planner/core/solve.py).
 
     .venv/bin/python bench/solver_options.py [--nodes 1000,5000] [--runs 5]
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import highspy
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
-from gpu_policy.planner import solve
+from gpu_policy.planner.core import solve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.instances import scale_instance  # noqa: E402

@@ -16,7 +16,7 @@ from gpu_policy.model.plan import Composition, JobDecision, Placement, Plan, Que
 #: Each lazily imported public name and the module it comes from.
 _HOMES = {
     "open_cluster": "gpu_policy.cluster", "plan_cluster": "gpu_policy.actions.cycle",
-    "fair_shares": "gpu_policy.planner.fair_share",
+    "fair_shares": "gpu_policy.planner.core.fair_share",
     **dict.fromkeys(("Composable", "ComposableNode", "ComposablePool", "Job", "Node", "Queue", "Scenario"),
                     "gpu_policy.model"),
     "PlannerConfig": "gpu_policy.planner", "plan": "gpu_policy.planner",

@@ -1,7 +1,7 @@
 """Fair share: deserved first, tiers, weights with water-filling, limits, rounding."""
 
 from gpu_policy import fair_shares, parse_scenario
-from gpu_policy.planner.fair_share import round_largest_remainder, split_capacity
+from gpu_policy.planner.core.fair_share import round_largest_remainder, split_capacity
 
 
 def shares(nodes_gpus, queues, jobs):

@@ -17,7 +17,7 @@ from typing import Callable
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.names import ADMISSION_GATE, GPU_INDEX_ANNOTATION, HOSTNAME_LABEL
 from gpu_policy.kubernetes.read.pods import PodRef, gates_of, host_selector
-from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.core.codes import Reason
 from gpu_policy.model.plan import Placement
 
 

@@ -20,7 +20,7 @@ from gpu_policy.controller.metrics import Metrics
 from gpu_policy.kubernetes.names import CRO_KIND
 from gpu_policy.kubernetes.read.snapshot import Snapshot
 from gpu_policy.model.plan import JobDecision
-from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.core.codes import Reason
 
 #: the state label of a request the operator has not picked up yet (no status.state)
 NEW = "New"

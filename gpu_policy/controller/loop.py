@@ -38,7 +38,7 @@ from gpu_policy.kubernetes.write.reservations import write_reservations
 from gpu_policy.kubernetes.read.snapshot import Snapshot
 from gpu_policy.model.plan import JobDecision, Placement, Plan
 from gpu_policy.planner import PlannerConfig
-from gpu_policy.planner.codes import Reason
+from gpu_policy.planner.core.codes import Reason
 from gpu_policy.planner.gc_tuning import tune_gc
 
 log = logging.getLogger(__name__)

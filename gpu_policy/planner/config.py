@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-if TYPE_CHECKING:  # a type only: the CLI reads these defaults without loading numpy
-    from gpu_policy.packing.fragmentation import WorkloadMix
+from gpu_policy.packing.fragmentation import WorkloadMix
 
 SOLVERS = ("highs", "cbc")
 

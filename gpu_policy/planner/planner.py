@@ -4,27 +4,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gpu_policy.model import placement
-from gpu_policy.planner.fair_share import fair_shares, queue_demands
-from gpu_policy.model import Job, Scenario
-from gpu_policy.model.plan import Plan
-from gpu_policy.planner import rules
-from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
+from gpu_policy.model import Job, Scenario, placement
 from gpu_policy.model.layout import Layout, running_layout
-from gpu_policy.planner.packing import scenario_mix
-from gpu_policy.planner.program import build_decisions
-from gpu_policy.planner.realize import realize
-from gpu_policy.planner.rules.composition import Composer
-from gpu_policy.planner.rules.context import PlanContext
-from gpu_policy.planner.rules.fits import could_ever_fit
-from gpu_policy.planner.rules.order import in_order
-from gpu_policy.planner.rules.protocol import build
-from gpu_policy.planner.scope import Standing, scope
-from gpu_policy.planner.shapes import scenario_constraints
-from gpu_policy.planner.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
-from gpu_policy.planner.telemetry import gpu_limits, with_unhealthy
-from gpu_policy.planner.writeup import write_plan
+from gpu_policy.model.plan import Plan
 from gpu_policy.model.signals import ClusterSignals
+from gpu_policy.planner.config import FIRST_PASS_SHARE, PlannerConfig
+from gpu_policy.planner.core.context import PlanContext
+from gpu_policy.planner.core.fair_share import fair_shares, queue_demands
+from gpu_policy.planner.core.packing import scenario_mix
+from gpu_policy.planner.core.program import build_decisions
+from gpu_policy.planner.core.queues import QueueTree, Shares
+from gpu_policy.planner.core.realize import realize
+from gpu_policy.planner.core.rule import PlanInputs
+from gpu_policy.planner.core.scope import Standing, scope
+from gpu_policy.planner.core.shapes import node_kinds, scenario_constraints
+from gpu_policy.planner.core.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
+from gpu_policy.planner.core.telemetry import gpu_limits, with_unhealthy
+from gpu_policy.planner.ruleset import RuleSet
+from gpu_policy.planner.rules.claims import start_order as order_of_starts
+from gpu_policy.planner.rules.fits import could_ever_fit
+from gpu_policy.planner.writeup import write_plan
 
 
 def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: ClusterSignals | None = None) -> Plan:
@@ -36,7 +35,7 @@ def plan(scenario: Scenario, config: PlannerConfig | None = None, signals: Clust
     avoid busy GPUs and GPUs without the memory they need.
 
     With a `composable:` section, GPUs are attached from the pool for waiting work and
-    idle attached GPUs go back (`gpu_policy.planner.rules.composition`); fair shares then
+    idle attached GPUs go back (the composition rule); fair shares then
     count the GPUs the plan's compositions leave, so a plan that changes them is made again
     (`_decide`).
     """
@@ -105,67 +104,54 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     `_PASSES` times; failing agreement, the first plan (shares of the GPUs attached now)."""
     began = cfg.clock()
     limits = gpu_limits(signals)
-    composer = Composer(s, layout, signals)
+    rules = RuleSet.for_plan(PlanInputs(s, layout, signals, cfg))
     constraints = scenario_constraints(s)  # one pass over the jobs, shared by the kinds and the scope
-    kinds = composer.kinds(s, constraints)
+    kinds = rules.grow_kinds(node_kinds(s, constraints), constraints)
     refused = placement.refusals(s)
     st, waiting, order = _standing(s, capacity, kinds, refused)
     solver_deadline = deadline - _reserve(cfg, s)
     if cfg.clock() >= solver_deadline:  # no time to decide anything: keep everything, start nothing
         order = []
-    sc = scope(s, layout, st, order, cfg, limits, constraints, composer.nodes)
-    composer.widen(sc)
-    grown = composer.extended(layout)  # composable nodes with a free slot for each GPU they could take
+    sc = scope(s, layout, st, order, cfg, limits, constraints, rules, rules.detail())
+    rules.widen(sc)
+    grown = rules.extend(layout)  # composable nodes with a free slot for each GPU they could take
     m = build_decisions(s, sc, cfg.max_moves, kinds)
     mix = cfg.workload_mix or scenario_mix(s)
-    if m.starts:
-        _build(PlanContext(m, s, grown, sc, st, cfg, limits, order, mix, composer))
+    if m.decisions.starts:
+        rules.build(PlanContext(m, s, grown, sc, st, cfg, limits, order, mix))
     built = cfg.clock() - began
     report = solve_stages(m, cfg, solver_deadline)
     if not order and waiting:
         report.status = CUT_OFF
     report.build_seconds = built
     outcome = realize(m, s, grown, sc, order, mix)
-    composer.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
-    return write_plan(s, st, m, outcome, layout, limits, kinds, report, signals, composer, refused)
+    rules.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
+    return write_plan(s, st, m, outcome, layout, limits, kinds, report, signals, rules, refused)
 
 
 def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tuple[Standing, list[Job], list[Job]]:
     """The queues' shares of `capacity` GPUs and holdings, the waiting jobs that could ever
     fit (and that their queue admits: not in `refused`), and the order the planner tries to
     start them in."""
-    tree = rules.QueueTree.of(s)
+    tree = QueueTree.of(s)
     demands = queue_demands(s, refused)
     could_fit = could_ever_fit(kinds, s.nodes)
     running: list[Job] = []
     waiting: list[Job] = []
     for job in s.jobs:
         (running if job.running else waiting).append(job)
-    st = Standing(tree, rules.Shares.of(s, fair_shares(s, capacity, demands), demands), *held(tree, running))
+    st = Standing(tree, Shares.of(s, fair_shares(s, capacity, demands), demands), *held(tree, running))
     waiting = [j for j in waiting if j.name not in refused and could_fit(j)]
-    return st, waiting, rules.start_order(tree, st.shares, st.held, waiting)
+    return st, waiting, order_of_starts(tree, st.shares, st.held, waiting)
 
 
 def start_order(s: Scenario) -> list[Job]:
     """The waiting jobs that could ever fit, in the order the planner tries to start them
     (fair shares of the GPUs attached now): what `gpu-policy status` and `explain` show."""
-    kinds = Composer(s, running_layout(s), None).kinds(s, scenario_constraints(s))
+    constraints = scenario_constraints(s)
+    rules = RuleSet.for_plan(PlanInputs(s, running_layout(s), None, PlannerConfig()))
+    kinds = rules.grow_kinds(node_kinds(s, constraints), constraints)
     return _standing(s, s.gpus_schedulable, kinds, placement.refusals(s))[2]
-
-
-def _build(ctx: PlanContext) -> None:
-    """The program's rows, rule by rule, and its stages, in the strict order of the
-    objectives (`rules.protocol.STAGE_ORDER`).
-
-    The order of remedies for waiting work is the order of these stages (docs/policy.md,
-    "Composition"): free GPUs first (later stages only add), then moves (`moves` comes
-    after `attach`), then attaching GPUs (`attach`, after the stages that minimise
-    preemption), then reclaim by preemption. With `before_preemption: false` the attach
-    variables are held at 0 until `starts`, so every stage before it decides as if there
-    were no pool (reclaim first), and attaching then serves only claims within fair share
-    that reclaim could not serve. Idle attached GPUs go back (`detach`) only once starts,
-    attaching and moves are settled."""
-    build(ctx, in_order(ctx.composer))
 
 
 def _reserve(cfg: PlannerConfig, s: Scenario) -> float:
@@ -174,7 +160,7 @@ def _reserve(cfg: PlannerConfig, s: Scenario) -> float:
     return min(0.5 * cfg.time_limit_s, 0.02 + 2.5e-5 * len(s.jobs))
 
 
-def held(tree: rules.QueueTree, running: list[Job]) -> tuple[dict[str, float], dict[str, float]]:
+def held(tree: QueueTree, running: list[Job]) -> tuple[dict[str, float], dict[str, float]]:
     """GPUs each queue and department holds when the `running` jobs run, all of them and the
     non-preemptible ones (summed in the order given: the scenario's)."""
     leaf: dict[str, float] = defaultdict(float)

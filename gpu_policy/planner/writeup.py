@@ -1,5 +1,5 @@
-"""The Plan a solved program comes to: every job's decision with its reason
-(`gpu_policy.planner.reasons`), the queues before and after, the summary. The jobs are read
+"""The Plan a solved program comes to: every job's decision with its reason (the rules, asked
+in order: `gpu_policy.planner.ruleset`), the queues before and after, the summary. The jobs are read
 once (`_gather`): for what the queues hold after the plan and what waits, and for the
 decisions of the jobs the plan keeps where they run (most of them, and they need no reason);
 the few that start, stop, move or wait are decided then, with their reasons, once the state
@@ -10,38 +10,38 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from gpu_policy.model import Job, Scenario
-from gpu_policy.model.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
-from gpu_policy.planner import rules
-from gpu_policy.planner.rules.composition import Composer
-from gpu_policy.planner.codes import Reason
+from gpu_policy.model import EPS, Job, Scenario
 from gpu_policy.model.layout import Layout, spare_resources
-from gpu_policy.planner.program import PlanProgram
-from gpu_policy.planner.realize import Outcome
-from gpu_policy.planner.reasons import FreeRoom, Judged, move_reason, preempt_reason, start_reason, wait_reason
-from gpu_policy.planner.scope import Standing
-from gpu_policy.planner.solve import NOTHING, OPTIMAL
-from gpu_policy.planner.telemetry import GpuLimits
+from gpu_policy.model.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
 from gpu_policy.model.signals import ClusterSignals
+from gpu_policy.planner.core.codes import Reason
+from gpu_policy.planner.core.judged import FreeRoom, Judged
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.queues import FAIR, GUARANTEE, QueueTree
+from gpu_policy.planner.core.realize import Realized
+from gpu_policy.planner.core.scope import Standing
+from gpu_policy.planner.core.solve import NOTHING, OPTIMAL
+from gpu_policy.planner.core.telemetry import GpuLimits
+from gpu_policy.planner.ruleset import RuleSet
 
 
-def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Outcome, layout: Layout, limits: GpuLimits,
-               kinds, report: SolverReport, signals: ClusterSignals | None, composer: Composer,
+def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Realized, layout: Layout, limits: GpuLimits,
+               kinds, report: SolverReport, signals: ClusterSignals | None, rules: RuleSet,
                refused: dict[str, str]) -> Plan:
     """The Plan of the solved program `m`, realised as `out` on the cluster `layout` held before it."""
     g = _gather(s, st.tree, out, layout)
     judged = Judged(s, st.tree, st.shares, st.held, g.after, g.nonpreemptible_after, out.layout,
                     spare_resources(s, g.running_after, {**out.started, **out.moved}), limits, kinds,
-                    receiving={q: (rules.GUARANTEE if _on(t.get(rules.GUARANTEE)) else rules.FAIR)
-                               for q, t in m.receives.items() if any(_on(v) for v in t.values())},
-                    giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.gives.items()
-                            if any((v.varValue or 0) > rules.EPS for v in t.values())},
+                    receiving={q: (GUARANTEE if _on(t.get(GUARANTEE)) else FAIR)
+                               for q, t in m.flows.receives.items() if any(_on(v) for v in t.values())},
+                    giving={q: max(t, key=lambda k: t[k].varValue or 0) for q, t in m.flows.gives.items()
+                            if any((v.varValue or 0) > EPS for v in t.values())},
                     swapped=g.swapped, cut_off=report.status != OPTIMAL and report.status != NOTHING,
-                    composition=composer if composer.settings.nodes else None, refused=refused,
+                    room_reason=rules.no_room, refused=refused,
                     unplaced=out.unplaced)
-    _judge(s, out, layout, judged, g)
+    _judge(s, out, layout, judged, g, rules)
     changes = [g.decisions[i] for i in g.judged]
-    compositions = composer.compositions(changes, g.jobs)
+    compositions = rules.report(changes, g.jobs)
     return Plan(
         jobs=g.decisions,
         queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name], g.pending[q.name], st.held[q.name],
@@ -73,10 +73,10 @@ class _Gathered:
     judged: list[int] = field(default_factory=list)                     # where the jobs to judge are (`_judge`)
 
 
-def _gather(s: Scenario, tree: rules.QueueTree, out: Outcome, layout: Layout) -> _Gathered:
+def _gather(s: Scenario, tree: QueueTree, out: Realized, layout: Layout) -> _Gathered:
     """What each entity holds after the plan (all jobs, and non-preemptible ones), what
     waited in each before it, per queue the jobs the plan starts and preempts
-    (rules.inside.no_swap_inside: the queue's jobs whose place they could take wait), and the
+    (the inside rule's `no_swap_inside`: the queue's jobs whose place they could take wait), and the
     decision of every job the plan keeps where it runs (`layout`: where running jobs are now).
     Amounts are summed in the jobs' order, as `planner.held` sums them, so they are the same
     numbers."""
@@ -123,29 +123,33 @@ def _where(job: Job, indices: list[list[int]]) -> list[Placement]:
     return [Placement(node, job.gpus, ix) for node, ix in zip(job.running, indices)]
 
 
-def _judge(s: Scenario, out: Outcome, layout: Layout, judged: Judged, g: _Gathered) -> None:
+def _judge(s: Scenario, out: Realized, layout: Layout, judged: Judged, g: _Gathered, rules: RuleSet) -> None:
     """The decision, with its reason, of every job `_gather` left to judge: those that start,
-    are preempted, move or wait (`layout`: where running jobs are now)."""
+    are preempted, move or wait (`layout`: where running jobs are now), the `rules` giving the reasons."""
     jobs, decisions, placed, started = s.jobs, g.decisions, out.started, g.started
     for i in g.judged:
         job = jobs[i]
         name = job.name
         if name in out.moved:
-            decisions[i] = _decision(job, "move", out.moved[name], move_reason(job, out.moved[name], placed))
+            decisions[i] = _decision(job, "move", out.moved[name], rules.move_reason(job, out.moved[name], placed))
         elif job.running:
             decisions[i] = _decision(job, "preempt", _where(job, layout.indices[name]),
-                                     preempt_reason(job, judged, started))
+                                     rules.preempt_reason(job, judged, started))
         elif name in placed:
-            decisions[i] = _decision(job, "start", placed[name], start_reason())
+            decisions[i] = _decision(job, "start", placed[name], _ADMITTED)
         else:
-            decisions[i] = _decision(job, "wait", [], wait_reason(job, judged))
+            decisions[i] = _decision(job, "wait", [], rules.wait_reason(job, judged))
+
+
+#: A start on GPUs that are there (one on GPUs being attached: the composition rule says so).
+_ADMITTED = Reason("Admitted", "")
 
 
 def _decision(job: Job, action: str, replicas: list[Placement], why: Reason) -> JobDecision:
     return JobDecision(job.name, job.queue, action, replicas, why.text, why.code)
 
 
-def _summary(s: Scenario, tree: rules.QueueTree, changes: list[JobDecision], before: dict[str, float],
+def _summary(s: Scenario, tree: QueueTree, changes: list[JobDecision], before: dict[str, float],
              after: dict[str, float], room: FreeRoom) -> dict:
     """The plan in numbers; `changes`: its decisions other than keep; `room`: the free room it
     leaves on every node."""

@@ -6,7 +6,7 @@ which may place them in any order and drops a pod it cannot place. Two stages,
 as in the planner: first place as much GPU capacity as possible (every pod
 counts at least one thousandth, so CPU-only pods are placed too), then, keeping
 that, the least cost. The decisions are the simulator's own; what a node and a GPU
-hold is the planner's rule, and `gpu_policy.planner.rules.fits` writes those rows.
+hold is the planner's rule, and `gpu_policy.planner.rules.capacity` writes those rows.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import pulp
 
 from gpu_policy.packing.fragmentation import MILLI
 from gpu_policy.packing.price import BEST_FIT_WEIGHT, CAPACITY_WEIGHT, displaced, packing_fragmentation, placement_cost
-from gpu_policy.planner import rules
+from gpu_policy.planner.rules.capacity import Room, gpu_room, node_gpus_room, node_room
 from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.program import Program, affine
-from gpu_policy.planner.solve import solve_stages
+from gpu_policy.planner.core.program import Program, affine
+from gpu_policy.planner.core.solve import solve_stages
 from gpu_policy.sim.cluster import Placement, SimCluster, is_share
 from gpu_policy.sim.policies import Policy, pick
 
@@ -130,7 +130,7 @@ def default_solver() -> str:
 def _window_program(cluster: SimCluster, window: list[int], options: list[list[tuple[Placement, float]]]) -> Program:
     """x[p, c] = 1 if pod p takes its c-th option, each pod at most one. Two stages: the
     most GPU capacity placed, then the least cost. What a node and a GPU hold is the
-    planner's rule (`gpu_policy.planner.rules.fits`), which writes the capacity rows."""
+    planner's rule (`gpu_policy.planner.rules.capacity`), which writes the capacity rows."""
     m = Program(pulp.LpProblem("window", pulp.LpMinimize))
     value, cost = {}, {}
     per_node: dict[int, list[tuple[int, pulp.LpVariable, Placement]]] = defaultdict(list)
@@ -154,8 +154,8 @@ def _node_rows(prob: pulp.LpProblem, cluster: SimCluster, n: int,
     shares: CPU, memory, each GPU's shares (a free GPU opened for them), and its free GPUs
     (taken whole, or opened for shares)."""
     types = cluster.types
-    _add(prob, rules.node_room({v: types[t].cpu for t, v, _ in uses}, 0.0, cluster.cpu[n]), f"cpu_{n}")
-    _add(prob, rules.node_room({v: types[t].memory for t, v, _ in uses}, 0.0, cluster.memory[n]), f"mem_{n}")
+    _add(prob, node_room({v: types[t].cpu for t, v, _ in uses}, 0.0, cluster.cpu[n]), f"cpu_{n}")
+    _add(prob, node_room({v: types[t].memory for t, v, _ in uses}, 0.0, cluster.memory[n]), f"mem_{n}")
     shares: dict[int, dict] = defaultdict(dict)
     for t, v, where in uses:
         if is_share(types[t]):
@@ -165,14 +165,14 @@ def _node_rows(prob: pulp.LpProblem, cluster: SimCluster, n: int,
         free = int(cluster.free[n, g])
         if free >= MILLI:
             opened.append(prob.add_variable(f"open_{n}_{g}", cat="Binary"))
-            _add(prob, rules.gpu_room(terms, opened=opened[-1], one=MILLI), f"share_{n}_{g}")
+            _add(prob, gpu_room(terms, opened=opened[-1], one=MILLI), f"share_{n}_{g}")
         else:
-            _add(prob, rules.gpu_room(terms, held=MILLI - free, one=MILLI), f"share_{n}_{g}")
+            _add(prob, gpu_room(terms, held=MILLI - free, one=MILLI), f"share_{n}_{g}")
     whole = {v: types[t].gpus for t, v, _ in uses if types[t].gpus and not is_share(types[t])}
     if whole or opened:
-        _add(prob, rules.node_gpus_room(whole, opened, 0, int((cluster.free[n] >= MILLI).sum())), f"whole_{n}")
+        _add(prob, node_gpus_room(whole, opened, 0, int((cluster.free[n] >= MILLI).sum())), f"whole_{n}")
 
 
-def _add(prob: pulp.LpProblem, room: rules.Room, name: str) -> None:
+def _add(prob: pulp.LpProblem, room: Room, name: str) -> None:
     """A capacity row the placement rule wrote, over the window's variables."""
     prob += room.constraint(), name

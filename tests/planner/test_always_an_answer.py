@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
-from gpu_policy.planner import solve
+from gpu_policy.planner.core import solve
 from tests.planner.checker import check_plan
 
 CUT_OFF_OR_DONE = {"Optimal", "feasible (time limit)", "Nothing to decide"}

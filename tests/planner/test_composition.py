@@ -9,7 +9,7 @@ from gpu_policy import PlannerConfig, load_scenario, parse_scenario, plan
 import gpu_policy.planner.planner as planner
 from gpu_policy.model.apply import apply_plan
 from gpu_policy.actions.cycle import plan_with_telemetry
-from gpu_policy.planner.fair_share import fair_shares
+from gpu_policy.planner.core.fair_share import fair_shares
 from gpu_policy.model.plan import Composition
 from tests.conftest import SCENARIOS
 from tests.planner.checker import check_plan

@@ -3,7 +3,7 @@ grows the expected fragmentation least."""
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
 from gpu_policy.packing.fragmentation import WorkloadMix
-from gpu_policy.planner.packing import scenario_mix
+from gpu_policy.planner.core.packing import scenario_mix
 
 
 def cpu_tight() -> dict:
@@ -49,7 +49,7 @@ def test_pack_places_jobs_on_given_nodes_at_given_prices():
     node group each replica may use, and a price (one per node state)."""
     from gpu_policy.model import Job
     from gpu_policy.model.layout import running_layout
-    from gpu_policy.planner.packing import pack
+    from gpu_policy.planner.core.packing import pack
 
     s = parse_scenario({"nodes": [{"name": f"n{i}", "gpus": 4} for i in range(3)],
                         "queues": [{"name": "q", "deserved": 12}],
@@ -74,7 +74,7 @@ def test_a_job_that_may_run_anywhere_pays_for_the_scarce_model_it_takes():
 
     from gpu_policy.model import Job
     from gpu_policy.model.layout import running_layout
-    from gpu_policy.planner.packing import gpu_models, model_scarcity, placement_costs
+    from gpu_policy.planner.core.packing import gpu_models, model_scarcity, placement_costs
 
     s = parse_scenario({"nodes": [{"name": "a", "gpus": 4, "gpu_model": "A100"},
                                   {"name": "v", "gpus": 4, "gpu_model": "V100"}],
@@ -98,7 +98,7 @@ def test_pack_prices_a_node_with_an_unhealthy_gpu_as_it_is():
     (`placement_costs`), whichever it meets first (it used to price both at the first's price)."""
     from gpu_policy.model import Job
     from gpu_policy.model.layout import running_layout
-    from gpu_policy.planner.packing import pack, placement_costs
+    from gpu_policy.planner.core.packing import pack, placement_costs
 
     s = parse_scenario({"nodes": [{"name": "a", "gpus": 4, "unhealthy_gpus": [3]}, {"name": "b", "gpus": 4}],
                         "queues": [{"name": "q", "deserved": 8}],

@@ -4,9 +4,12 @@ node's victims only when asked: the same victims, in the same order, as judging 
 victim on every node."""
 
 from gpu_policy import PlannerConfig, parse_scenario
-from gpu_policy.planner import rules
 from gpu_policy.model.layout import running_layout
-from gpu_policy.planner.scope import _legality, _ReclaimRankings
+from gpu_policy.planner.core.rule import PlanInputs
+from gpu_policy.planner.core.scope import _ReclaimRankings
+from gpu_policy.planner.rules.inside import may_preempt_inside
+from gpu_policy.planner.rules.victims import victim_cost, victim_order_key
+from gpu_policy.planner.ruleset import RuleSet
 from tests.planner.random_clusters import rich_scenario
 
 
@@ -21,8 +24,8 @@ def every_victim_judged(layout, victims, job, givers, idle, age_s):
             if slot.whole in by_name and nl.healthy(i):
                 held[slot.whole] = held.get(slot.whole, 0) + 1
         legal = [(by_name[v], g) for v, g in held.items()
-                 if by_name[v].queue in givers or rules.may_preempt_inside(by_name[v], job)]
-        legal.sort(key=lambda x: rules.victim_order_key(x[0], rules.victim_cost(x[0], age_s, x[0].name in idle)))
+                 if by_name[v].is_preemptible and (by_name[v].queue in givers or may_preempt_inside(by_name[v], job))]
+        legal.sort(key=lambda x: victim_order_key(x[0], victim_cost(x[0], age_s, x[0].name in idle)))
         if legal:
             out[n] = legal
     return out
@@ -32,8 +35,13 @@ def by_legality(victims):
     """`victims` grouped as the scope groups its legal victims (`scope._Candidates.alike`)."""
     alike = {}
     for v in victims:
-        alike.setdefault(_legality(v), []).append(v)
+        alike.setdefault(RuleSet.victim_key(v), []).append(v)
     return alike
+
+
+def rankings_of(s, layout, free, victims, cost):
+    rules = RuleSet.for_plan(PlanInputs(s, layout, None, PlannerConfig()))
+    return _ReclaimRankings(layout, free, by_legality(victims), rules, cost)
 
 
 def test_victims_are_those_of_judging_every_victim_on_every_node():
@@ -49,7 +57,8 @@ def compare(seed: int) -> int:
     running = [j for j in s.jobs if j.is_running]  # non-preemptible ones too: their legality differs
     idle = {j.name for j in running[::3]}
     free = {n: len(nl.free_indices()) for n, nl in layout.nodes.items()}
-    rankings = _ReclaimRankings(layout, free, by_legality(running), cfg, lambda j: j.name in idle)
+    rankings = rankings_of(s, layout, free, running,
+                           lambda j: victim_cost(j, cfg.default_checkpoint_age_s, j.name in idle))
     queues = sorted({j.queue for j in s.jobs})
     compared = 0
     for job in (j for j in s.jobs if not j.is_running):
@@ -74,6 +83,6 @@ def test_a_job_that_may_not_be_preempted_stands_for_none_alike_in_queue_and_prio
                  {"name": "a-new", "queue": "a", "gpus": 4, "priority": 50}]})
     layout = running_layout(s)
     running = [j for j in s.jobs if j.is_running]
-    rankings = _ReclaimRankings(layout, {"n0": 2, "n1": 2}, by_legality(running), PlannerConfig(), lambda j: False)
+    rankings = rankings_of(s, layout, {"n0": 2, "n1": 2}, running, lambda j: victim_cost(j, 1800, False))
     got = rankings.victims(s.jobs[2], set())
     assert {n: [(v.name, g) for v, g in mine] for n, mine in got.items()} == {"n1": [("a-go", 2)]}

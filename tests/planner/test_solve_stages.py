@@ -8,8 +8,8 @@ import pulp
 import pytest
 
 from gpu_policy import PlannerConfig, load_scenario, plan
-from gpu_policy.planner import solve
-from gpu_policy.planner.program import Program, affine
+from gpu_policy.planner.core import solve
+from gpu_policy.planner.core.program import Program, affine
 from tests.conftest import scenario_files
 
 SHARED = Path("/work/shared/scenarios")

@@ -1,11 +1,11 @@
-"""One victim cost everywhere (rules.victim_cost, rules.total_cost): the greedy scope of a
+"""One victim cost everywhere (victim_cost, total_cost): the greedy scope of a
 large cluster ranks candidate nodes as the program's preemption stages rank victims, so an
 idle job of a queue above its share goes first at every cluster size, not only where every
 node is decided whole."""
 
 from gpu_policy import Job, PlannerConfig, parse_scenario, plan
 from gpu_policy.actions.cycle import plan_with_telemetry
-from gpu_policy.planner import rules
+from gpu_policy.planner.rules.victims import total_cost, victim_cost
 
 GENEROUS = PlannerConfig(time_limit_s=600.0)
 
@@ -88,7 +88,7 @@ def victim(name: str, priority: int, gpus: int, age_s: float) -> Job:
 def test_total_cost_compares_as_the_preemption_stages_do():
     """Highest tier first, a tier without victims costing nothing; then GPU-minutes, then
     how many; idle victims count only where all else ties."""
-    cost = lambda *jobs: rules.total_cost(rules.victim_cost(j, 1800.0, idle) for j, idle in jobs)  # noqa: E731
+    cost = lambda *jobs: total_cost(victim_cost(j, 1800.0, idle) for j, idle in jobs)  # noqa: E731
     low, low_old, high = victim("low", 1, 1, 60), victim("low-old", 1, 1, 6000), victim("high", 5, 1, 0)
     idle_old = victim("idle-old", 9, 4, 6000)
     assert cost((low_old, False)) < cost((high, False))           # any higher priority costs more
@@ -96,4 +96,4 @@ def test_total_cost_compares_as_the_preemption_stages_do():
     assert cost((low, False), (idle_old, True)) < cost((low_old, False))  # idle work counts last
     assert cost((low, False)) < cost((low, False), (idle_old, True))  # but it counts
     assert cost((low, False), (low, False)) > cost((victim("two", 1, 2, 60), False))  # fewer at equal work
-    assert rules.victim_cost(low, 1800.0) == ((1, 1), 1) and rules.victim_cost(idle_old, 0, True).tier == (0, 0)
+    assert victim_cost(low, 1800.0) == ((1, 1), 1) and victim_cost(idle_old, 0, True).tier == (0, 0)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.solve import solve_stages
+from gpu_policy.planner.core.solve import solve_stages
 from gpu_policy.sim.cluster import Placement, SimCluster
 from gpu_policy.sim.compare import POLICIES
 from gpu_policy.sim.inflation import run, stream_bound

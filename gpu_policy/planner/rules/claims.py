@@ -1,49 +1,26 @@
 """Claims before borrowing and who starts first: the guarantee tier before fair share,
 then the smallest relative share; how much of a queue's work counts toward its share.
 
-In the program: what each queue holds after the plan (`accounts`), what of it counts
-toward its shares (`credits`: claims before borrowing), the `guarantees` and `fair_share`
-stages (`shortfalls`) and the `starts` stage."""
+In the program: what of each queue's holdings after the plan counts toward its shares
+(`credits`: claims before borrowing, which the rules after it read), the guarantee and
+fair-share stages (`shortfalls`) and the starts stage."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
 import pulp
 
-from gpu_policy.model import Job, Scenario
-from gpu_policy.planner import rules
-from gpu_policy.planner.codes import Reason
-from gpu_policy.planner.linear import affine, common_step, most
-from gpu_policy.planner.rules.protocol import RuleBase, Stage
-from gpu_policy.planner.rules.vocabulary import EPS, GUARANTEE, QueueTree, Shares, cap
-
-if TYPE_CHECKING:
-    from gpu_policy.planner.program import PlanProgram
-    from gpu_policy.planner.reasons import Judged
-    from gpu_policy.planner.rules.context import PlanContext
-    from gpu_policy.planner.scope import Standing
-
-
-def why_wait(job: Job, judged: Judged) -> Reason | None:
-    """Claims come first: a queue that reclaims GPUs in the guarantee tier starts only
-    within its deserved quota, and a start above a queue's fair share may use only free GPUs
-    that no queue within its share could use (with no room free, the room's reason says so)."""
-    j, q = judged, job.queue
-    room = j.no_room(job)
-    if room is None and j.receiving.get(q) == GUARANTEE:
-        return Reason("ClaimsWithinDeserved",
-                      f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end "
-                      f"within its deserved quota of {cap(j.shares, q, GUARANTEE):g}: it holds {j.after[q]:g} "
-                      "GPUs after this plan")
-    after = j.after[q] + job.total_gpus
-    if after <= j.shares.fair[q] + EPS:
-        return None
-    beyond = (f"{q} holds {j.after[q]:g} GPUs after this plan; with it {after:g}, above its fair share of "
-              f"{j.shares.fair[q]}, so it may use only free GPUs that no queue within its share could use")
-    return Reason("ClaimsBeforeBorrowing", beyond) if room is None else Reason(room.code, f"{room.text}; {beyond}")
+from gpu_policy.model import EPS, Job
+from gpu_policy.planner.core.codes import Reason
+from gpu_policy.planner.core.context import Accounts, Credit, PlanContext
+from gpu_policy.planner.core.judged import Judged
+from gpu_policy.planner.core.linear import affine, common_step, most
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.queues import GUARANTEE, QueueTree, Shares, cap
+from gpu_policy.planner.core.rule import Rule, Stage
+from gpu_policy.planner.core.scope import Standing
 
 
 def relative_share(allocated: float, gpus: float, deserved: float, fair: float) -> float:
@@ -89,74 +66,6 @@ def best_fill(amounts: list[float], share: float) -> float:
     return (reach.bit_length() - 1) * unit / 1000
 
 
-@dataclass
-class Accounts:
-    """Per leaf queue, what it holds after the plan as (terms, constant): kept or moved
-    running jobs, and started jobs."""
-
-    kept: dict[str, tuple[dict, float]] = field(default_factory=dict)
-    new: dict[str, dict] = field(default_factory=dict)
-    jobs: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its jobs
-    running: dict[str, list[float]] = field(default_factory=dict)  # leaf -> GPUs of each of its running jobs
-    decided: dict[str, list[Job]] = field(default_factory=dict)  # leaf -> its running jobs the program
-    # decides to keep, move or preempt (`PlanProgram.decided`)
-    candidates: list[Job] = field(default_factory=list)  # those of every leaf, in the scenario's order
-
-    def held(self, leaves: list[str]) -> tuple[dict, float]:
-        terms: dict = defaultdict(float)
-        const = 0.0
-        for q in leaves:
-            t, c = self.kept[q]
-            for v, a in list(t.items()) + list(self.new[q].items()):
-                terms[v] += a
-            const += c
-        return dict(terms), const
-
-
-def accounts(m: PlanProgram, s: Scenario, st: Standing) -> Accounts:
-    """Read once, in the scenario's order: what each leaf holds after the plan, its jobs,
-    and the running ones the program decides."""
-    out = Accounts()
-    terms: dict[str, dict] = {}
-    const: dict[str, float] = {}
-    for q in st.tree.leaves:
-        out.jobs[q], out.running[q], out.decided[q] = [], [], []
-        terms[q], const[q] = {}, 0.0
-        out.new[q] = {}
-    for kind, var in m.decisions.starts.items():
-        out.new[kind.queue][var] = kind.total_gpus
-    decided = m.decided()
-    jobs, running = out.jobs, out.running  # read once, not per job
-    for job in s.jobs:
-        q = job.queue
-        jobs[q].append(job)
-        if not job.running:
-            continue
-        gpus = job.total_gpus
-        running[q].append(gpus)
-        if job.name not in decided:  # it runs after the plan
-            const[q] += gpus
-            continue
-        out.decided[q].append(job)
-        out.candidates.append(job)
-        runs, once = m.runs(job)
-        mine = terms[q]
-        for v, a in runs.items():
-            mine[v] = mine.get(v, 0) + a * gpus
-        const[q] += once * gpus
-    out.kept = {q: (terms[q], const[q]) for q in st.tree.leaves}
-    return out
-
-
-@dataclass
-class Credit:
-    """What of a queue counts toward its shares (terms, constant), and of that, its starts."""
-
-    terms: dict
-    const: float
-    claimed: dict  # {starts or their counted part: GPUs}
-
-
 def credits(m: PlanProgram, st: Standing, acc: Accounts) -> dict[str, Credit]:
     return {q: _credit(m, st, acc, q) for q in st.tree.leaves}
 
@@ -179,7 +88,7 @@ def shortfalls(m: PlanProgram, st: Standing, acc: Accounts, credit: dict[str, Cr
     stages = []
     for depth in depths:
         shorts = [_short(m, st, counted, e, target[e]) for e in st.tree.parent
-                  if st.tree.depth(e) == depth and target[e] > rules.EPS]
+                  if st.tree.depth(e) == depth and target[e] > EPS]
         objective = {short: 1 for short in shorts if short is not None}
         if objective:
             stages.append((name if depth == depths[0] else f"{name}_depth{depth}", affine(objective)))
@@ -233,9 +142,9 @@ def _credit(m: PlanProgram, st: Standing, acc: Accounts, q: str) -> Credit:
     kept, const = acc.kept[q]
     new = acc.new[q]
     low = const + sum(min(0.0, a) for a in kept.values())  # the least q keeps
-    if low >= fair - rules.EPS:
+    if low >= fair - EPS:
         return Credit({}, float(fair), {})
-    if const + sum(max(0.0, a) for a in kept.values()) + most(new) <= fair + rules.EPS:
+    if const + sum(max(0.0, a) for a in kept.values()) + most(new) <= fair + EPS:
         return Credit({**kept, **new}, const, dict(new))  # everything fits within the share
     counted = m.var("kept_counted", 0, fair)
     # kept_counted[q] <= what q keeps
@@ -291,20 +200,45 @@ def start_tie(jobs: list[Job]) -> float:
     return step / (2 * (len(jobs) + 1))
 
 
-class Claims(RuleBase):
+class Claims(Rule):
     """Claims before borrowing: what counts toward each queue's shares (its variables and
-    rows), the `guarantees` and `fair_share` stages, and the `starts` stage."""
+    rows, which it hands to the rules after it as `ctx.credits`), the guarantee and
+    fair-share stages, and the starts stage."""
 
     name = "claims"
+    codes = {
+        "ClaimsBeforeBorrowing": "starting it would take its queue above its fair share, and the free GPUs "
+                                 "are claimed by queues within theirs",
+        "ClaimsWithinDeserved": "its queue reclaims GPUs in the guarantee tier in this plan, so its starts end "
+                                "within its deserved quota",
+    }
+    #: Where its stages rank among the objectives: guarantees first, then fair share; starts
+    #: after the preemption and priority stages.
+    GUARANTEES, FAIR_SHARE, STARTS = 10, 20, 60
 
     def rows(self, ctx: PlanContext) -> None:
-        ctx.credits  # noqa: B018  (the claims' variables: before reclaim's, which read them)
+        ctx.credits = credits(ctx.m, ctx.standing, ctx.accounts)
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
         def short(name: str):
             return lambda: shortfalls(ctx.m, ctx.standing, ctx.accounts, ctx.credits, name)
-        return [Stage("guarantees", short("guarantees")), Stage("fair_share", short("fair_share")),
-                Stage("starts", lambda: [("starts", starts_stage(ctx.m, ctx.order))])]
+        return [Stage(self.GUARANTEES, short("guarantees")), Stage(self.FAIR_SHARE, short("fair_share")),
+                Stage(self.STARTS, lambda: [("starts", starts_stage(ctx.m, ctx.order))])]
 
-
-RULE = Claims()
+    def why_wait(self, job: Job, judged: Judged) -> Reason | None:
+        """Claims come first: a queue that reclaims GPUs in the guarantee tier starts only
+        within its deserved quota, and a start above a queue's fair share may use only free GPUs
+        that no queue within its share could use (with no room free, the room's reason says so)."""
+        j, q = judged, job.queue
+        room = j.no_room(job)
+        if room is None and j.receiving.get(q) == GUARANTEE:
+            return self.reason("ClaimsWithinDeserved",
+                          f"{q} takes GPUs from other queues in this plan (guarantee tier), so its claims end "
+                          f"within its deserved quota of {cap(j.shares, q, GUARANTEE):g}: it holds {j.after[q]:g} "
+                          "GPUs after this plan")
+        after = j.after[q] + job.total_gpus
+        if after <= j.shares.fair[q] + EPS:
+            return None
+        beyond = (f"{q} holds {j.after[q]:g} GPUs after this plan; with it {after:g}, above its fair share of "
+                  f"{j.shares.fair[q]}, so it may use only free GPUs that no queue within its share could use")
+        return self.reason("ClaimsBeforeBorrowing", beyond) if room is None else room.with_clause(beyond)

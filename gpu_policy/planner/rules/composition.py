@@ -9,11 +9,11 @@ size does not grow with the pool's:
                 that are free, healthy and idle (DCGM telemetry) for `idle_detach_s`, and
                 the highest first (attached GPUs are a node's highest indices)
 The program sees a composable node with a free slot for each GPU it could take beyond its
-own (`extended`), so replicas are placed there as anywhere else; its capacity row counts
+own (`extend`), so replicas are placed there as anywhere else; its capacity row counts
 its GPUs now plus attached less detached (`program.Growth`), and a fraction on a slot
 beyond them needs the attach to reach that slot.
 
-Which remedy comes first is the program's stage order (`rules.protocol.STAGE_ORDER`): the `attach`
+Which remedy comes first is the program's stage order (the ranks of the stages): the `attach`
 stage (fewest GPUs attached) comes after the stages that minimise preemption, and before
 `moves`, so free GPUs and moves come first and preemption last; with `before_preemption:
 false` the attach variables are held at 0 until `starts` (`after_reclaim`). The `detach`
@@ -26,25 +26,22 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
+from gpu_policy.model import EPS, Composable, Job, Node
 from gpu_policy.model.composition import attachable, node_takes, uses_new_gpus
-from gpu_policy.model import Composable, Job, Node, Scenario
-from gpu_policy.model.plan import Composition, JobDecision
-from gpu_policy.planner.codes import gpu_count
 from gpu_policy.model.layout import GpuSlot, Layout, NodeLayout
-from gpu_policy.planner.linear import affine
-from gpu_policy.planner.program import Growth, PlanProgram
-from gpu_policy.planner.reasons import composition_start
-from gpu_policy.planner.rules.protocol import RuleBase, Stage
-from gpu_policy.planner.rules.vocabulary import EPS
-from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import NodeKind, Shape, node_kind, node_kinds
-from gpu_policy.model.telemetry import GpuKey
+from gpu_policy.model.plan import Composition, JobDecision
 from gpu_policy.model.signals import ClusterSignals
-
-if TYPE_CHECKING:
-    from gpu_policy.planner.rules.context import PlanContext
+from gpu_policy.model.telemetry import GpuKey
+from gpu_policy.planner.core.codes import Reason, gpu_count
+from gpu_policy.planner.core.context import PlanContext
+from gpu_policy.planner.core.judged import Judged
+from gpu_policy.planner.core.linear import affine
+from gpu_policy.planner.core.program import Growth, PlanProgram
+from gpu_policy.planner.core.rule import PlanInputs, Rule, Stage
+from gpu_policy.planner.core.scope import Scope
+from gpu_policy.planner.core.shapes import NodeKind, Shape, node_kind
 
 
 @dataclass
@@ -89,14 +86,20 @@ def idle_attached(nl: NodeLayout, attached: int, signals: ClusterSignals | None,
     return out
 
 
-class Composer(RuleBase):
+class GpuComposition(Rule):
     """Composition for one plan, the program's rule for composable nodes: the nodes, their
-    variables and rows, the `attach` and `detach` stages, and what the plan decided for them.
-    Without a `composable:` section every method leaves the plan alone."""
+    variables and rows, the attach and detach stages, what the plan decided for them and the
+    reasons. Without a `composable:` section every method leaves the plan alone."""
 
     name = "composition"
+    codes = {"WaitingForComposition": "starts on GPUs the plan attaches to a composable node, once they are attached"}
+    #: Where its stages rank: attaching after the starts (free GPUs and reclaim come first),
+    #: detaching after the moves (a GPU waiting work could use stays).
+    ATTACH, DETACH = 70, 90
 
-    def __init__(self, s: Scenario, layout: Layout, signals: ClusterSignals | None):
+    def __init__(self, inputs: PlanInputs):
+        super().__init__(inputs)
+        s, layout, signals = inputs.scenario, inputs.layout, inputs.signals
         self.settings: Composable = s.composable or Composable()
         self.spots: dict[str, Spot] = {}
         nodes = {n.name: n for n in s.nodes}
@@ -115,16 +118,15 @@ class Composer(RuleBase):
 
     # -- before the program ------------------------------------------------------------------
 
-    @property
-    def nodes(self) -> set[str]:
-        """The nodes that need their own variables."""
+    def detail(self) -> set[str]:
+        """The composable nodes: each needs its own variables."""
         return set(self.spots)
 
-    def kinds(self, s: Scenario, constraints: frozenset | None) -> Counter[NodeKind]:
-        """The cluster's node kinds with every composable node as it could be: one kind per
+    def grow_kinds(self, kinds: Counter[NodeKind], constraints: frozenset | None) -> Counter[NodeKind]:
+        """The cluster's node `kinds` with every composable node as it could be: one kind per
         model it may take, with the GPUs it could reach (for what could ever fit).
         `constraints`: the scenario's (shapes.scenario_constraints), which the planner shares."""
-        kinds = node_kinds(s, constraints)
+        kinds = Counter(kinds)
         for spot in self.spots.values():
             if not spot.rooms:
                 continue
@@ -134,7 +136,7 @@ class Composer(RuleBase):
                 kinds[dataclasses.replace(kind, gpu_model=model, healthy=kind.healthy + room)] += 1
         return +kinds
 
-    def extended(self, layout: Layout) -> Layout:
+    def extend(self, layout: Layout) -> Layout:
         """`layout` with a free slot on each composable node for every GPU it could take."""
         if not any(spot.room for spot in self.spots.values()):
             return layout
@@ -165,14 +167,18 @@ class Composer(RuleBase):
 
     # -- in the program ------------------------------------------------------------------------
 
-    def rows(self, ctx: PlanContext) -> None:
-        """The variables and the pool's rows; the rows on placements come with the capacity
-        rows (`rules.fits`), through `Growth.placement_rows`."""
+    def variables(self, ctx: PlanContext) -> None:
+        """The variables and the pool's rows (the capacity rows read what they add)."""
         self.add_variables(ctx.m)
 
+    def rows(self, ctx: PlanContext) -> None:
+        """The rows on placements, once the capacity rows have placed the replicas."""
+        if ctx.m.growth is not None:
+            self.add_placement_rows(ctx.m)
+
     def stages(self, ctx: PlanContext) -> list[Stage]:
-        return [Stage("attach", lambda: self._attach_stage(ctx)),
-                Stage("detach", lambda: [("detach", self.detached())])]
+        return [Stage(self.ATTACH, lambda: self._attach_stage(ctx)),
+                Stage(self.DETACH, lambda: [("detach", self.detached())])]
 
     def _attach_stage(self, ctx: PlanContext) -> list:
         """Fewest GPUs attached; with `before_preemption: false`, none before `starts`."""
@@ -185,7 +191,7 @@ class Composer(RuleBase):
         """attach, pick and detach variables, the pool's rows; hands the program its `Growth`."""
         if not self.spots:
             return
-        growth = Growth(self.fits, self.add_placement_rows, attach_first=self.settings.before_preemption)
+        growth = Growth(self.fits, attach_first=self.settings.before_preemption)
         by_model: dict[str, dict] = defaultdict(dict)
         for n, spot in self.spots.items():
             if spot.rooms:
@@ -298,7 +304,7 @@ class Composer(RuleBase):
         """The model a node without one takes: its attach variable that is on."""
         return next(model for model, v in self.attach[n].items() if (v.varValue or 0) > 0.5)
 
-    def compositions(self, decisions: list[JobDecision], jobs: dict[str, Job]) -> list[Composition]:
+    def report(self, decisions: list[JobDecision], jobs: Mapping[str, Job]) -> list[Composition]:
         """The plan's compositions, each with its reason; a start or move onto GPUs being
         attached says so, and when they come. `decisions`: the plan's, or only those other
         than keep; `jobs`: by name, at least those that start or move."""
@@ -323,7 +329,7 @@ class Composer(RuleBase):
                 parts = " and ".join(f"{self.after[n].attached} {self.after[n].model} "
                                      f"{'is' if self.after[n].attached == 1 else 'are'} attached to {n}" for n in nodes)
                 when = f"when {parts}, about {self.settings.attach_seconds:g} s"
-                why = composition_start(when, d.action, d.reason)
+                why = _on_new_gpus(when, d.action, d.reason)
                 d.reason, d.code = why.text, why.code
         return result
 
@@ -335,10 +341,13 @@ class Composer(RuleBase):
             return f"{start}: free GPUs and moves could not hold {them}, and attaching comes before preemption"
         return f"{start}: free GPUs, moves and reclaim could not hold {them}"
 
-    def wait_clause(self, job: Job, spare: dict[str, dict[str, float]], layout: Layout) -> str | None:
+    def room_clause(self, job: Job, judged: Judged) -> str | None:
         """Why attaching GPUs did not make room for a job that waits for room (None: it
         could have, and the rules kept it waiting). A job that needs more CPUs or memory
         than any composable node has left needs a new node."""
+        if not self.settings.nodes:
+            return None
+        spare, layout = judged.spare, judged.layout
         takers = {c.name: self._rooms_after(c.name, layout, job) for c in self.settings.nodes}
         takers = {n: rooms for n, rooms in takers.items() if rooms}
         if not takers:
@@ -379,3 +388,11 @@ class Composer(RuleBase):
 def _size(job: Job) -> str:
     one = gpu_count(job.gpus)
     return one if job.replicas == 1 else f"{job.replicas} x {one}"
+
+
+def _on_new_gpus(when: str, action: str, reason: str) -> Reason:
+    """A start or move onto GPUs the plan attaches: it happens `when` they are attached (a
+    move keeps the moves rule's code)."""
+    if action == "start":
+        return Reason("WaitingForComposition", f"starts {when}")
+    return Reason("MovedToDefragment", f"{reason}; {when}")

@@ -10,53 +10,26 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from gpu_policy.model import Job, Scenario
+from gpu_policy.model import EPS, Job, Scenario
 from gpu_policy.model.placement import constraints_of
-from gpu_policy.planner.codes import Reason
-from gpu_policy.planner.linear import affine
-from gpu_policy.planner.rules.protocol import RuleBase, Stage
-from gpu_policy.planner.rules.vocabulary import EPS, STRICT
-from gpu_policy.planner.shapes import Eligible
+from gpu_policy.planner.core.codes import Reason
+from gpu_policy.planner.core.context import Accounts, PlanContext
+from gpu_policy.planner.core.judged import Judged
+from gpu_policy.planner.core.linear import affine
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.queues import STRICT
+from gpu_policy.planner.core.rule import Rule, Stage
+from gpu_policy.planner.core.scope import Standing
+from gpu_policy.planner.core.shapes import Eligible
 
-if TYPE_CHECKING:
-    from gpu_policy.planner.program import PlanProgram
-    from gpu_policy.planner.reasons import Judged
-    from gpu_policy.planner.rules.claims import Accounts
-    from gpu_policy.planner.rules.context import PlanContext
-    from gpu_policy.planner.scope import Standing
-
-
-def why_wait(job: Job, judged: Judged) -> Reason | None:
-    """The free GPUs would hold the job, but its queue loses a job in this plan that could
-    take its place (`may_swap_back`): starting it would only swap them."""
-    if judged.no_room(job) is not None:
-        return None
-    q = job.queue
-    v = next((v for v in judged.swapped.get(q, ()) if may_swap_back(v, job)), None)
-    if v is None:
-        return None
-    return Reason("WouldSwapInsideQueue",
-                  f"{q} loses {v.name} (priority {v.priority}) in this plan; inside a queue only a higher "
-                  f"priority takes a job's place, and {v.name} could take this one's")
-
-
-def why_preempt(job: Job, judged: Judged, started: dict[str, list[Job]]) -> Reason | None:
-    """The job makes way for higher-priority jobs of its own queue that the plan starts
-    (`started`: per queue). The reason is the same for every victim of one queue, priority
-    and preemptibility (all `may_preempt_inside` reads of a victim), so it is worked out once
-    for them: a queue's victims would each read all its starts."""
-    return judged.shared(("inside", job.queue, job.priority, job.is_preemptible),
-                         lambda: _preempted_inside(job, started))
-
-
-def _preempted_inside(job: Job, started: dict[str, list[Job]]) -> Reason | None:
+def _preempted_inside(rule: Rule, job: Job, started: Mapping[str, list[Job]]) -> Reason | None:
     mine = [p for p in started.get(job.queue, ()) if may_preempt_inside(job, p)]
     if not mine:
         return None
     names = ", ".join(f"{p.name} (priority {p.priority})" for p in mine)
-    return Reason("PreemptedInsideQueue", f"preempted inside {job.queue} (priority {job.priority}) for "
+    return rule.reason("PreemptedInsideQueue", f"preempted inside {job.queue} (priority {job.priority}) for "
                                           f"higher-priority {names}")
 
 
@@ -153,7 +126,7 @@ def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], re
 def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
     """Inside a queue only a strictly higher priority preempts: a plan that preempts a job
     of a queue (for whatever reason) starts none of the queue's lower-priority jobs whose
-    place it could take (rules.may_swap_back). Otherwise a job reclaimed for another queue
+    place it could take (`may_swap_back`). Otherwise a job reclaimed for another queue
     could be swapped for its own queue's lower-priority work, and the next plan, in which
     the preempted job waits with the higher priority, would swap them back.
 
@@ -172,11 +145,11 @@ def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:
 
 def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> None:
     """A job preempted for its own queue's higher-priority work leaves fewer idle GPUs than
-    it holds (rules.most_idle_for_inside_victim): idle GPUs after the plan, counted on the
+    it holds (`most_idle_for_inside_victim`): idle GPUs after the plan, counted on the
     whole cluster with fractions by size (moves could gather them), and on composable nodes
     with the GPUs they attach, detach or, attaching first, could still take (as
-    `rules.fits.no_room_left_for_victims` counts them). Only for victims whose replicas hold
-    at most one GPU each (rules.gathered_by_moves; a gang counts all its GPUs) and that
+    `rules.move_first.no_room_left_for_victims` counts them). Only for victims whose replicas hold
+    at most one GPU each (`gathered_by_moves`; a gang counts all its GPUs) and that
     any node's GPU model and placement constraints suit (docs/policy.md, "Known approximations").
 
     idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
@@ -220,7 +193,7 @@ def _idle_after(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> tup
 
 def _idle_counts_for(victim: Job, eligible: Eligible, s: Scenario) -> bool:
     """Whether idle GPUs anywhere in the cluster could hold the victim: replicas of at most
-    one GPU (rules.gathered_by_moves), and every node's GPU model and placement
+    one GPU (`gathered_by_moves`), and every node's GPU model and placement
     constraints suit it."""
     return (gathered_by_moves(victim)
             and not (victim.gpu_model and any(n.gpu_model not in victim.gpu_model for n in s.nodes))
@@ -232,19 +205,49 @@ def _anywhere(names: frozenset[str] | None, s: Scenario) -> bool:
     return names is None or len(names) == len(s.nodes)
 
 
-class Inside(RuleBase):
-    """Priority inside a queue: no swap back, preempt only for GPUs the starts need (its
-    victims' variables come with `rules.reclaim`'s rows), and the `priority_p<P>` stages."""
+class Inside(Rule):
+    """Priority inside a queue: who may take a job of its own queue (for the scope), no swap
+    back, preempt only for GPUs the starts need (its victims' variables come with the reclaim
+    rule's rows), the priority stages, and the reasons."""
 
     name = "inside"
+    codes = {
+        "WouldSwapInsideQueue": "its queue loses a job in this plan that could take this one's place",
+        "PreemptedInsideQueue": "preempted for a higher-priority job of its own queue",
+    }
+    #: Where its stages rank: after the preemptions for other queues, before those inside a queue.
+    PRIORITY = 40
+
+    def may_take(self, victim: Job, claimant: Job | None, givers: set[str]) -> bool | None:
+        """Only a strictly higher priority of the same queue takes a job's GPUs inside it."""
+        return True if claimant is not None and may_preempt_inside(victim, claimant) else None
 
     def rows(self, ctx: PlanContext) -> None:
         no_swap_inside(ctx.m, ctx.standing, ctx.accounts)
         inside_only_when_needed(ctx.m, ctx.scenario, ctx.standing, ctx.accounts)
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
-        return [Stage("priority", lambda: [(name, affine(terms))
-                                           for name, terms in priority_levels(ctx.m, ctx.standing, ctx.accounts)])]
+        return [Stage(self.PRIORITY, lambda: [(name, affine(terms))
+                                              for name, terms in priority_levels(ctx.m, ctx.standing, ctx.accounts)])]
+
+    def why_wait(self, job: Job, judged: Judged) -> Reason | None:
+        """The free GPUs would hold the job, but its queue loses a job in this plan that could
+        take its place (`may_swap_back`): starting it would only swap them."""
+        if judged.no_room(job) is not None:
+            return None
+        q = job.queue
+        v = next((v for v in judged.swapped.get(q, ()) if may_swap_back(v, job)), None)
+        if v is None:
+            return None
+        return self.reason("WouldSwapInsideQueue",
+                      f"{q} loses {v.name} (priority {v.priority}) in this plan; inside a queue only a higher "
+                      f"priority takes a job's place, and {v.name} could take this one's")
 
 
-RULE = Inside()
+    def why_preempt(self, job: Job, judged: Judged, started: Mapping[str, list[Job]]) -> Reason | None:
+        """The job makes way for higher-priority jobs of its own queue that the plan starts
+        (`started`: per queue). The reason is the same for every victim of one queue, priority
+        and preemptibility (all `may_preempt_inside` reads of a victim), so it is worked out once
+        for them: a queue's victims would each read all its starts."""
+        return judged.shared(("inside", job.queue, job.priority, job.is_preemptible),
+                             lambda: _preempted_inside(self, job, started))

@@ -4,39 +4,15 @@ only within deserved. The program's rows: `limits_and_nonpreemptible`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from gpu_policy.model import Job
-from gpu_policy.planner.codes import Reason, gpu_count
-from gpu_policy.planner.linear import affine
-from gpu_policy.planner.rules.protocol import RuleBase
-from gpu_policy.planner.rules.vocabulary import EPS, QueueTree, Shares
-
-if TYPE_CHECKING:
-    from gpu_policy.planner.program import PlanProgram
-    from gpu_policy.planner.reasons import Judged
-    from gpu_policy.planner.rules.claims import Accounts
-    from gpu_policy.planner.rules.context import PlanContext
-    from gpu_policy.planner.scope import Standing
-
-
-def why_wait(job: Job, judged: Judged) -> Reason | None:
-    """Starting the job would take its queue, or a department above it, above its limit, or
-    take non-preemptible work above deserved (judged on the queues after the plan)."""
-    j, q = judged, job.queue
-    blocker = limit_blocker(j.tree, j.shares, j.after, q, job.total_gpus)
-    if blocker:
-        return Reason("QueueAboveLimit", f"{_entity(blocker, q)} is at its limit: holds "
-                                         f"{j.after[blocker]:g} of {gpu_count(j.shares.limit[blocker])}")
-    if job.is_preemptible:
-        return None
-    blocker = nonpreemptible_blocker(j.tree, j.shares, j.nonpreemptible_after, q, job.total_gpus)
-    if blocker:
-        return Reason("NonPreemptibleAboveDeserved",
-                      f"non-preemptible jobs start only within deserved: {_entity(blocker, q)}'s would "
-                      f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
-                      f"{j.shares.deserved[blocker]:g} deserved GPUs")
-    return None
+from gpu_policy.model import EPS, Job
+from gpu_policy.planner.core.codes import Reason, gpu_count
+from gpu_policy.planner.core.context import Accounts, PlanContext
+from gpu_policy.planner.core.judged import Judged
+from gpu_policy.planner.core.linear import affine
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.queues import QueueTree, Shares
+from gpu_policy.planner.core.rule import Rule
+from gpu_policy.planner.core.scope import Standing
 
 
 def _entity(name: str, queue: str) -> str:
@@ -91,13 +67,32 @@ def limits_and_nonpreemptible(m: PlanProgram, st: Standing, acc: Accounts) -> No
             m.add(affine(pinned, before) <= nonpreemptible_bound(st.shares, e, before), "nonpreemptible")
 
 
-class Limits(RuleBase):
-    """Limits and non-preemptible work within deserved: rows only."""
+class Limits(Rule):
+    """Limits and non-preemptible work within deserved: rows, and the reasons they give."""
 
     name = "limits"
+    codes = {
+        "QueueAboveLimit": "starting it would take its queue, or a department above it, above its limit",
+        "NonPreemptibleAboveDeserved": "a non-preemptible job starts only within its queue's deserved quota",
+    }
 
     def rows(self, ctx: PlanContext) -> None:
         limits_and_nonpreemptible(ctx.m, ctx.standing, ctx.accounts)
 
-
-RULE = Limits()
+    def why_wait(self, job: Job, judged: Judged) -> Reason | None:
+        """Starting the job would take its queue, or a department above it, above its limit, or
+        take non-preemptible work above deserved (judged on the queues after the plan)."""
+        j, q = judged, job.queue
+        blocker = limit_blocker(j.tree, j.shares, j.after, q, job.total_gpus)
+        if blocker:
+            return self.reason("QueueAboveLimit", f"{_entity(blocker, q)} is at its limit: holds "
+                                             f"{j.after[blocker]:g} of {gpu_count(j.shares.limit[blocker])}")
+        if job.is_preemptible:
+            return None
+        blocker = nonpreemptible_blocker(j.tree, j.shares, j.nonpreemptible_after, q, job.total_gpus)
+        if blocker:
+            return self.reason("NonPreemptibleAboveDeserved",
+                          f"non-preemptible jobs start only within deserved: {_entity(blocker, q)}'s would "
+                          f"hold {j.nonpreemptible_after[blocker] + job.total_gpus:g} of its "
+                          f"{j.shares.deserved[blocker]:g} deserved GPUs")
+        return None

@@ -1,30 +1,27 @@
 """Packing: where started and moved replicas go among the places that fit (the prices are
-`gpu_policy.planner.packing`'s)."""
+`gpu_policy.planner.core.packing`'s)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 import pulp
 
 from gpu_policy.model import Scenario
-from gpu_policy.packing.fragmentation import WorkloadMix
 from gpu_policy.model.layout import Layout
-from gpu_policy.planner.linear import affine
-from gpu_policy.planner.packing import placement_costs
-from gpu_policy.planner.rules.protocol import RuleBase, Stage
-
-if TYPE_CHECKING:
-    from gpu_policy.planner.program import PlanProgram
-    from gpu_policy.planner.rules.context import PlanContext
+from gpu_policy.packing.fragmentation import WorkloadMix
+from gpu_policy.planner.core.context import PlanContext
+from gpu_policy.planner.core.linear import affine
+from gpu_policy.planner.core.packing import placement_costs
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.rule import Rule, Stage
 
 
 def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix) -> pulp.LpAffineExpression:
     """Open as few empty nodes as possible; then as few free GPUs for fractions (fractions
     share a GPU when they can: the price below sees one placement at a time, so it cannot
     tell two fractions sharing a GPU from two on two GPUs); then the placements that grow
-    the expected fragmentation least (`gpu_policy.planner.packing`). Each term weighs less
+    the expected fragmentation least (`gpu_policy.planner.core.packing`). Each term weighs less
     than one unit of the one before."""
     options = [(shape.representative(), n, None) for n, shape in m.placement.whole]
     options += [(shape.representative(), n, i) for n, i, shape in m.placement.frac]
@@ -52,16 +49,15 @@ def packing_stage(m: PlanProgram, s: Scenario, layout: Layout, mix: WorkloadMix)
     return affine(objective)
 
 
-class Packing(RuleBase):
+class Packing(Rule):
     """The packing stage, where replicas are placed on detailed nodes and a workload mix
     prices the placements."""
 
     name = "packing"
+    #: Where its stage ranks: last, among placements every other objective finds equal.
+    PACKING = 100
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
         if not (ctx.m.placement.whole or ctx.m.placement.frac) or ctx.mix is None:
             return []
-        return [Stage("packing", lambda: [("packing", packing_stage(ctx.m, ctx.scenario, ctx.layout, ctx.mix))])]
-
-
-RULE = Packing()
+        return [Stage(self.PACKING, lambda: [("packing", packing_stage(ctx.m, ctx.scenario, ctx.layout, ctx.mix))])]

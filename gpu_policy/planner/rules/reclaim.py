@@ -5,51 +5,18 @@ on the state after the plan (`reclaim`)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-from gpu_policy.model import Job
-from gpu_policy.planner import rules
-from gpu_policy.planner.codes import Reason, gpu_count
-from gpu_policy.planner.linear import affine, most
+from gpu_policy.model import EPS, Job
+from gpu_policy.planner.core.codes import Reason, gpu_count
+from gpu_policy.planner.core.context import Accounts, Credit, PlanContext
+from gpu_policy.planner.core.judged import Judged
+from gpu_policy.planner.core.linear import affine, most
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.queues import FAIR, GUARANTEE, STRICT, TIERS, QueueTree, Shares, cap, floor
+from gpu_policy.planner.core.rule import Rule
+from gpu_policy.planner.core.scope import Scope, Standing
 from gpu_policy.planner.rules.inside import inside_victims
-from gpu_policy.planner.rules.protocol import RuleBase
-from gpu_policy.planner.rules.vocabulary import EPS, FAIR, GUARANTEE, QueueTree, Shares, TIERS, cap, floor
-
-if TYPE_CHECKING:
-    from gpu_policy.planner.program import PlanProgram
-    from gpu_policy.planner.reasons import Judged
-    from gpu_policy.planner.rules.claims import Accounts, Credit
-    from gpu_policy.planner.rules.context import PlanContext
-    from gpu_policy.planner.scope import Scope, Standing
-
-
-def why_wait(job: Job, judged: Judged) -> Reason | None:
-    """The free GPUs cannot hold the job and reclaim made no room for it: GPUs of pods
-    shutting down come back later, no queue it may reclaim from is above its floor where it
-    would fit, or the plan ran out of time before deciding reclaim."""
-    room = judged.no_room(job)
-    if room is None:
-        return None
-    if judged.cut_off:  # reclaim may be possible: the solver stopped before deciding it
-        return Reason("PlanCutShort", f"{room.text}; the plan's time limit ran out before reclaiming GPUs for it "
-                                      "was decided")
-    return Reason(room.code, f"{room.text}; {_shutting_down(judged) or _no_reclaim(job, judged)}")
-
-
-def why_preempt(job: Job, judged: Judged, started: dict[str, list[Job]]) -> Reason | None:
-    """The job's queue gives GPUs to other queues in this plan (`started`: the jobs the plan
-    starts, per queue): who takes them, within which share, and what the giver keeps."""
-    j, q = judged, job.queue
-    tier = j.giving.get(q)
-    if not tier:
-        return None
-    takers = sorted(r for r in started if r in j.receiving and r != q)
-    parts = [_taker(j, j.tree.judged(r, q)[0][-1], tier) for r in takers]
-    return Reason("ReclaimedGuarantee" if tier == GUARANTEE else "ReclaimedFairShare",
-                  f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
-                  f"{'; '.join(parts) + '; ' if parts else ''}{q} held {j.before[q]:g} GPUs, above its "
-                  f"{_tier_share(tier)} of {floor(j.shares, q, tier):g}, and keeps {j.after[q]:g}")
-
 
 def _taker(j: Judged, receiver: str, tier: str) -> str:
     """Where a receiving entity ends, against its cap in `tier`."""
@@ -114,7 +81,7 @@ def reclaim_tiers(tree: QueueTree, shares: Shares, held_before: dict[str, float]
 
 
 def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict[str, Credit]) -> None:
-    """Reclaim judged on the state after the plan (rules.floor, rules.cap, rules.keeps_floor).
+    """Reclaim judged on the state after the plan (`floor`, `cap`, `keeps_floor`).
 
     Per leaf queue q: lost[q] = GPUs of its preempted jobs, of which inside[q] went to its
     own higher-priority starts and cross[q] = lost[q] - inside[q] to other queues, given in
@@ -127,8 +94,8 @@ def reclaim(m: PlanProgram, st: Standing, acc: Accounts, sc: Scope, credit: dict
     """
     receivers = {r for r, gs in sc.givers.items() if gs}
     giving = set().union(*sc.givers.values()) if sc.givers else set()
-    given_by_tier: dict[str, dict] = {t: {} for t in rules.TIERS}
-    received_by_tier: dict[str, dict] = {t: {} for t in rules.TIERS}
+    given_by_tier: dict[str, dict] = {t: {} for t in TIERS}
+    received_by_tier: dict[str, dict] = {t: {} for t in TIERS}
     net: dict[str, tuple[dict, float]] = {}  # leaf -> received - cross
     largest: dict[str, dict] = {}  # leaf that may give -> size -> 1 if its largest victim has that size
     for q in st.tree.leaves:
@@ -153,7 +120,7 @@ def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives:
         return received, 0.0
     cross, const = _lost(m, victims)
     inside_victims(m, acc, q, victims, received, cross)
-    tiers = [t for t in rules.TIERS if gives and may_give(st.shares, q, st.held[q], t)]
+    tiers = [t for t in TIERS if gives and may_give(st.shares, q, st.held[q], t)]
     if not tiers:
         # cross[q] <= 0: no other queue may take from q now
         m.add(affine(cross, const) <= 0, "no_reclaim")
@@ -172,17 +139,17 @@ def _matched(m: PlanProgram, st: Standing, given: dict[str, dict], received: dic
     received in the guarantee tier."""
     givers = list(largest)
     picks = _largest_given(m, givers, largest)
-    every = {v: 1 for tier in rules.TIERS for v in given[tier]}
+    every = {v: 1 for tier in TIERS for v in given[tier]}
     any_given = m.binary("any_given", 0)
     # GPUs given <= big * any_given
     m.add(affine({**every, any_given: -(sum(st.held[q] for q in givers) + 1)}) <= 0, "matched")
     # GPUs given - the largest victim + strict * any_given <= GPUs received
-    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: rules.STRICT,
-                  **{v: -1 for tier in rules.TIERS for v in received[tier]}}) <= 0, "matched")
-    if given[rules.GUARANTEE]:
+    m.add(affine({**every, **{z: -size for z, size in picks.items()}, any_given: STRICT,
+                  **{v: -1 for tier in TIERS for v in received[tier]}}) <= 0, "matched")
+    if given[GUARANTEE]:
         # GPUs given in the guarantee tier - the largest victim <= GPUs received in it
-        m.add(affine({**given[rules.GUARANTEE], **{z: -size for z, size in picks.items()},
-                      **{v: -1 for v in received[rules.GUARANTEE]}}) <= 0, "matched")
+        m.add(affine({**given[GUARANTEE], **{z: -size for z, size in picks.items()},
+                      **{v: -1 for v in received[GUARANTEE]}}) <= 0, "matched")
 
 
 def _largest_given(m: PlanProgram, givers: list[str], largest: dict[str, dict]) -> dict:
@@ -242,15 +209,15 @@ def _receiver(m: PlanProgram, st: Standing, acc: Accounts, q: str, credit: Credi
         return {}
     big = credit.const + most(credit.terms)
     out = {}
-    for tier in rules.TIERS:
+    for tier in TIERS:
         if not may_receive(st.shares, q, st.held[q], 0, tier):
             continue
         amount, on = m.var("received", 0, most(credit.claimed), initial=0), m.binary("receives", 0)
         # received[q,t] <= GPUs of q's claims * receives[q,t]
         m.add(affine({amount: 1, on: -most(credit.claimed)}) <= 0, "received")
-        if tier == rules.GUARANTEE:
+        if tier == GUARANTEE:
             # credit[q] <= deserved[q] + big * (1 - receives[q,t])
-            m.add(affine({**credit.terms, on: big}, credit.const) <= rules.cap(st.shares, q, tier) + big,
+            m.add(affine({**credit.terms, on: big}, credit.const) <= cap(st.shares, q, tier) + big,
                   "receive_cap")
         out[tier] = (amount, on)
         m.flows.receives.setdefault(q, {})[tier] = on
@@ -277,13 +244,13 @@ def _giver(m: PlanProgram, st: Standing, q: str, cross: dict, const: float, larg
             # a queue does not give and receive in one plan
             m.add(affine({on: 1, receives: 1}) <= 1, "gives_or_receives")
         floor_q = floor(st.shares, q, tier)
-        slack = big + abs(st.held[q] - floor_q) + rules.STRICT
+        slack = big + abs(st.held[q] - floor_q) + STRICT
         terms = dict(cross)
         for size, z in largest.items():
             terms[z] = terms.get(z, 0) - size
         terms[on] = slack
         # cross[q] - largest[q] <= held[q] - floor[q,t] - strict + slack * (1 - gives[q,t])
-        m.add(affine(terms, const) <= st.held[q] - floor_q - rules.STRICT + slack, "floor")
+        m.add(affine(terms, const) <= st.held[q] - floor_q - STRICT + slack, "floor")
     # cross[q] = sum over tiers of given[q,t]
     m.add(affine({**cross, **total}, const) == 0, "given")
     return parts
@@ -314,14 +281,14 @@ def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tup
         m.add(affine({**{v: -a for v, a in flow.items()}, out_of: -big}, -const) <= 0, "dept_net")
         m.add(affine({into: 1, out_of: 1}) <= 1, "dept_net")
         # allocated_after[d] <= fair[d] + big * (1 - receives[d])
-        m.add(affine({**terms, into: big}, held_const) <= rules.cap(st.shares, d, rules.FAIR) + big, "dept_cap")
+        m.add(affine({**terms, into: big}, held_const) <= cap(st.shares, d, FAIR) + big, "dept_cap")
         for q in leaves:
-            on = m.flows.receives.get(q, {}).get(rules.GUARANTEE)
+            on = m.flows.receives.get(q, {}).get(GUARANTEE)
             if on is not None:
                 # allocated_after[d] <= deserved[d] + big * (2 - receives[d] - receives_guarantee[q])
                 m.add(affine({**terms, into: big, on: big}, held_const)
-                      <= rules.cap(st.shares, d, rules.GUARANTEE) + 2 * big, "dept_cap")
-        low = min(rules.floor(st.shares, d, t) for t in rules.TIERS)
+                      <= cap(st.shares, d, GUARANTEE) + 2 * big, "dept_cap")
+        low = min(floor(st.shares, d, t) for t in TIERS)
         given = {v: -a for v, a in flow.items()}
         picks = {}
         for size in sorted({size for q in leaves for size in largest.get(q, {})}):
@@ -332,20 +299,62 @@ def _departments(m: PlanProgram, st: Standing, acc: Accounts, net: dict[str, tup
             given[z] = -size
         if picks:
             m.add(affine({z: 1 for z in picks.values()}) <= 1, "largest")
-        slack = big + abs(st.held[d] - low) + rules.STRICT
+        slack = big + abs(st.held[d] - low) + STRICT
         given[out_of] = slack
         # given[d] - largest[d] <= held[d] - floor[d] - strict + slack * (1 - gives[d])
-        m.add(affine(given, -const) <= st.held[d] - low - rules.STRICT + slack, "dept_floor")
+        m.add(affine(given, -const) <= st.held[d] - low - STRICT + slack, "dept_floor")
 
 
-class Reclaim(RuleBase):
-    """Reclaim across queues, judged on the state after the plan: rows only (its victims'
-    order is `rules.victims`' stages)."""
+class Reclaim(Rule):
+    """Reclaim across queues, judged on the state after the plan: who may take from whom
+    (for the scope), the rows, and the reasons (its victims' order is the victims rule's)."""
 
     name = "reclaim"
+    codes = {
+        "ReclaimedFairShare": "preempted for another queue: its queue is above its fair share (fair-share tier)",
+        "ReclaimedGuarantee": "preempted for another queue below its deserved quota (guarantee tier)",
+    }
+
+    def givers(self, tree: QueueTree, shares: Shares, held: Mapping[str, float],
+               waiting: list[Job]) -> dict[str, set[str]]:
+        """For each queue with waiting work, the queues it may ever reclaim from (judged on the
+        state before the plan with its smallest waiting job: a necessary condition)."""
+        smallest: dict[str, float] = {}
+        for job in waiting:
+            smallest[job.queue] = min(smallest.get(job.queue, job.total_gpus), job.total_gpus)
+        return {r: {g for g in tree.leaves if reclaim_tiers(tree, shares, held, r, g, gpus)}
+                for r, gpus in smallest.items()}
+
+    def may_take(self, victim: Job, claimant: Job | None, givers: set[str]) -> bool | None:
+        """A queue may take GPUs of the queues it may reclaim from (`givers`)."""
+        return True if victim.queue in givers else None
 
     def rows(self, ctx: PlanContext) -> None:
         reclaim(ctx.m, ctx.standing, ctx.accounts, ctx.scope, ctx.credits)
 
+    def why_wait(self, job: Job, judged: Judged) -> Reason | None:
+        """The free GPUs cannot hold the job and reclaim made no room for it: GPUs of pods
+        shutting down come back later, no queue it may reclaim from is above its floor where it
+        would fit, or the plan ran out of time before deciding reclaim."""
+        room = judged.no_room(job)
+        if room is None:
+            return None
+        if judged.cut_off:  # reclaim may be possible: the solver stopped before deciding it
+            return Reason("PlanCutShort", f"{room.text}; the plan's time limit ran out before reclaiming GPUs for it "
+                                          "was decided")
+        return room.with_clause(_shutting_down(judged) or _no_reclaim(job, judged))
 
-RULE = Reclaim()
+
+    def why_preempt(self, job: Job, judged: Judged, started: Mapping[str, list[Job]]) -> Reason | None:
+        """The job's queue gives GPUs to other queues in this plan (`started`: the jobs the plan
+        starts, per queue): who takes them, within which share, and what the giver keeps."""
+        j, q = judged, job.queue
+        tier = j.giving.get(q)
+        if not tier:
+            return None
+        takers = sorted(r for r in started if r in j.receiving and r != q)
+        parts = [_taker(j, j.tree.judged(r, q)[0][-1], tier) for r in takers]
+        return self.reason("ReclaimedGuarantee" if tier == GUARANTEE else "ReclaimedFairShare",
+                      f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
+                      f"{'; '.join(parts) + '; ' if parts else ''}{q} held {j.before[q]:g} GPUs, above its "
+                      f"{_tier_share(tier)} of {floor(j.shares, q, tier):g}, and keeps {j.after[q]:g}")

@@ -9,29 +9,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import pulp
 
-from gpu_policy.model import Job
+from gpu_policy.model import EPS, Job
 from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.linear import affine
-from gpu_policy.planner.rules.protocol import RuleBase, Stage
-from gpu_policy.planner.rules.vocabulary import EPS
-
-if TYPE_CHECKING:
-    from gpu_policy.planner.program import PlanProgram
-    from gpu_policy.planner.rules.claims import Accounts
-    from gpu_policy.planner.rules.context import PlanContext
-    from gpu_policy.planner.scope import Standing
-    from gpu_policy.planner.reasons import Judged
-    from gpu_policy.planner.telemetry import GpuLimits
-
-
-def why_first(job: Job, judged: Judged) -> str | None:
-    """What put a preempted job first among the victims: it was idle (DCGM telemetry), for how long."""
-    idle_s = judged.limits.idle_jobs.get(job.name)
-    return None if idle_s is None else f"idle for {idle_s / 60:.0f} min"
+from gpu_policy.planner.core.context import Accounts, PlanContext
+from gpu_policy.planner.core.judged import Judged
+from gpu_policy.planner.core.linear import affine
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.rule import Rule, Stage
+from gpu_policy.planner.core.scope import Standing
+from gpu_policy.planner.core.telemetry import GpuLimits
 
 
 def lost_work(job: Job, default_age_s: float) -> float:
@@ -138,16 +128,31 @@ def preemption_stages(m: PlanProgram, acc: Accounts, st: Standing, cfg: PlannerC
     return stages
 
 
-class Victims(RuleBase):
-    """Which victim goes first: the preemption stages, for other queues before priority
-    inside a queue, and inside a queue after it."""
+class Victims(Rule):
+    """Which victim goes first: what a victim costs (for the scope's rankings too), the
+    preemption stages, for other queues before priority inside a queue, and inside a queue
+    after it."""
 
     name = "victims"
+    #: Where its stages rank: preemptions for other queues after fair share, those inside a
+    #: queue after the priority stages.
+    PREEMPTION, PREEMPTION_INSIDE = 30, 50
 
     def stages(self, ctx: PlanContext) -> list[Stage]:
         def part(which: str):
             return lambda: preemption_stages(ctx.m, ctx.accounts, ctx.standing, ctx.config, ctx.limits, which)
-        return [Stage("preemption", part("cross")), Stage("preemption_inside", part("inside"))]
+        return [Stage(self.PREEMPTION, part("cross")), Stage(self.PREEMPTION_INSIDE, part("inside"))]
 
+    def cost(self, victim: Job, st: Standing, limits: GpuLimits) -> VictimCost:
+        """`victim_cost`, idle jobs of queues above their share first."""
+        idle = idle_victim(victim, limits.idle_jobs, st.held, st.shares.fair)
+        return victim_cost(victim, self.inputs.config.default_checkpoint_age_s, idle)
 
-RULE = Victims()
+    def lost(self, job: Job) -> float:
+        """`lost_work`, with the plan's default age for a job that does not say."""
+        return lost_work(job, self.inputs.config.default_checkpoint_age_s)
+
+    def preempt_clause(self, job: Job, judged: Judged) -> str | None:
+        """What put a preempted job first among the victims: it was idle (DCGM telemetry), for how long."""
+        idle_s = judged.limits.idle_jobs.get(job.name)
+        return None if idle_s is None else f"idle for {idle_s / 60:.0f} min"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu_policy.planner import rules
+from gpu_policy.planner.core.queues import Shares
 from gpu_policy.sim.teams.shares import team_shares
 
 #: Width of the time bins kept for the plot, in seconds (wider when the window
@@ -34,7 +34,7 @@ class Ledger:
         self.held = dict.fromkeys(teams, 0)
         self.demand = dict.fromkeys(teams, 0)
         self.fair = dict.fromkeys(teams, 0)
-        self.shares: rules.Shares | None = None
+        self.shares: Shares | None = None
         self._shares_stale = True
         self.owed: set[str] = set()
         self.owed_since: dict[str, float] = {}
@@ -100,7 +100,7 @@ class Ledger:
     def fair_now(self) -> dict[str, int]:
         return self.shares_now().fair
 
-    def shares_now(self) -> rules.Shares:
+    def shares_now(self) -> Shares:
         """What each team is owed on the demand now (`team_shares`), recomputed when it changed."""
         if self._shares_stale:
             self.shares = team_shares(self.quotas, self.demand, self.capacity)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from gpu_policy import Job, Node, PlannerConfig, Queue, Scenario, plan
+from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.sim.teams.engine import Decision, RoundView
 from gpu_policy.sim.teams.trace import GPUS_PER_NODE
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_policy.errors import TraceError
-from gpu_policy.planner.fair_share import round_largest_remainder
+from gpu_policy.planner.core.fair_share import round_largest_remainder
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits
 from gpu_policy.sim.tables import cell_number, cell_text, read_rows
 

@@ -17,26 +17,55 @@ node, queue or shape, never per pair of job and node.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from gpu_policy.model import Job, Scenario
-from gpu_policy.planner import rules
-from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.consolidation import Consolidation, Consolidations
+from gpu_policy.model import EPS, Job, Scenario
 from gpu_policy.model.layout import Layout, fits_on_gpu, has_room, spare_resources
-from gpu_policy.planner.shapes import Eligible, Shape, node_kind, shape_of
-from gpu_policy.planner.telemetry import GpuLimits
+from gpu_policy.planner.config import PlannerConfig
+from gpu_policy.planner.core.consolidation import Consolidation, Consolidations
+from gpu_policy.planner.core.queues import QueueTree, Shares
+from gpu_policy.planner.core.shapes import Eligible, Shape, node_kind, shape_of
+from gpu_policy.planner.core.telemetry import GpuLimits
 
 
 @dataclass
 class Standing:
     """The state before the plan, in the numbers the rules use."""
 
-    tree: rules.QueueTree
-    shares: rules.Shares
+    tree: QueueTree
+    shares: Shares
     held: dict[str, float]              # GPUs each entity holds
     held_nonpreemptible: dict[str, float]
+
+
+class ScopeRules(Protocol):
+    """What the scope asks of the rules, all of them together in their order
+    (`gpu_policy.planner.ruleset.RuleSet` answers): who may take from whom, and what each
+    victim costs, as the program's preemption stages count it."""
+
+    def givers(self, st: Standing, waiting: list[Job]) -> dict[str, set[str]]:
+        """For each queue with waiting work, the queues it may ever take GPUs from."""
+
+    def may_take(self, victim: Job, claimant: Job | None, givers: set[str]) -> bool:
+        """Whether a start of `claimant` (None: any of another queue that may take from
+        `givers`) may take the running `victim`'s GPUs."""
+
+    def victim_key(self, job: Job) -> Hashable:
+        """What `may_take` reads of a victim: victims alike in it are judged by one of them."""
+
+    def victim_cost(self, victim: Job, st: Standing, limits: GpuLimits) -> tuple:
+        """The cost of preempting `victim`, compared field by field."""
+
+    def victim_order_key(self, victim: Job, cost: tuple) -> tuple:
+        """Among valid victims, the order they go in (lowest first)."""
+
+    def add_cost(self, total: tuple, cost: tuple) -> tuple:
+        """The cost of a set of victims (`total`) with one more."""
+
+    def lost_work(self, job: Job) -> float:
+        """GPU-seconds of work preempting or moving `job` loses."""
 
 
 @dataclass
@@ -53,20 +82,21 @@ class Scope:
 
 
 def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: PlannerConfig,
-          limits: GpuLimits, constraints: frozenset | None, detail: set[str] = frozenset()) -> Scope:
-    """`waiting`: the jobs that could ever start, in start order (rules.start_order);
-    `constraints`: the scenario's (shapes.scenario_constraints, computed once per plan);
-    `detail`: nodes that always get their own variables (composable nodes)."""
-    givers = _givers(st, waiting)
-    cand = _candidates(s, waiting, givers, cfg.max_moves > 0 and bool(waiting))
+          limits: GpuLimits, constraints: frozenset | None, rules: ScopeRules, detail: set[str] = frozenset()) -> Scope:
+    """`waiting`: the jobs that could ever start, in start order (the claims rule's
+    `start_order`); `constraints`: the scenario's (shapes.scenario_constraints, computed once
+    per plan); `rules`: what the rules say of victims; `detail`: nodes that always get their
+    own variables (composable nodes)."""
+    givers = rules.givers(st, waiting)
+    cand = _candidates(s, waiting, givers, cfg.max_moves > 0 and bool(waiting), rules)
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + cand.movable), cand.legal, cand.movable)
         return Scope(True, names, {}, cand.legal, cand.movable, waiting, gpus, givers)
 
-    def idle(victim: Job) -> bool:  # asked only of the victims the rankings cost, not of every legal one
-        return rules.idle_victim(victim, limits.idle_jobs, st.held, st.shares.fair)
-    return _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, idle, constraints).scope(detail)
+    def cost(victim: Job) -> tuple:  # asked only of the victims the rankings cost, not of every legal one
+        return rules.victim_cost(victim, st, limits)
+    return _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, rules, cost, constraints).scope(detail)
 
 
 @dataclass
@@ -74,27 +104,28 @@ class _Candidates:
     """The running jobs the plan could let go or move, in the scenario's order."""
 
     legal: list[Job]  # those the rules could ever let go (`_may_be_victim`)
-    alike: dict[tuple, list[Job]]  # the same by `_legality`
+    alike: dict[Hashable, list[Job]]  # the same by `ScopeRules.victim_key`
     movable: list[Job]  # those that may move (preemptible ones; none when nothing moves)
     gangs: list[set[str]]  # the nodes of each legal or movable job with replicas on several nodes
 
 
-def _candidates(s: Scenario, waiting: list[Job], givers: dict[str, set[str]], moves: bool) -> _Candidates:
-    """One pass over the running jobs, judging one job for all alike in `_legality`: whether
-    the rules could let it go, whether it may move (`moves`: whether anything may)."""
+def _candidates(s: Scenario, waiting: list[Job], givers: dict[str, set[str]], moves: bool,
+                rules: ScopeRules) -> _Candidates:
+    """One pass over the running jobs, judging one job for all alike in `victim_key`:
+    whether the rules could let it go, whether it may move (`moves`: whether anything may)."""
     top: dict[str, Job] = {}  # each queue's highest-priority waiting job
     for job in waiting:
         if job.queue not in top or job.priority > top[job.queue].priority:
             top[job.queue] = job
     giving = set().union(*givers.values())
-    verdict: dict[tuple, tuple[bool, bool]] = {}  # `_legality` -> (may go, may move) for jobs alike in it
+    verdict: dict[Hashable, tuple[bool, bool]] = {}  # `victim_key` -> (may go, may move) for jobs alike in it
     out = _Candidates([], defaultdict(list), [], [])
     for j in s.jobs:
         if not j.running:
             continue
-        key = _legality(j)
+        key = rules.victim_key(j)
         if key not in verdict:
-            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving), moves and j.is_preemptible)
+            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving, rules), moves and j.is_preemptible)
         legal, movable = verdict[key]
         if legal:
             out.legal.append(j)
@@ -111,23 +142,11 @@ def _fraction_items(jobs: list[Job]) -> int:
     return sum(j.replicas for j in jobs if j.is_fractional)
 
 
-def _givers(st: Standing, waiting: list[Job]) -> dict[str, set[str]]:
-    """For each queue with waiting work, the queues it may ever reclaim from (judged on the
-    state before the plan with its smallest waiting job: a necessary condition)."""
-    smallest: dict[str, float] = {}
-    for job in waiting:
-        smallest[job.queue] = min(smallest.get(job.queue, job.total_gpus), job.total_gpus)
-    return {r: {g for g in st.tree.leaves if rules.reclaim_tiers(st.tree, st.shares, st.held, r, g, gpus)}
-            for r, gpus in smallest.items()}
-
-
-def _may_be_victim(job: Job, top: Job | None, giving: set[str]) -> bool:
+def _may_be_victim(job: Job, top: Job | None, giving: set[str], rules: ScopeRules) -> bool:
     """Could the rules ever let `job` go: for another queue (its queue is among the
-    `giving`, those some queue may reclaim from), or for `top`, the highest-priority waiting
-    job of its own queue?"""
-    if not job.is_preemptible:
-        return False
-    return job.queue in giving or (top is not None and rules.may_preempt_inside(job, top))
+    `giving`, those some queue may take from), or for `top`, the highest-priority waiting
+    job of its own queue? Non-preemptible jobs never go."""
+    return job.is_preemptible and (rules.may_take(job, None, giving) or (top is not None and rules.may_take(job, top, set())))
 
 
 def _fraction_gpus(layout: Layout, nodes: list[str], items: int, victims: list[Job], movers: list[Job]
@@ -197,9 +216,9 @@ class _GreedyPass:
     nodes it touched become detailed or reclaim nodes (`_result`)."""
 
     def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
-                 givers: dict[str, set[str]], cand: _Candidates, idle: Callable[[Job], bool],
+                 givers: dict[str, set[str]], cand: _Candidates, rules: ScopeRules, cost: Callable[[Job], tuple],
                  constraints: frozenset | None):
-        """`idle`: whether a legal victim is an idle job of a queue above its share (rules.idle_victim);
+        """`rules`: what the rules say of victims; `cost`: a legal victim's (`ScopeRules.victim_cost`);
         `constraints`: the scenario's (shapes.scenario_constraints)."""
         self.constraints = constraints
         self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
@@ -209,8 +228,8 @@ class _GreedyPass:
         self.spare = spare_resources(s)  # with the jobs running now
         self.safe = _pool_safe(s, self.free, self.spare, waiting)
         self.index = _FreeIndex(s, self.free)  # free GPUs as the pass reserves them
-        self.rankings = _ReclaimRankings(layout, self.free, cand.alike, cfg, idle)
-        self.consolidations = Consolidations(cand.movable, cfg)
+        self.rankings = _ReclaimRankings(layout, self.free, cand.alike, rules, cost)
+        self.consolidations = Consolidations(cand.movable, cfg.max_moves, rules.lost_work)
         self.detailed: set[str] = set()
         self.fraction_gpus: dict[str, set[int]] = defaultdict(set)  # node -> GPUs chosen for new fractions
         self.used_for_reclaim: set[str] = set()
@@ -250,7 +269,7 @@ class _GreedyPass:
         """Whether a node has the CPUs and memory for one more replica of `job`."""
         def ok(node: str) -> bool:
             room = self.spare[node]
-            return all(room.get(r, float("inf")) + rules.EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
+            return all(room.get(r, float("inf")) + EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
         return ok
 
     def _share_gpu(self, job: Job, shape: Shape) -> bool:
@@ -398,7 +417,7 @@ def _pool_safe(s: Scenario, free: dict[str, int], spare: dict, waiting: list[Job
     empty) never runs short."""
     per_gpu = {r: max((((getattr(j, r) or 0) / j.gpus) for j in waiting if not j.is_fractional), default=0.0)
                for r in ("cpu", "memory_gib")}
-    return {n.name: not spare[n.name] or all(spare[n.name].get(r, float("inf")) + rules.EPS >= per_gpu[r] * free[n.name]
+    return {n.name: not spare[n.name] or all(spare[n.name].get(r, float("inf")) + EPS >= per_gpu[r] * free[n.name]
                                              for r in ("cpu", "memory_gib"))
             for n in s.nodes}
 
@@ -420,26 +439,23 @@ class _ReclaimRankings:
     where they free a block of that size, cheapest first. Built once, then looked up; a
     node's victims are found, costed and sorted only once a lookup needs them."""
 
-    def __init__(self, layout: Layout, free: dict[str, int], alike: dict[tuple, list[Job]], cfg: PlannerConfig,
-                 idle: Callable[[Job], bool]):
-        """`free`: each node's free GPUs; `alike`: the legal victims by `_legality`; `idle`:
-        whether a legal victim is an idle job of a queue above its share (rules.idle_victim),
-        asked of those costed only."""
-        self.layout, self.free, self.idle, self.default_age_s = layout, free, idle, cfg.default_checkpoint_age_s
+    def __init__(self, layout: Layout, free: dict[str, int], alike: dict[Hashable, list[Job]], rules: ScopeRules,
+                 cost: Callable[[Job], tuple]):
+        """`free`: each node's free GPUs; `alike`: the legal victims by `ScopeRules.victim_key`;
+        `cost`: a victim's cost (asked of those the rankings look at only)."""
+        self.layout, self.free, self.rules, self.costing = layout, free, rules, cost
         self.alike = alike
         self.jobs = {j.name: j for group in alike.values() for j in group}
-        self.cost: dict[str, rules.VictimCost] = {}
+        self.cost: dict[str, tuple] = {}
         self.held_on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
         self.cursor: dict[tuple, int] = {}
 
-    @staticmethod
-    def _legal(victim: Job, job: Job, givers: set[str]) -> bool:
-        """Whether `job` may take `victim`'s GPUs: its queue may reclaim from the victim's
-        (`givers`), or it is of the victim's queue with a higher priority. It judges nothing
-        of the victim but its `_legality`."""
-        return victim.queue in givers or rules.may_preempt_inside(victim, job)
+    def _legal(self, victim: Job, job: Job, givers: set[str]) -> bool:
+        """Whether `job` may take `victim`'s GPUs (its queue may take from the `givers`). It
+        judges nothing of the victim but its `victim_key`."""
+        return self.rules.may_take(victim, job, givers)
 
     def held(self, node: str) -> dict[str, int]:
         """The node's victims and the healthy GPUs each holds whole there."""
@@ -453,17 +469,17 @@ class _ReclaimRankings:
 
     def in_order(self, node: str, admitted: set[str] | None = None) -> list[tuple[Job, int]]:
         """The node's victims (those named in `admitted`; None: all) and the GPUs each holds
-        there, in the order they go (rules.victim_order_key)."""
+        there, in the order they go (`ScopeRules.victim_order_key`)."""
         mine = [(self.jobs[v], g) for v, g in self.held(node).items() if admitted is None or v in admitted]
-        return sorted(mine, key=lambda x: rules.victim_order_key(x[0], self._cost(x[0])))
+        return sorted(mine, key=lambda x: self.rules.victim_order_key(x[0], self._cost(x[0])))
 
-    def _cost(self, victim: Job) -> rules.VictimCost:
+    def _cost(self, victim: Job) -> tuple:
         if victim.name not in self.cost:
-            self.cost[victim.name] = rules.victim_cost(victim, self.default_age_s, self.idle(victim))
+            self.cost[victim.name] = self.costing(victim)
         return self.cost[victim.name]
 
     def cut(self, node: str) -> list[Job]:
-        """The node's victims of one replica, in the order they go (rules.victim_order_key)."""
+        """The node's victims of one replica, in the order they go."""
         return [v for v, _ in self.in_order(node) if len(v.running) == 1]
 
     def holds_gang(self, node: str) -> bool:
@@ -523,15 +539,7 @@ class _ReclaimRankings:
             have, cost = self.free[node], ()
             for v, g in mine:
                 before, have = have, have + g
-                cost = rules.add_cost(cost, self._cost(v))
+                cost = self.rules.add_cost(cost, self._cost(v))
                 for size in range(before + 1, have + 1):
                     ranked[size].append((cost, node))
         return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}
-
-
-def _legality(job: Job) -> tuple[str, int, bool | None]:
-    """What `_may_be_victim` and `_ReclaimRankings._legal` judge of a victim: its queue, its
-    priority and whether it is preemptible (which its priority and its own `preemptible`
-    decide: read as given, it costs no property). Victims alike in these are legal for the
-    same jobs, so one judged stands for all."""
-    return (job.queue, job.priority, job.preemptible)

@@ -54,8 +54,8 @@ import pulp
 from gpu_policy.errors import SolverError
 from gpu_policy.model.plan import SolverReport
 from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.linear import common_step
-from gpu_policy.planner.program import Program
+from gpu_policy.planner.core.linear import common_step
+from gpu_policy.planner.core.program import Program
 
 OPTIMAL, CUT_OFF, NOTHING = "Optimal", "feasible (time limit)", "Nothing to decide"
 NO_SOLUTION = "feasible (a stage found no solution)"

@@ -1,9 +1,6 @@
-"""Why a job waits, starts, was preempted or moved, in words a person understands, with the
-rule that decided it and the true numbers: GPUs held before and after the plan, shares,
-tiers. Each rule module of `gpu_policy.planner.rules` writes its own reasons (`why_wait`,
-`why_preempt`: the sentence and its stable code, `gpu_policy.planner.codes`, from the same
-branch, so they never disagree); here the rules are asked in order, on the state the plan
-leaves (`Judged`), and the first answer is the reason."""
+"""The state a reason is judged on (`Judged`): the cluster and the queues as the plan leaves
+them, and the free room after it (`FreeRoom`), summed up once for every reason. The rules
+write the reasons (`gpu_policy.planner.core.rule.Rule.why_wait` and the like) from it."""
 
 from __future__ import annotations
 
@@ -11,24 +8,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-from gpu_policy.model import placement
-from gpu_policy.model import TERMINATING_QUEUE, Job, Scenario
-from gpu_policy.model.plan import Placement
-from gpu_policy.planner import mig
-from gpu_policy.planner.codes import Reason
+from gpu_policy.model import TERMINATING_QUEUE, Job, Scenario, placement
 from gpu_policy.model.layout import Layout, NodeLayout, has_room
-from gpu_policy.planner.rules import QueueTree, Shares, claims, fits, inside, limits, reclaim, victims
-from gpu_policy.planner.shapes import Eligible, NodeKind
-from gpu_policy.planner.telemetry import GpuLimits
-
-
-class Composition(Protocol):
-    """What a wait reason asks of the composable nodes (`rules.composition.Composer` answers;
-    reasons does not import it: `rules.composition` imports `composition_start` from here)."""
-
-    def wait_clause(self, job: Job, spare: dict[str, dict[str, float]], layout: Layout) -> str | None: ...
+from gpu_policy.planner.core import mig
+from gpu_policy.planner.core.codes import Reason
+from gpu_policy.planner.core.queues import QueueTree, Shares
+from gpu_policy.planner.core.shapes import Eligible, NodeKind
+from gpu_policy.planner.core.telemetry import GpuLimits
 
 
 @dataclass
@@ -49,7 +37,8 @@ class Judged:
     giving: dict[str, str] = field(default_factory=dict)      # queue -> tier it gave GPUs in
     swapped: dict[str, list[Job]] = field(default_factory=dict)  # queue -> its jobs the plan preempts
     cut_off: bool = False                                     # the solver ran out of time
-    composition: Composition | None = None                    # composable nodes (None: there are none)
+    room_reason: Callable[[Job, Judged], Reason | None] = lambda job, judged: None  # why the free room cannot
+    # hold a job (the rules' answer: `gpu_policy.planner.ruleset.RuleSet.no_room`)
     refused: dict[str, str] = field(default_factory=dict)     # job -> why its queue does not admit it
     unplaced: set[str] = field(default_factory=set)           # chosen to start, but placing found no room
     _rooms: dict = field(default_factory=dict)                # eligible node names -> their FreeRoom
@@ -79,12 +68,10 @@ class Judged:
         return self._rooms[names]
 
     def no_room(self, job: Job) -> Reason | None:
-        """Why the GPUs the plan leaves free cannot hold the job (`fits.no_room`, with why
-        attaching GPUs does not help), or None if they could; once per job."""
+        """Why the GPUs the plan leaves free cannot hold the job (`room_reason`), or None if
+        they could; worked out once per job."""
         if job.name not in self._no_room:
-            room = fits.no_room(job, self.room_for(job), self.limits)
-            clause = self.composition.wait_clause(job, self.spare, self.layout) if room and self.composition else None
-            self._no_room[job.name] = Reason(room.code, f"{room.text}; {clause}") if clause else room
+            self._no_room[job.name] = self.room_reason(job, self)
         return self._no_room[job.name]
 
     def shared(self, key: tuple, reason: Callable[[], Reason | None]) -> Reason | None:
@@ -102,40 +89,6 @@ class Judged:
     def shutting_down(self) -> list[Job]:
         """Pods evicted or deleted that still hold GPUs: theirs are free when they exit."""
         return [job for job in self.s.jobs if job.queue == TERMINATING_QUEUE and job.is_running]
-
-
-def _refused(job: Job, j: Judged) -> Reason | None:
-    return Reason("NotAllowedInQueue", j.refused[job.name]) if job.name in j.refused else None
-
-
-def _unplaced(job: Job, j: Judged) -> Reason | None:
-    return Reason("NotPlacedYet", "the plan chose it, but placing it found no node with room; "
-                                  "it starts in a later plan") if job.name in j.unplaced else None
-
-
-def _cut_short(job: Job, j: Judged) -> Reason | None:
-    """The free GPUs would hold the job, but the solver stopped before it could place it."""
-    if not j.cut_off or j.no_room(job) is not None:
-        return None
-    return Reason("PlanCutShort", "the plan's time limit ran out before it could be placed; it starts in a later plan")
-
-
-#: Who is asked why a job waits, in order; the first answer is the reason. The queue's
-#: admission and the cluster's shape first (they never change with a plan), then the
-#: plan's own outcome, the limits, the room the plan leaves and the rules that keep it.
-WAIT_RULES: tuple[Callable[[Job, Judged], Reason | None], ...] = (
-    _refused, fits.why_never, _unplaced, limits.why_wait, fits.why_wait, _cut_short, inside.why_wait,
-    claims.why_wait, reclaim.why_wait,
-)
-
-
-def wait_reason(job: Job, j: Judged) -> Reason:
-    """Why `job` waits, judged on the cluster and the queues as the plan leaves them."""
-    for why in WAIT_RULES:
-        reason = why(job, j)
-        if reason:
-            return reason
-    return Reason("NoRuleApplies", "free GPUs would fit it, but starting it breaks no rule the plan knows")
 
 
 class NodeRoom(NamedTuple):
@@ -211,42 +164,3 @@ class FreeRoom:
         return sum(n * f for m in self.models(job) for f, n in self.blocks[m].items())
 
 
-def start_reason() -> Reason:
-    """A start on GPUs that are there (a start on GPUs being attached: `composition_start`)."""
-    return Reason("Admitted", "")
-
-
-def composition_start(when: str, action: str, reason: str) -> Reason:
-    """A start or move onto GPUs the plan attaches: it happens `when` they are attached."""
-    if action == "start":
-        return Reason("WaitingForComposition", f"starts {when}")
-    return Reason("MovedToDefragment", f"{reason}; {when}")
-
-
-#: Who is asked why a running job is preempted, in order; the first answer is the reason.
-PREEMPT_RULES: tuple[Callable[[Job, Judged, dict[str, list[Job]]], Reason | None], ...] = (
-    reclaim.why_preempt, inside.why_preempt,
-)
-
-
-def preempt_reason(job: Job, j: Judged, started: dict[str, list[Job]]) -> Reason:
-    """Why a running job is preempted; `started`: the jobs the plan starts, per queue (so that
-    each reason reads only its own queue's starts). An idle job says so (`victims.why_first`)."""
-    q = job.queue
-    why = Reason("Preempted", f"preempted: {q} held {j.before[q]:g} GPUs and keeps {j.after[q]:g}")
-    for rule in PREEMPT_RULES:
-        reason = rule(job, j, started)
-        if reason:
-            why = reason
-            break
-    first = victims.why_first(job, j)
-    return Reason(why.code, f"{why.text}; {first}") if first else why
-
-
-def move_reason(job: Job, to: list[Placement], started: dict[str, list[Placement]]) -> Reason:
-    """Why a running job restarts elsewhere: the jobs its old GPUs let start."""
-    sources = sorted(set(job.running))
-    names = sorted(name for name, replicas in started.items() if any(p.node in sources for p in replicas))
-    gain = f"so that {', '.join(names)} fit{'s' if len(names) == 1 else ''} there" if names else "to make room"
-    where = ", ".join(sorted({p.node for p in to}))
-    return Reason("MovedToDefragment", f"moved from {', '.join(sources)} to {where} {gain}; restarts from its checkpoint")

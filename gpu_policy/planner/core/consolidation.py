@@ -1,7 +1,7 @@
 """Consolidation nodes on large clusters: where moving a few running jobs to other nodes
 gathers a block of free GPUs for a waiting replica that no node's free GPUs hold.
 
-The greedy scope pass (`gpu_policy.planner.scope`) asks for one before it looks for
+The greedy scope pass (`gpu_policy.planner.core.scope`) asks for one before it looks for
 nodes to reclaim, because the contract moves before it preempts. A consolidation node is
 the node whose free GPUs, with those of the movers it gives up, hold the replica at the
 least cost: the fewest GPUs moved, then the fewest moves, then the least lost work. Each
@@ -29,9 +29,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from gpu_policy.model import Job
-from gpu_policy.planner import rules
-from gpu_policy.planner.config import PlannerConfig
-from gpu_policy.planner.shapes import Shape, shape_of
+from gpu_policy.planner.core.shapes import Shape, shape_of
 
 #: Most movers of one node that the search combines (a node of 8 GPUs holds at most 8).
 _MOST_MOVERS_PER_NODE = 10
@@ -68,14 +66,15 @@ class Consolidations:
     index with `free`, `model` and `buckets[(model, free)]`, `best_fit` and `allows`, which
     says whether a shape's placement constraints admit a node)."""
 
-    def __init__(self, movable: list[Job], cfg: PlannerConfig):
+    def __init__(self, movable: list[Job], max_moves: int, lost_work: Callable[[Job], float]):
+        """`lost_work`: GPU-seconds moving a job loses (the victims rule's count)."""
         self.movable = movable
         self.running_on: dict[str, list[Job]] | None = None  # node -> its movers, in no order, once a search visits one
-        self.default_age_s = cfg.default_checkpoint_age_s
+        self.lost_work = lost_work
         self.ranked: dict[str, list[Job]] = {}  # node -> its cheapest movers, once asked for
         self.lost: dict[str, float] = {}  # mover -> the work moving it loses, for the nodes ranked
         self.jobs: dict[str, Job] = {}  # the movers of the nodes ranked
-        self.most_moves = cfg.max_moves
+        self.most_moves = max_moves
         self.cheapest: dict[tuple, list[tuple]] = {}  # (node, GPUs missing, room) -> [(cost, movers)]
         self.most: dict[tuple, int] = {}  # (node, budget, room) -> most GPUs its movers give up
         self.fruitless: set[tuple] = set()  # (models, need, budget) that found nothing
@@ -91,7 +90,7 @@ class Consolidations:
                 self.running_on = _by_node(self.movable)
             mine = self.running_on.get(node, [])
             for j in mine:
-                self.lost[j.name] = rules.lost_work(j, self.default_age_s)
+                self.lost[j.name] = self.lost_work(j)
                 self.jobs[j.name] = j
             self.ranked[node] = sorted(mine, key=lambda j: (j.gpus, self.lost[j.name], j.name))[:_MOST_MOVERS_PER_NODE]
         return self.ranked[node]

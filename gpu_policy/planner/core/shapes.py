@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gpu_policy.model import Job, Node, Scenario, gpus_fit
+from gpu_policy.model import EPS, Job, Node, Scenario, gpus_fit
 from gpu_policy.model.placement import Constraints, admits, constraints_of
-from gpu_policy.planner.rules.vocabulary import EPS
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The program decides per shape how many replicas go to each detailed node, GPU an
 jobs of one shape are interchangeable, so any assignment of them to those places is the
 program's plan. Moved jobs take places off their old nodes where the plan has them (a
 job whose places all fall back where it runs is simply kept). Replicas on pooled nodes
-are placed by `gpu_policy.planner.packing.pack`.
+are placed by `gpu_policy.planner.core.packing.pack`.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from gpu_policy.model import Job, Scenario
 from gpu_policy.packing.fragmentation import WorkloadMix
 from gpu_policy.model.plan import Placement
 from gpu_policy.model.layout import Layout, fits_on_gpu, layout_after, place, place_at
-from gpu_policy.planner.packing import pack
-from gpu_policy.planner.program import PlanProgram
-from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import Shape, shape_of
+from gpu_policy.planner.core.packing import pack
+from gpu_policy.planner.core.program import PlanProgram
+from gpu_policy.planner.core.scope import Scope
+from gpu_policy.planner.core.shapes import Shape, shape_of
 
 
 @dataclass
-class Outcome:
+class Realized:
     preempted: set[str]
     moved: dict[str, list[Placement]]
     started: dict[str, list[Placement]]
@@ -41,26 +41,26 @@ Spot = tuple
 
 
 def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[Job],
-            mix: WorkloadMix | None) -> Outcome:
+            mix: WorkloadMix | None) -> Realized:
     """`order`: waiting jobs in start order (they take places in that order)."""
     moving = _moving(m, sc)
-    preempted = {n for n, v in m.keep.items() if not _on(v) and not (n in m.move and _on(m.move[n]))}
-    preempted |= {n for n, options in m.cut.items() if any(_on(w) for w in options)}
+    preempted = {n for n, v in m.decisions.keep.items() if not _on(v) and not (n in m.decisions.move and _on(m.decisions.move[n]))}
+    preempted |= {n for n, options in m.decisions.cut.items() if any(_on(w) for w in options)}
     starting = _starting(m, order)
     jobs = {j.name: j for j in moving + starting}  # the jobs that take places
     assigned = _spots(m, layout, moving, starting)
     after = layout_after(layout, preempted | {j.name for j in moving})
-    out = Outcome(preempted, {}, {}, after)
+    out = Realized(preempted, {}, {}, after)
     placed = _place_detailed(m, jobs, assigned, layout, after)
     _place_pooled(s, sc, mix, jobs, assigned, placed, out)
     for name, replicas in placed.items():
-        (out.moved if name in m.move else out.started)[name] = replicas
+        (out.moved if name in m.decisions.move else out.started)[name] = replicas
     return out
 
 
 def _moving(m: PlanProgram, sc: Scope) -> list[Job]:
-    """The running jobs the program moves, in the program's order (that of `m.move`)."""
-    names = [n for n, v in m.move.items() if _on(v)]
+    """The running jobs the program moves, in the program's order (that of `m.decisions.move`)."""
+    names = [n for n, v in m.decisions.move.items() if _on(v)]
     if not names:
         return []
     movers = {j.name: j for j in sc.movers}
@@ -69,7 +69,7 @@ def _moving(m: PlanProgram, sc: Scope) -> list[Job]:
 
 def _starting(m: PlanProgram, order: list[Job]) -> list[Job]:
     """The waiting jobs the program starts, in `order`: of each kind, as many as it says, oldest first."""
-    chosen = {j.name for kind, var in m.starts.items() for j in m.kinds[kind][:_on(var)]}
+    chosen = {j.name for kind, var in m.decisions.starts.items() for j in m.decisions.kinds[kind][:_on(var)]}
     return [j for j in order if j.name in chosen]
 
 
@@ -78,11 +78,11 @@ def _spots(m: PlanProgram, layout: Layout, moving: list[Job], starting: list[Job
     movers first, each replica to a detailed node off where it runs if one is left, then to
     the starting jobs in order, in the program's (cluster) order."""
     places: dict[Shape, list[Spot]] = defaultdict(list)
-    for (n, shape), var in m.whole.items():
+    for (n, shape), var in m.placement.whole.items():
         places[shape] += [(n, None)] * _on(var)
-    for (n, i, shape), var in m.frac.items():
+    for (n, i, shape), var in m.placement.frac.items():
         places[shape] += [(n, i)] * _on(var)
-    for (model, shape), var in m.pool.items():
+    for (model, shape), var in m.placement.pool.items():
         places[shape] += [("pool", model)] * _on(var)
     assigned: dict[str, list[Spot]] = {}
     for job in moving:
@@ -108,7 +108,7 @@ def _place_detailed(m: PlanProgram, jobs: dict[str, Job], assigned: dict[str, li
     for fractional in (True, False):
         for name, spots in assigned.items():
             job = jobs[name]
-            if job.is_fractional != fractional or (name in m.move and _back_in_place(job, spots, layout, after)):
+            if job.is_fractional != fractional or (name in m.decisions.move and _back_in_place(job, spots, layout, after)):
                 continue
             for node, gpu in spots:
                 if node != "pool":
@@ -117,7 +117,7 @@ def _place_detailed(m: PlanProgram, jobs: dict[str, Job], assigned: dict[str, li
 
 
 def _place_pooled(s: Scenario, sc: Scope, mix: WorkloadMix | None, jobs: dict[str, Job],
-                  assigned: dict[str, list[Spot]], placed: dict[str, list[Placement]], out: Outcome) -> None:
+                  assigned: dict[str, list[Spot]], placed: dict[str, list[Placement]], out: Realized) -> None:
     """Pack the replicas with spots on pools (`pack`) onto `out.layout`, adding them to
     `placed`; a job with a replica that finds no room is unplaced, all its replicas taken off."""
     pooled = [(jobs[name], [p[1] for p in spots if p[0] == "pool"]) for name, spots in assigned.items()]

@@ -13,25 +13,25 @@ indices, never from user strings:
   receives, gives, inside, largest   GPUs between queues             (`Flows`)
 A candidate that neither keeps nor moves is preempted. This module makes the decisions
 (`build_decisions`); each rule of `gpu_policy.planner.rules` adds its own variables, rows
-and stages (`rules.protocol.Rule`), writing only its part of the program: `rules.fits`
+and stages (`core.rule.Rule`), writing only its part of the program: `rules.capacity`
 the placements, `rules.reclaim` and `rules.inside` the flows. Nodes that may gain or lose
 GPUs in the plan (composition) reach the capacity rows through `Growth`, which
-`rules.composition` fills.
+the composition rule fills.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pulp
 
 from gpu_policy.model import Job, Scenario
 from gpu_policy.model.layout import per_gpu
-from gpu_policy.planner.linear import affine
-from gpu_policy.planner.scope import Scope
-from gpu_policy.planner.shapes import Kind, NodeKind, Shape, node_kinds, scenario_constraints
+from gpu_policy.planner.core.linear import affine
+from gpu_policy.planner.core.scope import Scope
+from gpu_policy.planner.core.shapes import Kind, NodeKind, Shape, node_kinds, scenario_constraints
 
 
 @dataclass
@@ -51,7 +51,6 @@ class Growth:
     Their layout holds a free slot for each GPU they could take, beyond their own."""
 
     fits: Callable[[Shape, str], bool]  # could one replica of the shape run on the node once GPUs are attached
-    placement_rows: Callable[[PlanProgram], None]  # the rows composable nodes add once replicas have places
     attach: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # node -> GPUs attached (per model)
     detach: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # node -> 1 per GPU it gives back
     room: dict[str, int] = field(default_factory=dict)  # node -> most GPUs it could take
@@ -111,29 +110,6 @@ class Flows:
     # largest victim given to other queues has that size
 
 
-class _Part:
-    """`m.<name>` reads `m.<part>.<name>`: what reads a solved program (realising it, the
-    reasons) names a decision without knowing which part holds it."""
-
-    def __init__(self, part: str, name: str):
-        self.part, self.name = part, name
-
-    def __get__(self, m, owner=None):
-        return self if m is None else getattr(getattr(m, self.part), self.name)
-
-    def __set__(self, m, value) -> None:
-        raise AttributeError(f"set {self.part}.{self.name}, not {self.name}")
-
-
-def _reads_parts(cls):
-    """Every field of the program's parts, read by its own name on the program (`_Part`)."""
-    for part, kind in (("decisions", Decisions), ("placement", Placements), ("flows", Flows)):
-        for f in fields(kind):
-            setattr(cls, f.name, _Part(part, f.name))
-    return cls
-
-
-@_reads_parts
 @dataclass
 class PlanProgram(Program):
     """The planner's program: the decisions it reads back, by job, node and shape, in parts

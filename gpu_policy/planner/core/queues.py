@@ -1,7 +1,7 @@
 """The words every rule uses, in one place: the queue tree, what each entity is owed
 (`Shares`: fair share, guarantee = min(deserved, demand), deserved, limit), the two reclaim
-tiers and their floors and caps, the one tolerance for comparing GPU amounts (`EPS`,
-defined with the shares in `gpu_policy.planner.fair_share`) and the rows' margin (`STRICT`).
+tiers and their floors and caps, and the rows' margin (`STRICT`); the one tolerance for
+comparing GPU amounts is the model's (`gpu_policy.model.EPS`).
 
 An *entity* is a queue or a department (a queue with child queues); *leaves* are queues
 that hold jobs. Reclaim has two *tiers*: ``FAIR`` (a queue above its fair share gives to
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from gpu_policy.model import EPS, Scenario
-from gpu_policy.planner.fair_share import QueueDemand, fair_shares, queue_demands
+from gpu_policy.model import Scenario
+from gpu_policy.planner.core.fair_share import QueueDemand, fair_shares, queue_demands
 
 
 FAIR, GUARANTEE = "fair share", "guarantee"
