@@ -334,11 +334,10 @@ def _check_expect(s: Scenario) -> None:
     if not _section(s, e, "expect", {"jobs", "queues", "summary", "compositions"}):
         return
     jobs = {j.name for j in s.jobs}
-    for name, action in _mapping(s, e.get("jobs"), "expect.jobs").items():
+    for name, want in _mapping(s, e.get("jobs"), "expect.jobs").items():
         if name not in jobs:
             raise ScenarioError(s.source, f"expect.jobs.{name}", "names no job of the scenario")
-        if action not in ACTIONS:
-            raise ScenarioError(s.source, f"expect.jobs.{name}", f"must be one of {', '.join(ACTIONS)}, got {show(action)}")
+        _check_expected_job(s, f"expect.jobs.{name}", want)
     queues = {q.name for q in s.queues}
     for name, values in _mapping(s, e.get("queues"), "expect.queues").items():
         if name not in queues:
@@ -354,6 +353,28 @@ def _check_expect(s: Scenario) -> None:
         if name not in composable:
             raise ScenarioError(s.source, f"expect.compositions.{name}", "names no composable node of the scenario")
         _field(s, f"expect.compositions.{name}", change, COMPOSITION_CHANGE)
+
+
+#: What `expect.jobs.NAME` may pin beside the action, when it is a mapping.
+_EXPECT_JOB_FIELDS = {"action", "code", "nodes"}
+
+
+def _check_expected_job(s: Scenario, path: str, want: Any) -> None:
+    """An action, or a mapping of the action and optionally the reason's code and the nodes
+    the job's replicas are on after the plan."""
+    if isinstance(want, dict):
+        _no_unknown_keys(want, _EXPECT_JOB_FIELDS, path, s.source)
+        if "action" not in want:
+            raise ScenarioError(s.source, f"{path}.action", "is required")
+        if "code" in want and not (isinstance(want["code"], str) and want["code"]):
+            raise ScenarioError(s.source, f"{path}.code", f"must be a reason code, got {show(want['code'])}")
+        if "nodes" in want:
+            nodes = want["nodes"]
+            if not (isinstance(nodes, list) and all(isinstance(n, str) and n in {x.name for x in s.nodes} for n in nodes)):
+                raise ScenarioError(s.source, f"{path}.nodes", f"must be a list of the scenario's nodes, got {show(nodes)}")
+        path, want = f"{path}.action", want["action"]
+    if want not in ACTIONS:
+        raise ScenarioError(s.source, path, f"must be one of {', '.join(ACTIONS)}, got {show(want)}")
 
 
 def _field(s: Scenario, path: str, value: Any, check: Callable[[Any], Any]) -> Any:

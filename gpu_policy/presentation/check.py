@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_policy.model.plan import Plan
+from gpu_policy.model.plan import JobDecision, Plan
 
 
 def _same(expected, got) -> bool:
@@ -18,10 +18,7 @@ def differences(plan: Plan, expect: dict | None) -> list[str]:
     out = []
     actions = {j.name: j for j in plan.jobs}
     for name, want in (expect.get("jobs") or {}).items():
-        got = actions[name]
-        if got.action != want:
-            why = f" ({got.reason})" if got.reason else ""
-            out.append(f"jobs.{name}: expected {want}, got {got.action}{why}")
+        out += _job_differences(name, actions[name], want if isinstance(want, dict) else {"action": want})
     queues = {q.name: vars(q) for q in plan.queues}
     for name, fields in (expect.get("queues") or {}).items():
         for key, want in fields.items():
@@ -38,4 +35,18 @@ def differences(plan: Plan, expect: dict | None) -> list[str]:
     for node, want in (expect.get("compositions") or {}).items():
         if changes.get(node, 0) != want:
             out.append(f"compositions.{node}: expected {want:+d}, got {changes.get(node, 0):+d}")
+    return out
+
+
+def _job_differences(name: str, got: JobDecision, want: dict) -> list[str]:
+    """A job's action, and where pinned its reason's code and the nodes its replicas are on."""
+    out = []
+    why = f" ({got.reason})" if got.reason else ""
+    if got.action != want["action"]:
+        out.append(f"jobs.{name}: expected {want['action']}, got {got.action}{why}")
+    if "code" in want and got.code != want["code"]:
+        out.append(f"jobs.{name}.code: expected {want['code']}, got {got.code or 'none'}{why}")
+    if "nodes" in want and sorted(r.node for r in got.replicas) != sorted(want["nodes"]):
+        out.append(f"jobs.{name}.nodes: expected {', '.join(sorted(want['nodes']))}, got "
+                   f"{', '.join(sorted(r.node for r in got.replicas)) or 'none'}")
     return out
