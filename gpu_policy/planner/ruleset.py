@@ -17,7 +17,7 @@ from gpu_policy.planner.core.judged import Judged
 from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.rule import PlanInputs, Rule, build
 from gpu_policy.planner.core.scope import Scope, Standing
-from gpu_policy.planner.core.shapes import NodeKind
+from gpu_policy.planner.core.shapes import Apart, NodeKind
 from gpu_policy.planner.core.telemetry import GpuLimits
 from gpu_policy.planner.rules import RULES
 from gpu_policy.planner.rules.fits import no_room
@@ -73,6 +73,14 @@ class RuleSet:
 
     def lost_work(self, job: Job) -> float:
         return self.victims.lost(job)
+
+    def apart(self) -> Apart:
+        """What the rules tell apart in a job's replicas (`Rule.apart`): None where no rule
+        tells anything apart, which keeps every shape as it is and costs nothing per job."""
+        telling = [rule for rule in self.rules if type(rule).apart is not Rule.apart]
+        if not telling:
+            return None
+        return lambda job: tuple(rule.apart(job) for rule in telling)
 
     def detail(self) -> set[str]:
         return set().union(*(rule.detail() for rule in self.rules))

@@ -203,7 +203,7 @@ def build_decisions(s: Scenario, sc: Scope, max_moves: int, kinds: Counter[NodeK
         for i, job in enumerate(victims):
             d.cut[job.name] = options[i:]
             d.victims.add(job.name)
-    waiting = [(job, Kind.of(job)) for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name))]
+    waiting = [(job, Kind.of(job, sc.apart)) for job in sorted(sc.waiting, key=lambda j: (j.submitted_at, j.name))]
     room = _room_by_shape([kind.shape for _, kind in waiting], kinds or node_kinds(s, scenario_constraints(s)))
     for job, kind in waiting:
         mine = d.kinds.setdefault(kind, [])

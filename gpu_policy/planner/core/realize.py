@@ -19,7 +19,7 @@ from gpu_policy.model.layout import Layout, fits_on_gpu, layout_after, place, pl
 from gpu_policy.planner.core.packing import pack
 from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.scope import Scope
-from gpu_policy.planner.core.shapes import Shape, shape_of
+from gpu_policy.planner.core.shapes import Shape
 
 
 @dataclass
@@ -48,7 +48,7 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
     preempted |= {n for n, options in m.decisions.cut.items() if any(_on(w) for w in options)}
     starting = _starting(m, order)
     jobs = {j.name: j for j in moving + starting}  # the jobs that take places
-    assigned = _spots(m, layout, moving, starting)
+    assigned = _spots(m, layout, sc, moving, starting)
     after = layout_after(layout, preempted | {j.name for j in moving})
     out = Realized(preempted, {}, {}, after)
     placed = _place_detailed(m, jobs, assigned, layout, after)
@@ -73,7 +73,7 @@ def _starting(m: PlanProgram, order: list[Job]) -> list[Job]:
     return [j for j in order if j.name in chosen]
 
 
-def _spots(m: PlanProgram, layout: Layout, moving: list[Job], starting: list[Job]) -> dict[str, list[Spot]]:
+def _spots(m: PlanProgram, layout: Layout, sc: Scope, moving: list[Job], starting: list[Job]) -> dict[str, list[Spot]]:
     """Each moved or started job's spot per replica. The program's places of a shape go to
     movers first, each replica to a detailed node off where it runs if one is left, then to
     the starting jobs in order, in the program's (cluster) order."""
@@ -86,7 +86,7 @@ def _spots(m: PlanProgram, layout: Layout, moving: list[Job], starting: list[Job
         places[shape] += [("pool", model)] * _on(var)
     assigned: dict[str, list[Spot]] = {}
     for job in moving:
-        mine = places[shape_of(job)]
+        mine = places[sc.shape(job)]
         assigned[job.name] = []
         for _ in range(job.replicas):
             detailed = [p for p in mine if p[0] != "pool"]
@@ -94,7 +94,7 @@ def _spots(m: PlanProgram, layout: Layout, moving: list[Job], starting: list[Job
             mine.remove(pick)
             assigned[job.name].append(pick)
     for job in starting:
-        mine = places[shape_of(job)]
+        mine = places[sc.shape(job)]
         assigned[job.name] = [mine.pop(0) for _ in range(job.replicas)]
     return assigned
 

@@ -8,8 +8,8 @@ takes part in, the others answer nothing:
 
   before the program  which running jobs it lets a waiting one take (`may_take`), which
                       queues may take from which (`givers`), which nodes need their own
-                      variables (`detail`), and the phase composition needs (`grow_kinds`,
-                      `widen`, `extend`);
+                      variables (`detail`), which jobs' replicas it tells apart (`apart`),
+                      and the phase composition needs (`grow_kinds`, `widen`, `extend`);
   the program         its variables (`variables`: before any rule's rows), its rows
                       (`rows`), its objective stages, each with its `rank` (`stages`);
   after the solve     what it decided (`decide`, `report`);
@@ -25,7 +25,7 @@ the ranks, and no rule needs to know where another's stages go.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 import pulp
@@ -85,6 +85,12 @@ class Rule:
 
     def givers(self, tree, shares, held: Mapping[str, float], waiting: list[Job]) -> dict[str, set[str]] | None:
         """For each queue with waiting work, the queues it may ever take GPUs from (None: no say)."""
+        return None
+
+    def apart(self, job: Job) -> Hashable:
+        """What this rule must tell apart in `job`'s replicas from those of jobs alike in all
+        else (None: nothing): the program places them as a shape of their own, so that the
+        rule's rows can count them (per-model limits count each queue's)."""
         return None
 
     def may_take(self, victim: Job, claimant: Job | None, givers: set[str]) -> bool | None:

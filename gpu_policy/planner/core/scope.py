@@ -26,7 +26,7 @@ from gpu_policy.model.layout import Layout, fits_on_gpu, has_room, spare_resourc
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.core.consolidation import Consolidation, Consolidations
 from gpu_policy.planner.core.queues import QueueTree, Shares
-from gpu_policy.planner.core.shapes import Eligible, Shape, node_kind, shape_of
+from gpu_policy.planner.core.shapes import Apart, Eligible, Shape, node_kind, shape_of
 from gpu_policy.planner.core.telemetry import GpuLimits
 
 
@@ -67,6 +67,9 @@ class ScopeRules(Protocol):
     def lost_work(self, job: Job) -> float:
         """GPU-seconds of work preempting or moving `job` loses."""
 
+    def apart(self) -> Apart:
+        """What tells jobs alike apart for the rules (`shapes.shape_of`; None: nothing)."""
+
 
 @dataclass
 class Scope:
@@ -79,6 +82,11 @@ class Scope:
     fraction_gpus: dict[str, list[int]] = field(default_factory=dict)  # node -> GPUs open to new fractions
     givers: dict[str, set[str]] = field(default_factory=dict)  # receiving queue -> queues it may reclaim from
     cuts: dict[str, list[Job]] = field(default_factory=dict)  # reclaim node -> its victims, first to go first
+    apart: Apart = None                        # what tells jobs alike apart (`ScopeRules.apart`)
+
+    def shape(self, job: Job) -> Shape:
+        """The shape the program places `job`'s replicas as."""
+        return shape_of(job, self.apart)
 
 
 def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: PlannerConfig,
@@ -92,11 +100,13 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + cand.movable), cand.legal, cand.movable)
-        return Scope(True, names, {}, cand.legal, cand.movable, waiting, gpus, givers)
+        return Scope(True, names, {}, cand.legal, cand.movable, waiting, gpus, givers, apart=rules.apart())
 
     def cost(victim: Job) -> tuple:  # asked only of the victims the rankings cost, not of every legal one
         return rules.victim_cost(victim, st, limits)
-    return _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, rules, cost, constraints).scope(detail)
+    sc = _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, rules, cost, constraints).scope(detail)
+    sc.apart = rules.apart()
+    return sc
 
 
 @dataclass

@@ -5,6 +5,7 @@ number of distinct shapes rather than with jobs times nodes."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from gpu_policy.model import EPS, Job, Node, Scenario, gpus_fit
@@ -22,6 +23,8 @@ class Shape:
     models: tuple[str, ...] | None = None
     constraints: Constraints | None = None
     mig_profile: str | None = None  # one MIG slice of this profile (gpus: its share of a GPU)
+    apart: Hashable = None  # what a rule tells apart (`Rule.apart`): jobs alike in all else but this are
+    # placed as shapes of their own, so that the rule's rows can count them (a queue's per-model limit)
 
     @property
     def fractional(self) -> bool:
@@ -60,9 +63,15 @@ class Shape:
                    gpu_model=list(self.models) if self.models is not None else None, mig_profile=self.mig_profile)
 
 
-def shape_of(job: Job) -> Shape:
+#: What tells a job's replicas apart from others alike (`Rule.apart`, asked of every rule; None: nothing).
+Apart = Callable[[Job], Hashable] | None
+
+
+def shape_of(job: Job, apart: Apart = None) -> Shape:
+    """The shape of one replica of `job`; `apart`: the plan's rules' marks (None: none)."""
     models = tuple(sorted(job.gpu_model)) if job.gpu_model else None
-    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models, constraints_of(job), job.mig_profile)
+    return Shape(job.gpus, job.cpu or 0.0, job.memory_gib or 0.0, models, constraints_of(job), job.mig_profile,
+                 apart(job) if apart is not None else None)
 
 
 @dataclass(frozen=True)
@@ -126,8 +135,8 @@ class Kind:
     preemptible: bool
 
     @classmethod
-    def of(cls, job: Job) -> Kind:
-        return cls(job.queue, shape_of(job), job.replicas, job.priority, job.is_preemptible)
+    def of(cls, job: Job, apart: Apart = None) -> Kind:
+        return cls(job.queue, shape_of(job, apart), job.replicas, job.priority, job.is_preemptible)
 
     @property
     def total_gpus(self) -> float:

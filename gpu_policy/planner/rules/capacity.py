@@ -18,17 +18,17 @@ from gpu_policy.model.layout import Layout, NodeLayout, per_gpu
 from gpu_policy.planner.core.linear import affine
 from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.scope import Scope
-from gpu_policy.planner.core.shapes import Shape, shape_of
+from gpu_policy.planner.core.shapes import Shape
 from gpu_policy.planner.core.telemetry import GpuLimits
 
 
 def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limits: GpuLimits) -> None:
     """Place every started and moved replica: per detailed node and GPU, and per pool."""
     jobs = {j.name: j for j in sc.movers}  # the jobs that may move: those `_items` and `_not_back_in_place` read
-    items, started = _items(m, layout, jobs)
+    items, started = _items(m, layout, sc, jobs)
     for shape, demand in items.items():
         _places(m, layout, sc, shape, demand, started[shape])
-        _not_back_in_place(m, shape, jobs, started[shape])
+        _not_back_in_place(m, sc, shape, jobs, started[shape])
         _all_placed(m, shape, demand, started[shape])
     for n in sc.detailed:
         _node_capacity(m, s, layout, n, limits)
@@ -36,7 +36,7 @@ def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limit
         _pool_capacity(m, layout, model, pooled, sc.cuts)
 
 
-def _items(m: PlanProgram, layout: Layout, jobs: dict[str, Job]) -> tuple[dict, dict]:
+def _items(m: PlanProgram, layout: Layout, sc: Scope, jobs: dict[str, Job]) -> tuple[dict, dict]:
     """Per shape, the replicas to place as {decision: replicas}: of all started and moved
     jobs, and of the started ones only (`Placements.started_items`). Notes the GPU each
     moving fraction leaves."""
@@ -46,7 +46,7 @@ def _items(m: PlanProgram, layout: Layout, jobs: dict[str, Job]) -> tuple[dict, 
         items[kind.shape][var] = kind.replicas
         started[kind.shape][var] = kind.replicas
     for name, var in m.decisions.move.items():
-        items[shape_of(jobs[name])][var] = jobs[name].replicas
+        items[sc.shape(jobs[name])][var] = jobs[name].replicas
         if jobs[name].is_fractional:
             m.decisions.fraction_gpu[name] = layout.indices[name][0][0]
     m.placement.started_items = started
@@ -88,10 +88,10 @@ def _all_placed(m: PlanProgram, shape: Shape, demand: dict, started: dict) -> No
         m.add(affine({**started, **pooled_terms}) >= 0, "pool_starts")
 
 
-def _not_back_in_place(m: PlanProgram, shape: Shape, jobs: dict[str, Job], started: dict) -> None:
+def _not_back_in_place(m: PlanProgram, sc: Scope, shape: Shape, jobs: dict[str, Job], started: dict) -> None:
     """A moved job of one replica does not land where it runs (on its node, or for a
     fraction on its GPU): places there go to other jobs of its shape."""
-    movers = [jobs[n] for n in m.decisions.move if shape_of(jobs[n]) == shape]
+    movers = [jobs[n] for n in m.decisions.move if sc.shape(jobs[n]) == shape]
     origins: dict[tuple, list[Job]] = defaultdict(list)
     for job in movers:
         if job.replicas == 1:
