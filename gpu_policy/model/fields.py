@@ -12,7 +12,7 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, Namespace, Node, Queue
+from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, ModelQuota, Namespace, Node, Queue
 from gpu_policy.model.placement import FIELD_OPERATORS, LABEL_OPERATORS, NAME_FIELD, TAINT_EFFECTS, TOLERATION_OPERATORS
 
 #: Bounds on what one scenario may describe (docs/scenario.md, "Limits"): far above any
@@ -269,6 +269,18 @@ def _namespace_selector(value: Any) -> dict:
     return _record({"matchLabels": _labels}, ("matchLabels",), "matchLabels")(value)
 
 
+#: Most GPU models one queue may give quotas for.
+MAX_MODEL_QUOTAS = 1000
+
+
+def _model_quotas(value: Any) -> dict[str, ModelQuota]:
+    """`{MODEL: {limit: N}}`: what the queue may hold of each GPU model."""
+    if not isinstance(value, dict) or len(value) > MAX_MODEL_QUOTAS:
+        raise Invalid(f"must be a mapping of at most {MAX_MODEL_QUOTAS:,} GPU models to {{limit: N}}, got {show(value)}")
+    quota = _record({"limit": _non_negative(_MAX_GPUS_OF_QUEUE)}, ("limit",), "limit")
+    return {_within(f".{model}", _text, model): ModelQuota(**_within(f".{model}", quota, q)) for model, q in value.items()}
+
+
 def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -322,7 +334,7 @@ QUEUE_FIELDS = {
     "name": _text, "parent": optional(_text), "deserved": _non_negative(_MAX_GPUS_OF_QUEUE),
     "limit": optional(_non_negative(_MAX_GPUS_OF_QUEUE)), "over_quota_weight": _non_negative(_MAX_WEIGHT),
     "priority": _priority, "namespaces": optional(_list_of(_text, "namespace names")),
-    "namespace_selector": optional(_namespace_selector),
+    "namespace_selector": optional(_namespace_selector), "models": _model_quotas,
 }
 JOB_FIELDS = {
     "name": _text, "queue": _text, "gpus": job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),

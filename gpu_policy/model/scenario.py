@@ -62,6 +62,13 @@ class Node:
         return [i for i in range(self.gpus) if i not in bad]
 
 
+@dataclass(frozen=True)
+class ModelQuota:
+    """What a queue may hold of one GPU model (`Queue.models`)."""
+
+    limit: float | None = None  # the most GPUs of the model it holds (None: no limit)
+
+
 @dataclass
 class Queue:
     name: str
@@ -72,6 +79,7 @@ class Queue:
     priority: int = 0
     namespaces: list[str] | None = None  # who may use it (gpu_policy.model.placement.may_use); None: anyone
     namespace_selector: dict | None = None  # {matchLabels: {...}} on the namespace's labels
+    models: dict[str, ModelQuota] = field(default_factory=dict)  # GPU model -> its quota (rules.model_limits)
 
 
 @dataclass

@@ -420,7 +420,7 @@ def scenario_to_dict(s: Scenario) -> dict:
             value = getattr(obj, f.name)
             if skip_defaults and f.name != "name" and value in (None, [], {}):
                 continue
-            out[f.name] = asdict(value) if is_dataclass(value) else value
+            out[f.name] = _plain(value)
         return out
 
     out = {
@@ -443,6 +443,15 @@ def scenario_to_dict(s: Scenario) -> dict:
     if s.telemetry:
         out["telemetry"] = s.telemetry
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as plain data: dataclasses (a queue's model quotas too) as mappings."""
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def dump_scenario(s: Scenario, path: str | Path) -> None:

@@ -10,6 +10,7 @@ order and the first answer is the reason.
                stages, what attaching could not do
   move_first   move before preempt: no room left for a victim
   limits       limits, non-preemptible work within deserved
+  model_limits a queue's most GPUs of one GPU model
   claims       claims before borrowing, who starts first, what counts toward a share; the
                guarantee, fair-share and starts stages
   reclaim      reclaim across queues: who gives, who receives, in which tier
@@ -29,6 +30,7 @@ from gpu_policy.planner.rules.composition import GpuComposition
 from gpu_policy.planner.rules.fits import Fits
 from gpu_policy.planner.rules.inside import Inside
 from gpu_policy.planner.rules.limits import Limits
+from gpu_policy.planner.rules.model_limits import ModelLimits
 from gpu_policy.planner.rules.move_first import MoveFirst
 from gpu_policy.planner.rules.moves import Moves
 from gpu_policy.planner.rules.packing import Packing
@@ -36,7 +38,7 @@ from gpu_policy.planner.rules.reclaim import Reclaim
 from gpu_policy.planner.rules.victims import Victims
 
 #: Every rule, in the order the planner asks them (the module docstring says what each does).
-RULES: tuple[type[Rule], ...] = (Fits, GpuComposition, MoveFirst, Limits, Claims, Reclaim, Inside, Victims, Moves,
-                                 Packing)
+RULES: tuple[type[Rule], ...] = (Fits, GpuComposition, MoveFirst, Limits, ModelLimits, Claims, Reclaim, Inside, Victims,
+                                 Moves, Packing)
 
 __all__ = ["RULES"]
