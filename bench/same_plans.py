@@ -42,7 +42,8 @@ def instances():
     if SHARED.is_dir():
         files += sorted(SHARED.glob("*.yaml"))
     for path in files:
-        yield str(path.relative_to(ROOT.parent)), lambda p=path: load_scenario(p)
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else f"shared/scenarios/{path.name}"
+        yield name, lambda p=path: load_scenario(p)
     for nodes in SIZES:
         yield f"bench-{nodes}", lambda n=nodes: parse_scenario(scale_instance(n), f"bench-{n}")
     for seed in RANDOM_SEEDS:

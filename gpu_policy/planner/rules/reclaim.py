@@ -119,7 +119,7 @@ def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives:
     if not victims:
         return received, 0.0
     cross, const = _lost(m, victims)
-    inside_victims(m, acc, q, victims, received, cross, st.held[q])
+    inside_victims(m, acc, q, victims, received, cross, alone=not gives and not rcv)
     tiers = [t for t in TIERS if gives and may_give(st.shares, q, st.held[q], t)]
     if not tiers:
         # cross[q] <= 0: no other queue may take from q now
