@@ -22,7 +22,8 @@ from typing import Callable
 from gpu_policy.model.cluster import Observation, Outcome
 from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes.write.attach import Composer, RequestWaiter, roll_back
-from gpu_policy.kubernetes.transport.client import KubeClient, connect
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.connect import connect
 from gpu_policy.kubernetes.write.evict import evict_job, unmark
 from gpu_policy.kubernetes.read.isolate import read_each
 from gpu_policy.kubernetes.write.lease import PlanningLease, new_identity

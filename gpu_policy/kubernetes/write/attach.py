@@ -17,7 +17,8 @@ from typing import Callable
 
 from gpu_policy.model.cluster import AttachProgress, Outcome
 from gpu_policy.model.composition import describe
-from gpu_policy.kubernetes.transport.client import Answer, KubeClient
+from gpu_policy.kubernetes.transport.answers import Answer
+from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.read.composable import ComposedNodes, overdue, planned_size
 from gpu_policy.kubernetes.names import (CRO_GROUP, CRO_KIND, CRO_VERSION, MANAGED_BY, MANAGED_BY_LABEL,
                                          PREVIOUS_SIZE_ANNOTATION, REQUESTED_AT_ANNOTATION)
