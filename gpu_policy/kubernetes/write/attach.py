@@ -70,9 +70,10 @@ def _resize(client: KubeClient, r: RequestView, size: int, previous: int, now: f
     return client.patch_composability_request(r.name, patch, client.settings.composition_deadline_s)
 
 
-class Composer:
-    """The compositions of one execution, against what one look found (`composed`); every
-    write runs `check` first (it raises when the planning lease was lost)."""
+class RequestWriter:
+    """Writes the ComposabilityRequests of one execution's compositions, against what one look
+    found (`composed`); every write runs `check` first (it raises when the planning lease was
+    lost). Not the planner's Composer, which decides the compositions this one writes."""
 
     def __init__(self, client: KubeClient, composed: ComposedNodes, now: float, check: Callable[[], None],
                  seen: Callable[[str, dict], None] = _ignore):
