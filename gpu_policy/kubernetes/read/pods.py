@@ -33,31 +33,10 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
     where = f"pod {ns}/{name}"
     labels = meta.get("labels") or {}
     notes = meta.get("annotations") or {}
-    gpus = _effective(spec, gpu_resource, where)
-    fraction, fraction_key = _fraction(notes, where)
-    if fraction is not None:
-        if gpus:
-            raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
-                                     f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
-        gpus = fraction
+    gpus = _gpus(spec, notes, gpu_resource, where)
     shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
     workload = read_workload(meta, where)
-    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
-    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
-    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
-    mig_request = next(iter(mig.items())) if len(mig) == 1 and not gpus and not shared else None
-    if mig_request:
-        try:
-            mig_profile_name(mig_request[0])
-        except Invalid as e:
-            raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
-                                     f"{show(mig_prefix + mig_request[0])}: its {e}") from None
-    unreadable = None
-    if not gpus and not shared:
-        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)}
-                       - ({mig_prefix + mig_request[0]} if mig_request else set()))
-        if other:
-            unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
+    mig_request = _mig_request(spec, gpu_resource, gpus or shared, where)
     gated = ADMISSION_GATE in gates_of(spec)
     return PodView(
         namespace=ns, name=name, uid=meta.get("uid", ""), node=_held_node(spec, gated), gpus=gpus,
@@ -69,11 +48,49 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
+        unreadable=None if gpus or shared else _other_gpus(spec, gpu_resource, mig_request),
+        marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
         shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
         gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
         pod_group=workload.pod_group,
     )
+
+
+def _gpus(spec: dict, notes: dict, gpu_resource: str, where: str) -> float:
+    """Whole GPUs the pod asks for, or the fraction of one its annotation gives (not both)."""
+    gpus = _effective(spec, gpu_resource, where)
+    fraction, fraction_key = _fraction(notes, where)
+    if fraction is None:
+        return gpus
+    if gpus:
+        raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
+                                 f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
+    return fraction
+
+
+def _mig_request(spec: dict, gpu_resource: str, other: float, where: str) -> tuple[str, int] | None:
+    """(MIG profile, slices) of a pod that asks for one kind of `<vendor>/mig-<profile>` and
+    no `other` GPUs; a profile name a scenario cannot hold is bad input."""
+    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
+    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
+    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
+    if len(mig) != 1 or other:
+        return None
+    request = next(iter(mig.items()))
+    try:
+        mig_profile_name(request[0])
+    except Invalid as e:
+        raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
+                                 f"{show(mig_prefix + request[0])}: its {e}") from None
+    return request
+
+
+def _other_gpus(spec: dict, gpu_resource: str, mig_request: tuple[str, int] | None) -> str | None:
+    """Why gpu-policy cannot plan a pod that asks for no `gpu_resource`: the other GPU
+    resources it asks for (None when it asks for none)."""
+    mig = {gpu_resource.split("/")[0] + "/mig-" + mig_request[0]} if mig_request else set()
+    other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)} - mig)
+    return f"asks for {', '.join(other)}, not {gpu_resource}" if other else None
 
 
 def gates_of(spec: dict) -> list[str]:
