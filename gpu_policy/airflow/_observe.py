@@ -15,6 +15,8 @@ from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
 
 from gpu_policy import Job
+from gpu_policy.airflow.hooks.cluster import GpuClusterHook
+from gpu_policy.airflow.hooks.dcgm import DcgmHook
 from gpu_policy.cluster import ClusterSource, Observation, ScenarioCluster
 from gpu_policy.actions.cycle import observe, wait_for_step
 from gpu_policy.errors import GpuPolicyError
@@ -40,8 +42,6 @@ def cluster_for(owner: str, scenario_path: str | None, kubernetes_conn_id: str |
                                "(a live one), not both")
     if scenario_path:
         return ScenarioCluster(scenario_path)
-    from gpu_policy.airflow.hooks.cluster import GpuClusterHook
-
     with one_line_errors():
         return GpuClusterHook(kubernetes_conn_id or GpuClusterHook.default_conn_name).get_conn()
 
@@ -49,8 +49,6 @@ def cluster_for(owner: str, scenario_path: str | None, kubernetes_conn_id: str |
 def telemetry_source(dcgm_conn_id: str | None) -> tuple[DcgmSource | None, TelemetrySettings]:
     """The connection's Prometheus with its settings; None: simulated on the embedded cluster, none on a live one."""
     if dcgm_conn_id:
-        from gpu_policy.airflow.hooks.dcgm import DcgmHook
-
         source = DcgmHook(dcgm_conn_id).get_conn()
         return source, source.settings
     return None, TelemetrySettings()

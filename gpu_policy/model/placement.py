@@ -10,10 +10,8 @@ code repeats them (docs/scenario.md, "Placement constraints", "Who may use a que
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.model.scenario import Job, Node, Queue, Scenario
 
 #: Node-affinity operators on labels, and on fields (only `metadata.name` can be matched).
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
