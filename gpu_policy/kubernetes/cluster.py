@@ -21,8 +21,9 @@ from typing import Callable
 
 from gpu_policy.model.cluster import Observation, Outcome
 from gpu_policy.errors import ScenarioError
-from gpu_policy.kubernetes.write.attach import Composer, RequestWaiter, roll_back
-from gpu_policy.kubernetes.transport.client import KubeClient, connect
+from gpu_policy.kubernetes.write.attach import RequestWaiter, RequestWriter, roll_back
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.connect import connect
 from gpu_policy.kubernetes.write.evict import evict_job, unmark
 from gpu_policy.kubernetes.read.isolate import read_each
 from gpu_policy.kubernetes.write.lease import PlanningLease, new_identity
@@ -146,7 +147,7 @@ class KubernetesCluster:
             if plan.compositions:
                 raise ValueError("the plan composes GPUs, but the cluster has no composition set up")
             return []
-        composer = Composer(self.client, snap.composed, self._clock(), check, self.on_request_written)
+        composer = RequestWriter(self.client, snap.composed, self._clock(), check, self.on_request_written)
         outcomes = composer.roll_back_overdue() if execute else []
         return outcomes + [composer.carry_out(c, execute) for c in plan.compositions]
 

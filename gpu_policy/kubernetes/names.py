@@ -68,6 +68,16 @@ KAI_POD_GROUP_VERSION = "v2alpha2"  # scheduling.run.ai
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 COSCHEDULING_GROUP, COSCHEDULING_VERSION = "scheduling.x-k8s.io", "v1alpha1"  # the scheduler-plugins' coscheduling
 
+# what other schedulers and training operators put on a gang's pods (gpu_policy.kubernetes.read.workloads)
+#: where a pod names its PodGroup: (the PodGroup kind's API group, in the pod's "annotations" or "labels", the key)
+POD_GROUP_KEYS = ((KAI_GROUP, "annotations", "pod-group-name"),
+                  (VOLCANO_GROUP, "annotations", "scheduling.k8s.io/group-name"),
+                  (COSCHEDULING_GROUP, "labels", "scheduling.x-k8s.io/pod-group"))
+#: the label a training operator puts on every pod of its job (Kubeflow's training jobs, JobSets): one gang
+TRAINING_JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
+RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/group", "ray.io/node-type"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
+
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"
 TERMINATING_QUEUE = model.TERMINATING_QUEUE

@@ -19,7 +19,7 @@ KINDS = (NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES, *DRA_AND_POD_GROUPS)
 def filled(client) -> Cache:
     cache = Cache(client.settings.gpu_resource)
     for kind in KINDS:
-        cache.replace(kind, client.list_watched(kind)[0])
+        cache.replace(kind, client.list_kind(kind)[0])
     return cache
 
 

@@ -16,7 +16,7 @@ from airflow.exceptions import AirflowException
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from kubernetes.client import models as k8s
 
-from gpu_policy.airflow._observe import check_job_args
+from gpu_policy.airflow._observe import check_rendered, keep_job_args
 from gpu_policy.kubernetes import KubernetesSettings
 from gpu_policy.kubernetes.write.gated_step import (StepClient, admission_annotations, admission_labels, await_release,
                                               with_admission_gate)
@@ -42,26 +42,20 @@ class GatedKubernetesPodOperator(KubernetesPodOperator):
                  gpu_resource: str = "nvidia.com/gpu", admission_timeout_s: float = 3600.0,
                  admission_poll_s: float = 10.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        check_job_args(type(self).__name__, gpus, replicas, 0)
+        keep_job_args(self, job_name, team, gpus, replicas, 0)
         for name, value, least in (("admission_timeout_s", admission_timeout_s, ">= 0"),
                                    ("admission_poll_s", admission_poll_s, "> 0")):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and least == "> 0"):
                 raise AirflowException(f"{type(self).__name__}: `{name}` must be a number of seconds {least}, "
                                        f"got {value!r}")
-        self.job_name = job_name
-        self.team = team
-        self.gpus = gpus
-        self.replicas = replicas
         self.gpu_resource = gpu_resource
         self.admission_timeout_s = admission_timeout_s
         self.admission_poll_s = admission_poll_s
         self.admission: dict | None = None
 
     def build_pod_request_obj(self, context=None, *, dry_run: bool = False) -> k8s.V1Pod:
-        for name in ("job_name", "team"):  # templated: rendered only now
-            if not getattr(self, name):
-                raise AirflowException(f"{type(self).__name__}: `{name}` is empty")
+        check_rendered(self)
         pod = super().build_pod_request_obj(context, dry_run=dry_run)
         pod.metadata.labels = {**(pod.metadata.labels or {}), **admission_labels(self.job_name, self.team)}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}),

@@ -18,7 +18,9 @@ from datetime import datetime
 from typing import Callable
 
 from gpu_policy.errors import ClusterError, GpuPolicyError
-from gpu_policy.kubernetes.transport.client import KubeClient, Permission, _needs, connect
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.connect import connect
+from gpu_policy.kubernetes.transport.permissions import Permission, needs
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,
                                          REPLICAS_ANNOTATION)
 from gpu_policy.kubernetes.settings import KubernetesSettings
@@ -95,7 +97,7 @@ class StepClient(KubeClient):
         super().__init__(api_client, where, settings, **kwargs)
         self._events = self._models.EventsV1Api(api_client)
 
-    @_needs("create", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
+    @needs("create", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
     def create_own_pod(self, namespace: str, body: dict) -> dict | None:
         """Create it; None when a pod of that name exists already (a retried task's)."""
         name = body["metadata"]["name"]
@@ -103,13 +105,13 @@ class StepClient(KubeClient):
             namespace=namespace, body=body, **kw), accept={409})
         return None if answer.status == 409 else answer.body
 
-    @_needs("get", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
+    @needs("get", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
     def read_own_pod(self, namespace: str, name: str) -> dict | None:
         answer = self._request(f"get pod {namespace}/{name}", lambda **kw: self._core.read_namespaced_pod(
             name=name, namespace=namespace, **kw), accept={404})
         return None if answer.status == 404 else answer.body
 
-    @_needs("list", "events", group="events.k8s.io", own_namespace=True, registry=STEP_PERMISSIONS)
+    @needs("list", "events", group="events.k8s.io", own_namespace=True, registry=STEP_PERMISSIONS)
     def list_pod_events(self, namespace: str, name: str) -> list[dict]:
         """The events.k8s.io Events about the pod (a field selector: the API server filters them)."""
         return self._list(f"list Events of pod {namespace}/{name}", lambda **kw: self._events.list_namespaced_event(

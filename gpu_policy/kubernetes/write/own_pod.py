@@ -17,7 +17,8 @@ import time
 from datetime import datetime, timezone
 
 from gpu_policy.errors import GpuPolicyError
-from gpu_policy.kubernetes.transport.client import KubeClient, connect, in_cluster, service_account_namespace
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.connect import connect, in_cluster, service_account_namespace
 from gpu_policy.kubernetes.names import (CHECKPOINT_SECONDS_ANNOTATION, JOB_LABEL, LAST_CHECKPOINT_ANNOTATION,
                                          QUEUE_LABEL)
 from gpu_policy.kubernetes.settings import KubernetesSettings
