@@ -2,7 +2,7 @@
 HTTP port: /metrics, /healthz (alive), /readyz (cache synced; leader or standby).
 
 Cardinality is bounded: labels are queues (from the queues ConfigMap), reason codes (a
-fixed set, gpu_policy.controller.events), API verbs and resources, and HTTP codes.
+fixed set, gpu_policy.planner.codes), API verbs and resources, and HTTP codes.
 API requests are counted where the official client sends them (`counted_client`: an
 ApiClient whose REST client reports each request), so every request counts once, a watch
 connection as one `verb="watch"`.

@@ -24,7 +24,7 @@ def filled(client) -> Cache:
 
 
 def cached_look(cluster, cache):
-    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster._clock(), cluster.url,
+    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster.clocks.wall(), cluster.url,
                 cluster.device_plugin_lag, cache.bad())
 
 

@@ -24,12 +24,11 @@ from gpu_policy.kubernetes.transport.permissions import Permission, needs
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,
                                          REPLICAS_ANNOTATION)
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.write.events import CONTROLLER
 
 #: what a pipeline step's account needs, all in its own namespace (`own_namespace` here means
 #: the step's namespace, not gpu-policy's)
 STEP_PERMISSIONS: set[Permission] = set()
-#: who writes the Events a step reads (the contract's `reportingController`)
-CONTROLLER = "gpu-policy.io/controller"
 
 
 def admission_labels(job: str, queue: str) -> dict[str, str]:
