@@ -146,7 +146,7 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
     if job_name and queue:
         pod.label_job(job_name, queue)
     summary = run_step_budget(checkpoint_uri, total_steps, steps_per_run, step_function, init_function,
-                              grace_period_s, keep_last, on_checkpoint=pod.note_checkpoint)
+                              grace_period_s, keep_last, pod=pod)
     print(f"steps {summary.first_step} -> {summary.last_step} on {gpu_count} planned GPU(s); "
           f"checkpoints written: {summary.checkpoints_written}")
     if summary.preempted:
