@@ -5,6 +5,7 @@ test helpers and the docs agree.
 """
 
 from gpu_policy import model
+from gpu_policy.model import checkpointing
 
 PREFIX = "gpu-policy.io/"
 
@@ -16,9 +17,14 @@ PREEMPTIBLE_LABEL = "gpu-policy.io/preemptible"
 FRACTION_ANNOTATION = "gpu-policy.io/gpu-fraction"
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_INDEX_ANNOTATION = "gpu-policy.io/gpu-index"
-LAST_CHECKPOINT_ANNOTATION = "gpu-policy.io/last-checkpoint"
-#: how long the last checkpoint save took: set the pod's grace period well above it
-CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"
+# "preemption that loses no work": the names have their home in the model, below both the
+# controller and the trainer (gpu_policy.model.checkpointing)
+LAST_CHECKPOINT_ANNOTATION = checkpointing.LAST_CHECKPOINT
+#: how long the last checkpoint save took (written by the trainer after each save)
+CHECKPOINT_SAVE_S_ANNOTATION = checkpointing.CHECKPOINT_SAVE_S
+CHECKPOINT_REQUESTED_ANNOTATION = checkpointing.CHECKPOINT_REQUESTED
+SAVES_ON_REQUEST_ANNOTATION = checkpointing.SAVES_ON_REQUEST
+CHECKPOINT_EVERY_S_ANNOTATION = checkpointing.CHECKPOINT_EVERY_S
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
 #: the scheduling gate that holds a GPU pod until gpu-policy places it (spec "Admission")
 ADMISSION_GATE = "gpu-policy.io/admission"
