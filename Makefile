@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 KFP_VENV ?= .venv-kfp
 AIRFLOW_VENV ?= .venv-airflow
+TRAINERS_VENV ?= .venv-trainers
 BIN = $(VENV)/bin
 DIST ?= dist
 # The version and the default image have one home, gpu_policy/_version.py, read without installing anything
@@ -20,7 +21,12 @@ ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null
 EXTRAS_core = dev,release
 EXTRAS_kfp = kfp,dev
 EXTRAS_airflow = airflow,dev
-LOCKS = requirements/core.lock requirements/kfp.lock requirements/airflow.lock
+# the trainer callbacks against the real Hugging Face Trainer and Lightning, on the CPU build of
+# torch this machine keeps on disk (pip takes it from there; any other torch is a CUDA download of GBs)
+EXTRAS_trainers = hf,lightning,dev
+REQUIRE_trainers = --require torch==2.13.0
+ENVS = core kfp airflow trainers
+LOCKS = $(ENVS:%=requirements/%.lock)
 
 # One venv, built with its lock: $(call venv,FOLDER,ENV); a changed setup.py or lock rebuilds it
 define venv
@@ -36,13 +42,15 @@ endef
 # They run at once, so the long ones are split: the planner's tests (all solver time) from the
 # core's, tests/kubernetes from tests/kfp (its wheel test waits minutes on pip) (docs/contributing.md)
 PLANNER_TESTS = tests/planner tests/test_stability.py tests/test_scenarios.py tests/test_determinism.py
+TRAINER_TESTS = tests/checkpoint/trainers
 SUITE_core = $(BIN)/python -m pytest -q --ignore=tests/kfp --ignore=tests/airflow --ignore=tests/kubernetes \
-	$(PLANNER_TESTS:%=--ignore=%)
+	--ignore=$(TRAINER_TESTS) $(PLANNER_TESTS:%=--ignore=%)
 SUITE_planner = $(BIN)/python -m pytest -q $(PLANNER_TESTS)
 SUITE_kfp = $(KFP_VENV)/bin/python -m pytest -q tests/kfp
 SUITE_kfp-kubernetes = $(KFP_VENV)/bin/python -m pytest -q tests/kubernetes
 SUITE_airflow = $(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow tests/kubernetes
-SUITES = core planner kfp kfp-kubernetes airflow
+SUITE_trainers = $(TRAINERS_VENV)/bin/python -m pytest -q $(TRAINER_TESTS) tests/checkpoint/test_torch.py
+SUITES = core planner kfp kfp-kubernetes airflow trainers
 REPORTS ?= build
 
 .PHONY: demo test fresh-test lock bench components dist image constraints clean
@@ -56,10 +64,14 @@ $(KFP_VENV)/.installed: setup.py requirements/kfp.lock
 $(AIRFLOW_VENV)/.installed: setup.py requirements/airflow.lock
 	$(call venv,$(AIRFLOW_VENV),airflow)
 
+$(TRAINERS_VENV)/.installed: setup.py requirements/trainers.lock
+	$(call venv,$(TRAINERS_VENV),trainers)
+
 # Re-resolve every environment's lock from setup.py, each in a throwaway venv (after a change
 # to setup.py's requirements, or to take newer releases); commit the locks with the change
 lock:
-	$(foreach env,$(SUITES),$(PYTHON) scripts/constraints.py --lock $(env) --extras $(EXTRAS_$(env)) --write requirements/$(env).lock . &&) true
+	$(foreach env,$(ENVS),$(PYTHON) scripts/constraints.py --lock $(env) --extras $(EXTRAS_$(env)) \
+	  $(REQUIRE_$(env)) --write requirements/$(env).lock . &&) true
 
 demo: $(VENV)/.installed
 	$(BIN)/gpu-policy demo
@@ -68,7 +80,7 @@ demo: $(VENV)/.installed
 # The suites run at once, each into its own log (much of their time is spent waiting on sockets,
 # child processes and pip, so two cores serve five); each log is shown whole, in the order of
 # SUITES, once that suite and the ones before it have ended
-test: $(VENV)/.installed $(KFP_VENV)/.installed $(AIRFLOW_VENV)/.installed
+test: $(VENV)/.installed $(KFP_VENV)/.installed $(AIRFLOW_VENV)/.installed $(TRAINERS_VENV)/.installed
 	@mkdir -p $(REPORTS); rm -f $(REPORTS)/test-summary.new; failed=; \
 	$(foreach s,$(SUITES),echo "== $(s) suite started: $(SUITE_$(s))"; \
 	  $(SUITE_$(s)) > $(REPORTS)/test-$(s).log 2>&1 & pid_$(subst -,_,$(s))=$$!;) \
@@ -112,4 +124,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-days 21,29
 
 clean:
-	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) build $(DIST) *.egg-info
+	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) $(TRAINERS_VENV) build $(DIST) *.egg-info

@@ -36,6 +36,9 @@ setup(
         "report": ["matplotlib>=3.7"],
         "s3": ["s3fs>=2023.1"],  # checkpoints at s3:// URLs
         "gcs": ["gcsfs>=2023.1"],  # checkpoints at gs:// URLs
+        # the trainer callbacks (docs/checkpointing.md): Hugging Face's Trainer needs accelerate
+        "hf": ["transformers>=4.46,<6", "accelerate>=1.1", "torch>=2.2"],
+        "lightning": ["lightning>=2.2,<3", "torch>=2.2"],
         "dev": ["pytest>=8", "matplotlib>=3.7", "hypothesis>=6.100", "kubernetes-validate>=1.36,<2", "cel-python>=0.5,<0.6"],
         # make dist; the Dockerfile's check reads it with Docker's own parser (the dockerfile package)
         "release": ["build>=1.2", "twine>=5", "dockerfile>=3.3"],

@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu_policy.controller import Controller, ControllerSettings  # noqa: E402
+from gpu_policy.controller.metrics import Metrics  # noqa: E402
 from gpu_policy.kubernetes import KubernetesCluster, names  # noqa: E402
 
 GPUS, TEAMS = 8, 4
@@ -127,9 +128,10 @@ def measure(nodes: int, pods: int, rate: float, warmup: float, duration: float) 
     server = multiprocessing.Process(target=serve, args=(nodes, pods, rate, child), daemon=True)
     server.start()
     kubeconfig = parent.recv()
-    cluster = KubernetesCluster("k8s://", kubeconfig=kubeconfig)
-    controller = Controller(cluster, ControllerSettings())
-    controller.metrics.count_requests(cluster.api_client)
+    metrics = Metrics()  # every request counted, as `gpu-policy controller` counts them
+    plain = KubernetesCluster("k8s://", kubeconfig=kubeconfig)
+    cluster = KubernetesCluster("k8s://", api_client=metrics.counted_client(plain.api_client.configuration))
+    controller = Controller(cluster, ControllerSettings(), metrics=metrics)
     controller.start()
     loop = threading.Thread(target=controller.run, daemon=True)
     loop.start()

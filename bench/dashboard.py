@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from gpu_policy import load_scenario, plan  # noqa: E402
 from gpu_policy.model.apply import apply_plan  # noqa: E402
 from gpu_policy.model import Job  # noqa: E402
-from gpu_policy.telemetry.exporter import render_metrics, start_metrics_server  # noqa: E402
+from gpu_policy.telemetry.exporter import DcgmCollector, serve_collector  # noqa: E402
 
 PANELS = ("GPUs per queue: allocated, fair share, deserved", "Pending pods by reason", "Preemptions and moves",
           "GPU utilisation of allocated GPUs per queue (DCGM)")
@@ -44,7 +44,7 @@ class Served:
     def __init__(self, scenario):
         from prometheus_client import CollectorRegistry, Counter as PCounter, Gauge, Histogram
 
-        self.scenario = scenario
+        self.dcgm = DcgmCollector(scenario)  # the simulated exporter's GPUs: the scenario as it is now
         r = self.registry = CollectorRegistry()
         self.gauges = {name: Gauge(f"gpu_policy_queue_{name}_gpus", name, ["queue"], registry=r)
                        for name in ("allocated", "deserved", "fair_share")}
@@ -52,6 +52,14 @@ class Served:
         self.preemptions = PCounter("gpu_policy_preemptions", "preempted", ["queue", "reason"], registry=r)
         self.moves = PCounter("gpu_policy_moves", "moved", ["queue"], registry=r)
         self.plan_seconds = Histogram("gpu_policy_plan_seconds", "plan", registry=r)
+
+    @property
+    def scenario(self):
+        return self.dcgm.scenario
+
+    @scenario.setter
+    def scenario(self, scenario) -> None:
+        self.dcgm.scenario = scenario
 
     def publish(self, result, jobs: dict[str, Job], before: bool = False) -> None:
         """The plan's numbers; `before`: the cluster as it was before the plan (its
@@ -91,7 +99,7 @@ def events(s, round_: int):
 
 
 def main() -> int:
-    from prometheus_client import generate_latest
+    from prometheus_client import start_http_server
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=8)
@@ -105,8 +113,8 @@ def main() -> int:
     busy = {j.name: {"utilization": 35 if j.queue == "team-a" else 85} for j in seed.jobs}
     busy.update({f"b-new-{i}": {"utilization": 90} for i in range(4)})
     served = Served(dataclasses.replace(seed, telemetry={"jobs": busy}))
-    dcgm = start_metrics_server(lambda: render_metrics(served.scenario).encode())
-    controller = start_metrics_server(lambda: generate_latest(served.registry))
+    dcgm = serve_collector(served.dcgm)
+    controller, _ = start_http_server(0, "127.0.0.1", served.registry)
     with tempfile.TemporaryDirectory() as folder, socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

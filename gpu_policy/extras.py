@@ -13,12 +13,15 @@ from gpu_policy.errors import MissingExtra
 
 #: Import name -> the gpu-policy extra that installs it.
 EXTRA_OF = {
+    "accelerate": "hf",
     "airflow": "airflow",
     "gcsfs": "gcs",
     "highspy": "highs",
     "kfp": "kfp",
+    "lightning": "lightning",
     "matplotlib": "report",
     "s3fs": "s3",
+    "transformers": "hf",
 }
 
 

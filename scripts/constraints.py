@@ -79,12 +79,15 @@ def installed(python: Path) -> dict[str, str]:
     return {normalise(k): v for k, v in pins.items() if normalise(k) not in {"gpu-policy", "pip", "setuptools", "wheel"}}
 
 
-def write(out: Path, source: Path, extras: str = IMAGE_EXTRAS, lock: str | None = None) -> None:
-    """Resolve ``source[extras]`` (a wheel, or the checkout) in a fresh venv and write its pins to `out`."""
+def write(out: Path, source: Path, extras: str = IMAGE_EXTRAS, lock: str | None = None,
+          require: tuple[str, ...] = ()) -> None:
+    """Resolve ``source[extras]`` (a wheel, or the checkout) with the requirements `require`
+    in a fresh venv and write its pins to `out`."""
     with tempfile.TemporaryDirectory(prefix="gpu-policy-constraints-") as tmp:
         subprocess.run([sys.executable, "-m", "venv", tmp], check=True)
         python = Path(tmp) / "bin" / "python"
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"{source.resolve()}[{extras}]"], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"{source.resolve()}[{extras}]", *require],
+                       check=True)
         pins = installed(python)
     header = (HEADER if lock is None else LOCK_HEADER).format(
         lock=lock, extras=extras, python=f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -99,9 +102,11 @@ def main() -> int:
     parser.add_argument("--write", type=Path, required=True, metavar="OUT", help="the constraints file to write")
     parser.add_argument("--extras", default=IMAGE_EXTRAS, help=f"the extras resolved (default {IMAGE_EXTRAS})")
     parser.add_argument("--lock", metavar="ENV", help="write a test environment's lock (named ENV), not the image's")
+    parser.add_argument("--require", action="append", default=[], metavar="SPEC",
+                        help="a requirement resolved with it, e.g. torch==2.13.0 (the CPU build this machine has)")
     parser.add_argument("source", type=Path, help="the gpu-policy wheel `make dist` built, or the checkout")
     args = parser.parse_args()
-    write(args.write, args.source, args.extras, args.lock)
+    write(args.write, args.source, args.extras, args.lock, tuple(args.require))
     return 0
 
 

@@ -1,8 +1,8 @@
 """Every ```python block of the docs, found and run (docs/contributing.md, "Examples in the docs").
 
 A block runs in the environment its imports need: ``kfp`` or ``gpu_policy.kfp`` in
-.venv-kfp, where every pipeline it defines is also compiled; ``airflow`` or
-``gpu_policy.airflow`` in .venv-airflow, where it is imported as a DAG file by Airflow's
+.venv-kfp, where every pipeline it defines is also compiled; ``transformers``, ``lightning``
+or their gpu-policy callbacks in .venv-trainers; ``airflow`` or ``gpu_policy.airflow`` in .venv-airflow, where it is imported as a DAG file by Airflow's
 DagBag, then run as a script where it has a ``__main__`` part (``dag.test()``), with
 ``AIRFLOW__CORE__DAGS_FOLDER`` set to its folder as the docs say; anything else in the core .venv. Each runs in a fresh subprocess whose working
 folder mirrors the checkout (so ``tests/scenarios/...`` resolves) but writes land in a
@@ -22,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "components").glob("*/README.md")))
-ENVIRONMENTS = {"kfp": ("kfp", "gpu_policy.kfp"), "airflow": ("airflow", "gpu_policy.airflow")}
+ENVIRONMENTS = {"kfp": ("kfp", "gpu_policy.kfp"), "airflow": ("airflow", "gpu_policy.airflow"),
+                "trainers": ("transformers", "lightning", "gpu_policy.checkpoint.hf", "gpu_policy.checkpoint.lightning")}
 _FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`]*)$")
 _ILLUSTRATIVE = re.compile(r"^\s*<!--\s*docs-example:\s*illustrative:\s*(?P<reason>.*?)\s*-->\s*$")
 _SKIPPED_ENTRIES = {".git", "build", "dist"}
@@ -63,7 +64,7 @@ class Block:
 
     @property
     def environment(self) -> str:
-        """`core`, `kfp` or `airflow`: where the block's imports can be met."""
+        """`core`, `kfp`, `airflow` or `trainers`: where the block's imports can be met."""
         modules = set()
         for node in ast.walk(ast.parse(self.source, self.id)):
             if isinstance(node, ast.Import):
@@ -73,7 +74,7 @@ class Block:
         needs = {env for env, prefixes in ENVIRONMENTS.items()
                  if any(m == p or m.startswith(f"{p}.") for m in modules for p in prefixes)}
         if len(needs) > 1:
-            raise AssertionError(f"{self.id}: imports both kfp and airflow, which no one environment has")
+            raise AssertionError(f"{self.id}: imports from {sorted(needs)}, which no one environment has")
         return needs.pop() if needs else "core"
 
 

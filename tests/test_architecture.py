@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "base": (("gpu_policy._version", "gpu_policy.errors", "gpu_policy.extras", "gpu_policy.backoff"), ()),
     "model": (("gpu_policy.model",), ("base",)),
     "transport": (("gpu_policy.kubernetes.transport", "gpu_policy.kubernetes.names",
-                   "gpu_policy.kubernetes.settings"), ("base", "model")),
+                   "gpu_policy.kubernetes.settings", "gpu_policy.kubernetes.clocks"), ("base", "model")),
     "observe": (("gpu_policy.telemetry", "gpu_policy.kubernetes.read"), ("base", "model", "transport")),
     "decide": (("gpu_policy.planner", "gpu_policy.packing"), ("base", "model")),
     "act": (("gpu_policy.kubernetes.write",), ("base", "model", "transport", "observe")),

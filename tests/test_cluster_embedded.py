@@ -63,3 +63,11 @@ def test_apply_command_on_a_file(tmp_path, capsys):
     assert main(["apply", "--cluster", str(SEED1), "--execute"]) == 2
     assert capsys.readouterr().err == (f"gpu-policy: apply --execute on a scenario file needs --apply-to OUT.yaml "
                                        f"({SEED1} itself is never changed)\n")
+
+
+@pytest.mark.parametrize("command", [["apply", "--execute", "--apply-to", "after.yaml"], ["reconcile", "--rounds", "1"]])
+def test_release_on_a_file_is_refused_in_one_line(command, capsys):
+    """A scenario file has no gated pods: `--release` names what only a live cluster has."""
+    assert main([command[0], "--cluster", str(SEED1), "--release", *command[1:]]) == 2
+    assert capsys.readouterr().err == (f"gpu-policy: --release: applies to k8s:// clusters only (gated pods), "
+                                       f"not to {SEED1}\n")

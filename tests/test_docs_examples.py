@@ -1,7 +1,7 @@
 """Every ```python block in README.md, docs/*.md and components/*/README.md runs (tests/docs_examples.py).
 
-Here the core ones run; tests/kfp/ and tests/airflow/ run (and compile or import) the
-blocks that need kfp or Airflow, in their own environments. The simulator's example
+Here the core ones run; tests/kfp/, tests/airflow/ and tests/checkpoint/trainers/ run (and
+compile or import) the blocks that need kfp, Airflow or the trainers, in their own environments. The simulator's example
 reads the openb trace from $GPU_POLICY_OPENB_DIR and the teams example the philly-vc
 workload from $GPU_POLICY_PHILLY_DIR: here small traces the tests write.
 """
@@ -20,7 +20,7 @@ ALL = blocks()
 def test_every_python_block_is_found_and_accounted_for():
     with_python = {path for path in DOCS if re.search(r"^\s*```py", path.read_text(), re.MULTILINE)}
     assert {block.path for block in ALL} == with_python
-    assert {"core", "kfp", "airflow"} == {block.environment for block in ALL}
+    assert {"core", "kfp", "airflow", "trainers"} == {block.environment for block in ALL}
     for block in ALL:
         if block.illustrative is not None:
             assert len(block.illustrative.split()) >= 4, f"{block.id}: an illustrative block must say why it is not run"

@@ -18,7 +18,7 @@ def make_test(tmp_path, **statuses):
     """`make test` with each suite a command exiting with the status given; the venvs' marks
     are made newer than setup.py and the locks, so make builds nothing."""
     args = []
-    for variable in ("VENV", "KFP_VENV", "AIRFLOW_VENV"):
+    for variable in ("VENV", "KFP_VENV", "AIRFLOW_VENV", "TRAINERS_VENV"):
         folder = tmp_path / variable
         folder.mkdir()
         (folder / ".installed").touch()

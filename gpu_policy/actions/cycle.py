@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from typing import Callable
 
 from gpu_policy.cluster.embedded import ScenarioCluster
-from gpu_policy.model.cluster import Actuator, AttachWaiter, ClusterSource, Observation, Outcome
+from gpu_policy.model.cluster import ActingCluster, AttachWaiter, ClusterSource, Observation, Orders, Outcome
 from gpu_policy.errors import GpuPolicyError, UsageError
 from gpu_policy.model import Job, Scenario
 from gpu_policy.model.plan import Plan
@@ -83,25 +83,27 @@ def step_observation(obs: Observation, job: Job, config: PlannerConfig | None = 
     return decision
 
 
-def _acting(cluster: Actuator, execute: bool):
+def _acting(cluster: ActingCluster, execute: bool):
     """The planning lock when the plan will be carried out; a dry run writes nothing and needs none."""
     return cluster.planning() if execute else nullcontext()
 
 
-def apply_plan_once(cluster: ClusterSource, config: PlannerConfig | None = None,
+def apply_plan_once(cluster: ActingCluster, config: PlannerConfig | None = None,
                     telemetry: DcgmSource | str | ClusterSignals | None = None,
                     settings: TelemetrySettings | None = None,
-                    execute: bool | None = None) -> tuple[Plan, list[Outcome]]:
+                    execute: bool | None = None, release: bool = False) -> tuple[Plan, list[Outcome]]:
     """Observe, decide and carry the plan out (`execute`; default: on a live cluster yes,
-    on the embedded one no, which describes what would be done)."""
+    on the embedded one no, which describes what would be done). With `release`, the gated
+    pods the plan starts are released too, and the pods told why, as the controller does
+    (docs/kubernetes.md, "Acting"): never beside a running controller."""
     execute = cluster.executes_by_default if execute is None else execute
     with _acting(cluster, execute):
         obs = observe(cluster, telemetry, settings)
         result = plan_observation(obs, config)
-        return result, cluster.carry_out(result, obs, execute)
+        return result, cluster.actuator.carry_out(result, obs, Orders(execute, admit=release)).outcomes
 
 
-def wait_for_step(cluster: ClusterSource, job: Job, config: PlannerConfig | None = None,
+def wait_for_step(cluster: ActingCluster, job: Job, config: PlannerConfig | None = None,
                   telemetry: DcgmSource | str | ClusterSignals | None = None,
                   settings: TelemetrySettings | None = None,
                   max_wait_s: float = 0.0, poll_interval_s: float = 30.0, execute: bool | None = None,
@@ -125,7 +127,7 @@ def wait_for_step(cluster: ClusterSource, job: Job, config: PlannerConfig | None
         with _acting(cluster, execute):
             obs = observe(cluster, telemetry, settings)
             decision = step_observation(obs, job, config)
-            decision.outcomes = cluster.carry_out(decision.plan, obs, execute, job)
+            decision.outcomes = cluster.actuator.carry_out(decision.plan, obs, Orders(execute, step=job)).outcomes
         decision.attempts = attempts
         waiter = cluster.attach_waiter(decision.plan, obs, job, decision.outcomes) if decision.can_start and execute \
             else None
@@ -155,21 +157,21 @@ def _await_attach(decision: StepDecision, waiter: AttachWaiter, until: float, po
         sleep(poll_interval_s)
 
 
-def reconcile(cluster: ClusterSource, every_s: float, rounds: int | None = None,
+def reconcile(cluster: ActingCluster, every_s: float, rounds: int | None = None,
               config: PlannerConfig | None = None, telemetry: DcgmSource | str | None = None,
               settings: TelemetrySettings | None = None, execute: bool | None = None,
               report: Callable[[Plan | None, list[Outcome], str | None], None] | None = None,
-              stop: threading.Event | None = None) -> int:
+              stop: threading.Event | None = None, release: bool = False) -> int:
     """Apply a plan every `every_s` seconds (`rounds` times, or until `stop` is set):
-    fair share enforced for teams whose pods do not come from pipelines. A round that fails
-    (an unreachable API server, bad input) is reported and the next round tries again.
-    Returns the number of rounds that failed."""
+    fair share enforced for teams whose pods do not come from pipelines (`release`: as in
+    `apply_plan_once`). A round that fails (an unreachable API server, bad input) is
+    reported and the next round tries again. Returns the number of rounds that failed."""
     stop = stop or threading.Event()
     failed, done = 0, 0
     while not stop.is_set() and (rounds is None or done < rounds):
         began = time.monotonic()
         try:
-            result, outcomes = apply_plan_once(cluster, config, telemetry, settings, execute)
+            result, outcomes = apply_plan_once(cluster, config, telemetry, settings, execute, release)
             error = None
         except GpuPolicyError as e:
             result, outcomes, error = None, [], str(e)

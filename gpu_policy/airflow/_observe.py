@@ -12,8 +12,11 @@ import logging
 from contextlib import contextmanager
 
 from airflow.exceptions import AirflowException
+from airflow.sdk import BaseOperator
 
 from gpu_policy import Job
+from gpu_policy.airflow.hooks.cluster import GpuClusterHook
+from gpu_policy.airflow.hooks.dcgm import DcgmHook
 from gpu_policy.cluster import ClusterSource, Observation, ScenarioCluster
 from gpu_policy.actions.cycle import observe, wait_for_step
 from gpu_policy.errors import GpuPolicyError
@@ -39,8 +42,6 @@ def cluster_for(owner: str, scenario_path: str | None, kubernetes_conn_id: str |
                                "(a live one), not both")
     if scenario_path:
         return ScenarioCluster(scenario_path)
-    from gpu_policy.airflow.hooks.cluster import GpuClusterHook
-
     with one_line_errors():
         return GpuClusterHook(kubernetes_conn_id or GpuClusterHook.default_conn_name).get_conn()
 
@@ -48,8 +49,6 @@ def cluster_for(owner: str, scenario_path: str | None, kubernetes_conn_id: str |
 def telemetry_source(dcgm_conn_id: str | None) -> tuple[DcgmSource | None, TelemetrySettings]:
     """The connection's Prometheus with its settings; None: simulated on the embedded cluster, none on a live one."""
     if dcgm_conn_id:
-        from gpu_policy.airflow.hooks.dcgm import DcgmHook
-
         source = DcgmHook(dcgm_conn_id).get_conn()
         return source, source.settings
     return None, TelemetrySettings()
@@ -64,34 +63,29 @@ def observe_cluster(cluster: ClusterSource, dcgm_conn_id: str | None) -> Observa
     return obs
 
 
-class StepJobArgs:
-    """The step's job and its cluster, as GpuPlanOperator and GpuPlanSensor take them."""
+class StepOperatorBase(BaseOperator):
+    """What GpuPlanOperator and GpuPlanSensor share: the step's job and its cluster as arguments,
+    and one round of deciding for it. A BaseOperator, so that Airflow wraps this `__init__` (the
+    sensor puts BaseSensorOperator after it: its own arguments pass through `kwargs`)."""
 
     template_fields = ("scenario_path", "kubernetes_conn_id", "job_name", "team", "dcgm_conn_id")
 
-    def set_job_args(self, scenario_path: str | None, kubernetes_conn_id: str | None, job_name: str, team: str,
-                     gpus: float, replicas: int, priority: int, dcgm_conn_id: str | None,
-                     execute_plan: bool | None) -> None:
-        check_job_args(type(self).__name__, gpus, replicas, priority)
+    def __init__(self, *, job_name: str, team: str, gpus: float, scenario_path: str | None = None,
+                 kubernetes_conn_id: str | None = None, replicas: int = 1, priority: int = 50,
+                 dcgm_conn_id: str | None = None, execute_plan: bool | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        keep_job_args(self, job_name, team, gpus, replicas, priority)
         self.execute_plan = check_execute_plan(type(self).__name__, execute_plan)
         self.scenario_path = scenario_path
         self.kubernetes_conn_id = kubernetes_conn_id
-        self.job_name = job_name
-        self.team = team
-        self.gpus = gpus
-        self.replicas = replicas
         self.priority = priority
         self.dcgm_conn_id = dcgm_conn_id
 
     def decide(self) -> StepDecision:
         """One round: observe, decide and, with `execute_plan`, carry the plan out (evictions, the
         step's reservation) under the cluster's planning lease."""
-        # templated fields hold their rendered values only now, so they are checked here
-        owner = type(self).__name__
-        for name in ("job_name", "team"):
-            if not getattr(self, name):
-                raise AirflowException(f"{owner}: `{name}` is empty")
-        cluster = cluster_for(owner, self.scenario_path, self.kubernetes_conn_id)
+        check_rendered(self)
+        cluster = cluster_for(type(self).__name__, self.scenario_path, self.kubernetes_conn_id)
         job = Job(name=self.job_name, queue=self.team, gpus=self.gpus, replicas=self.replicas, priority=self.priority)
         with one_line_errors():
             decision = wait_for_step(cluster, job, None, *telemetry_source(self.dcgm_conn_id),
@@ -101,6 +95,23 @@ class StepJobArgs:
         for outcome in decision.outcomes:
             log.info("%s", outcome.line())
         return decision
+
+
+def keep_job_args(op, job_name: str, team: str, gpus: float, replicas: int, priority: int) -> None:
+    """The step's job on the operator, each argument under its own name (job_name and team are
+    templated: `check_rendered` checks them at run time; the others are checked now)."""
+    check_job_args(type(op).__name__, gpus, replicas, priority)
+    op.job_name = job_name
+    op.team = team
+    op.gpus = gpus
+    op.replicas = replicas
+
+
+def check_rendered(op) -> None:
+    """The job's templated arguments hold their rendered values only at run time: checked then."""
+    for name in ("job_name", "team"):
+        if not getattr(op, name):
+            raise AirflowException(f"{type(op).__name__}: `{name}` is empty")
 
 
 def check_job_args(owner: str, gpus: float, replicas: int, priority: int) -> None:

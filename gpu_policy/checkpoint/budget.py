@@ -19,7 +19,7 @@ import os
 import re
 from typing import Any, Callable, Iterable
 
-from gpu_policy.checkpoint.guard import PreemptionGuard
+from gpu_policy.checkpoint.guard import PodNotes, PreemptionGuard
 from gpu_policy.checkpoint.runner import TrainingSummary, run_training_steps
 from gpu_policy.checkpoint.store import CheckpointStore
 from gpu_policy.errors import UsageError
@@ -56,10 +56,9 @@ def resolve(reference: str, what: str, trusted_modules: Iterable[str] = ()) -> C
 def run_step_budget(checkpoint_uri: str, total_steps: int, steps_per_run: int, step_function: str,
                     init_function: str, grace_period_s: float | None = None,
                     keep_last: int | None = 3, trusted_modules: Iterable[str] = (),
-                    lock_wait_s: float = 0.0,
-                    on_checkpoint: Callable[[int, float], None] | None = None) -> TrainingSummary:
-    """Run at most `steps_per_run` more steps, up to `total_steps`, from the newest checkpoint;
-    `on_checkpoint(step, seconds)` after each checkpoint."""
+                    lock_wait_s: float = 0.0, pod: PodNotes | None = None) -> TrainingSummary:
+    """Run at most `steps_per_run` more steps, up to `total_steps`, from the newest checkpoint,
+    noting each checkpoint on `pod` (default: this process's own pod, when in one)."""
     if total_steps < 1 or steps_per_run < 1:
         raise UsageError(f"total_steps and steps_per_run: must be >= 1, got {total_steps} and {steps_per_run}")
     step = resolve(step_function, "step_function", trusted_modules)
@@ -68,5 +67,5 @@ def run_step_budget(checkpoint_uri: str, total_steps: int, steps_per_run: int, s
     latest = store.latest()
     done = latest.step if latest else 0
     return run_training_steps(step, init, store, steps=min(total_steps, done + steps_per_run),
-                              guard=PreemptionGuard(grace_period_s), metadata={"checkpoint_uri": checkpoint_uri},
-                              on_checkpoint=on_checkpoint)
+                              guard=PreemptionGuard(grace_period_s, pod=pod),
+                              metadata={"checkpoint_uri": checkpoint_uri})

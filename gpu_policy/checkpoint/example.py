@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from gpu_policy.checkpoint.guard import PreemptionGuard
+from gpu_policy.checkpoint.guard import PodNotes, PreemptionGuard
 from gpu_policy.checkpoint.policy import CheckpointPolicy
 from gpu_policy.checkpoint.runner import TrainingSummary, run_training_steps
 from gpu_policy.checkpoint.store import CheckpointStore
@@ -78,11 +78,13 @@ def _progress_bar(k: int, steps: int | None) -> None:
 def train_example(checkpoint_dir: str, steps: int, step_seconds: float = 0.0, interval_s: float | None = None,
                   mean_time_to_preemption_s: float = 3600.0, grace_period_s: float | None = None,
                   keep_last: int | None = 3, store: CheckpointStore | None = None,
-                  on_checkpoint: Callable[[int, float], None] | None = None) -> TrainingSummary:
+                  pod: PodNotes | None = None) -> TrainingSummary:
+    """Train the example for `steps` steps in all; checkpoints are noted on `pod` (default:
+    this process's own pod, when in one), and gpu-policy's checkpoint requests answered."""
     store = store or CheckpointStore(checkpoint_dir, keep_last=keep_last)
     policy = CheckpointPolicy(mean_time_to_preemption_s=mean_time_to_preemption_s, interval_s=interval_s)
     return run_training_steps(
         make_step(step_seconds=step_seconds), initial_state, store, steps=steps, policy=policy,
-        guard=PreemptionGuard(grace_period_s), metadata={"trainer": "gpu-policy train-example"},
-        progress=_progress_bar if sys.stderr.isatty() else None, on_checkpoint=on_checkpoint,
+        guard=PreemptionGuard(grace_period_s, pod=pod), metadata={"trainer": "gpu-policy train-example"},
+        progress=_progress_bar if sys.stderr.isatty() else None,
     )

@@ -33,6 +33,10 @@ class TrainingSummary:
     preempted: bool = False
     signal: int | None = None
     skipped_checkpoints: list[str] = field(default_factory=list)
+    checkpoint_requests: int = 0
+    """gpu-policy's requests to checkpoint that this run answered."""
+    seconds_paused: float = 0.0
+    """Seconds it trained nothing, having answered a request (until a signal or the withdrawal)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -49,67 +53,80 @@ def run_training_steps(step_fn: Callable[[Any, int], Any], init_state: Any, stor
     ``init_state`` is the state before step 0 (or a callable that makes it), used
     only when the store has no usable checkpoint. Stops after ``steps`` steps in
     all, after ``time_budget_s`` seconds of this run, or on a preemption signal
-    caught by ``guard`` (a new `PreemptionGuard` when None). ``progress(k, steps)``
-    is called after each step, ``on_checkpoint(k, seconds)`` after each checkpoint
-    (gpu-policy's training notes it on its pod: `gpu_policy.kubernetes.write.own_pod`).
-    The store's writer lock is held from the start to the end, so a second writer on
-    the same location fails before its first step.
+    caught by ``guard`` (a new `PreemptionGuard` when None). When gpu-policy asks for a
+    checkpoint (the guard sees the request), it saves at the next step boundary and trains
+    no further step until the request is withdrawn or a signal stops it. After each
+    checkpoint the guard notes it on the pod, and ``on_checkpoint(k, seconds)`` is called;
+    ``progress(k, steps)`` after each step. The store's writer lock is held from the start
+    to the end, so a second writer on the same location fails before its first step.
     """
     if steps is None and time_budget_s is None:
         raise ValueError("give steps, time_budget_s or both: the loop needs a place to stop")
     policy = policy or CheckpointPolicy()
     store.acquire()  # one writer per location: a second one fails here, before any step
     try:
-        return _run(step_fn, init_state, store, steps, time_budget_s, policy, guard, metadata, clock, progress,
-                    on_checkpoint)
+        with guard or PreemptionGuard() as g:
+            return _Run(step_fn, store, policy, g, metadata, clock, on_checkpoint).train(
+                init_state, steps, time_budget_s, progress)
     finally:
         store.release()
 
 
-def _run(step_fn, init_state, store: CheckpointStore, steps: int | None, time_budget_s: float | None,
-         policy: CheckpointPolicy, guard: PreemptionGuard | None, metadata: dict | None,
-         clock: Callable[[], float], progress, on_checkpoint) -> TrainingSummary:
-    latest = store.latest()
-    if latest is None:
-        k, state = 0, init_state() if callable(init_state) else init_state
-    else:
-        k, state = latest.step, store.load(latest)
-    summary = TrainingSummary(first_step=k, last_step=k, resumed_from=latest.step if latest else None,
-                              skipped_checkpoints=list(store.skipped))
-    saved_at = k if latest else None
+class _Run:
+    """One run of the loop: the state, the step it has reached, and its checkpoints."""
 
-    def save() -> None:
-        nonlocal saved_at
-        began = clock()
-        store.save(k, state, metadata)
-        seconds = clock() - began
-        policy.record_save(seconds, clock())
-        summary.checkpoints_written += 1
-        summary.seconds_saving += seconds
-        saved_at = k
-        if on_checkpoint:
-            on_checkpoint(k, seconds)
+    def __init__(self, step_fn, store: CheckpointStore, policy: CheckpointPolicy, guard: PreemptionGuard,
+                 metadata: dict | None, clock: Callable[[], float], on_checkpoint):
+        self.step_fn, self.store, self.policy, self.guard = step_fn, store, policy, guard
+        self.metadata, self.clock, self.on_checkpoint = metadata, clock, on_checkpoint
+        self.k, self.state, self.saved_at = 0, None, None
+        self.last_save_s: float | None = None
 
-    began = clock()
-    policy.start(began)
-    with guard or PreemptionGuard() as g:
-        while not g.should_stop:
-            if steps is not None and k >= steps:
-                break
-            if time_budget_s is not None and clock() - began >= time_budget_s:
-                break
-            state = step_fn(state, k)
-            k += 1
+    def train(self, init_state, steps: int | None, time_budget_s: float | None, progress) -> TrainingSummary:
+        latest, g = self.store.latest(), self.guard
+        if latest is None:
+            self.state = init_state() if callable(init_state) else init_state
+        else:
+            self.k, self.state, self.saved_at = latest.step, self.store.load(latest), latest.step
+        summary = TrainingSummary(first_step=self.k, last_step=self.k, resumed_from=self.saved_at,
+                                  skipped_checkpoints=list(self.store.skipped))
+        began = self.clock()
+        self.policy.start(began)
+        while not g.should_stop and (steps is None or self.k < steps) \
+                and (time_budget_s is None or self.clock() - began < time_budget_s):
+            if g.asked():  # gpu-policy needs the GPUs: save now (if anything is new), then wait
+                if self.saved_at != self.k:
+                    self.save(summary)
+                else:
+                    g.saved(self.k, self.last_save_s)
+                g.pause()
+                self.policy.start(self.clock())  # the interval counts from the resume: nothing new since
+                continue
+            self.state = self.step_fn(self.state, self.k)
+            self.k += 1
             if progress:
-                progress(k, steps)
-            if policy.due(clock()) and not g.should_stop:
-                save()
-        if saved_at != k:
-            save()
+                progress(self.k, steps)
+            if self.policy.due(self.clock()) and not g.should_stop:
+                self.save(summary)
+        if self.saved_at != self.k:
+            self.save(summary)
         if g.should_stop:
             summary.preempted, summary.signal = True, g.signal
             left = g.remaining()
             if left is not None and left < 0:
                 log.warning("the checkpoint after a preemption signal finished %.1f s after the grace period", -left)
-    summary.last_step = k
-    return summary
+        summary.last_step = self.k
+        summary.checkpoint_requests, summary.seconds_paused = g.requests_answered, g.seconds_paused
+        return summary
+
+    def save(self, summary: TrainingSummary) -> None:
+        began = self.clock()
+        self.store.save(self.k, self.state, self.metadata)
+        seconds = self.clock() - began
+        self.policy.record_save(seconds, self.clock())
+        summary.checkpoints_written += 1
+        summary.seconds_saving += seconds
+        self.saved_at, self.last_save_s = self.k, seconds
+        self.guard.saved(self.k, seconds)
+        if self.on_checkpoint:
+            self.on_checkpoint(self.k, seconds)

@@ -138,21 +138,31 @@ def _decode(node: Any, blobs: list[memoryview]) -> Any:
     if kind == "tuple":
         return tuple(_decode(v, blobs) for v in node["items"])
     if kind == "dict":
-        out = {}
-        for pair in node["items"]:
-            if not (isinstance(pair, list) and len(pair) == 2):
-                raise StateFormatError("a dict entry of the state tree is malformed")
-            key = _decode(pair[0], blobs)
-            try:
-                hash(key)  # a tuple holding a list is not hashable either
-            except TypeError:
-                raise StateFormatError("a dict key of the state is not hashable") from None
-            out[key] = _decode(pair[1], blobs)
-        return out
+        return _decode_dict(node["items"], blobs)
     if kind == "int" and isinstance(node.get("v"), str) and len(node["v"]) <= 4000:
         return int(node["v"]) if _INT.fullmatch(node["v"]) else _bad(kind)
     if kind == "float" and node.get("v") in ("nan", "inf", "-inf"):
         return float(node["v"])
+    return _decode_blob(node, kind, blobs)
+
+
+def _decode_dict(items: list, blobs: list[memoryview]) -> dict:
+    """A dict from its [key, value] pairs; each key must be hashable once decoded."""
+    out = {}
+    for pair in items:
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise StateFormatError("a dict entry of the state tree is malformed")
+        key = _decode(pair[0], blobs)
+        try:
+            hash(key)  # a tuple holding a list is not hashable either
+        except TypeError:
+            raise StateFormatError("a dict key of the state is not hashable") from None
+        out[key] = _decode(pair[1], blobs)
+    return out
+
+
+def _decode_blob(node: dict, kind: Any, blobs: list[memoryview]) -> Any:
+    """Bytes, a numpy array or a numpy scalar, from the raw buffer the node names."""
     blob = node.get("blob")
     if not _is_count(blob) or blob >= len(blobs):
         return _bad(kind)

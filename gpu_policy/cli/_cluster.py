@@ -29,6 +29,20 @@ def add_execute_options(p: argparse.ArgumentParser, default: str) -> None:
     way.add_argument("--dry-run", dest="execute", action="store_false", help="only say what would be done")
 
 
+def add_release_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--release", action="store_true",
+                   help="k8s:// only: also release the gated pods the plan starts and write the Events the "
+                        "controller writes, under the Lease; never beside a running controller")
+
+
+def check_release(args: argparse.Namespace) -> None:
+    """--release names gated pods, which only a live cluster has."""
+    from gpu_policy.cluster import split_scheme
+
+    if args.release and split_scheme(args.cluster)[0] != "k8s":
+        raise GpuPolicyError(f"--release: applies to k8s:// clusters only (gated pods), not to {args.cluster}")
+
+
 def open_from_args(args: argparse.Namespace, name: str | None = None):
     """The cluster the options name (`name` overrides --cluster)."""
     from gpu_policy.cluster import open_cluster, split_scheme

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from gpu_policy.cli._cluster import (add_cluster_options, add_execute_options, observed_line, open_from_args,
-                                     outcome_lines)
+from gpu_policy.cli._cluster import (add_cluster_options, add_execute_options, add_release_option, check_release,
+                                     observed_line, open_from_args, outcome_lines)
 from gpu_policy.cli._options import add_solver_options, add_telemetry_options, planner_config, telemetry_settings
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.presentation.render import plan_table
@@ -16,6 +16,7 @@ def register(sub) -> None:
     a = sub.add_parser("apply", help="plan a cluster and carry the plan out: evict victims, reserve moved jobs' GPUs, attach and detach composable GPUs")
     add_cluster_options(a)
     add_execute_options(a, "no: print what would be done")
+    add_release_option(a)
     a.add_argument("--apply-to", metavar="OUT.yaml",
                    help="a scenario file cluster: write the scenario as it is after the plan here")
     a.add_argument("--format", choices=("table", "json"), default="table")
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from gpu_policy.cluster import split_scheme
     from gpu_policy.actions.cycle import apply_plan_once
 
+    check_release(args)
     cluster = open_from_args(args)
     execute = bool(args.execute)  # apply is a dry run unless told, on every cluster
     if split_scheme(args.cluster)[0] == "k8s":
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
                              f"({args.cluster} itself is never changed)")
     else:
         cluster.apply_to = args.apply_to
-    result, outcomes = apply_plan_once(cluster, planner_config(args), args.prometheus, telemetry_settings(args), execute)
+    result, outcomes = apply_plan_once(cluster, planner_config(args), args.prometheus, telemetry_settings(args), execute,
+                                       args.release)
     if args.format == "json":
         print(json.dumps({"executed": execute, "outcomes": [o.to_dict() for o in outcomes],
                           "plan": result.to_dict()}, indent=2))

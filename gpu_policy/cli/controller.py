@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpu_policy.controller import Controller, ControllerSettings
-    from gpu_policy.controller.metrics import serve
+    from gpu_policy.controller.metrics import Metrics, serve
     from gpu_policy.kubernetes import KubernetesCluster
 
     cluster = open_from_args(args)
@@ -50,10 +50,12 @@ def run(args: argparse.Namespace) -> int:
 
         settings = telemetry_settings(args)
         telemetry = TelemetryFeed(PrometheusDcgmSource(args.prometheus, settings), settings)
+    metrics = Metrics()  # the cluster again, through an ApiClient that counts every request
+    cluster = KubernetesCluster(cluster.url, settings=cluster.settings, namespace=cluster.default_namespace,
+                                api_client=metrics.counted_client(cluster.api_client.configuration))
     controller = Controller(cluster, ControllerSettings(debounce_s=args.debounce, resync_s=args.resync,
                                                         bind_timeout_s=args.bind_timeout), planner_config(args),
-                            telemetry=telemetry)
-    controller.metrics.count_requests(cluster.api_client)
+                            metrics=metrics, telemetry=telemetry)
     try:
         server = serve(controller.metrics, args.metrics_port, controller.ready)
     except OSError as e:

@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 
-from gpu_policy.cli._cluster import add_cluster_options, add_execute_options, open_from_args
+from gpu_policy.cli._cluster import (add_cluster_options, add_execute_options, add_release_option, check_release,
+                                     open_from_args)
 from gpu_policy.cli._options import add_solver_options, add_telemetry_options, planner_config, positive, telemetry_settings
 
 
@@ -19,6 +20,7 @@ def register(sub) -> None:
     r.add_argument("--rounds", type=positive(int, 10 ** 9), default=None, metavar="N", help="stop after N rounds (default: "
                                                                                      "until SIGTERM or Ctrl-C)")
     add_execute_options(r, "yes on k8s://, no on a scenario file")
+    add_release_option(r)
     add_solver_options(r)
     add_telemetry_options(r)
     r.set_defaults(func=run)
@@ -27,6 +29,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpu_policy.actions.cycle import reconcile
 
+    check_release(args)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():  # SIGTERM ends the loop after its round
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -49,5 +52,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {o.line()}", flush=True)
 
     failed = reconcile(cluster, args.every, args.rounds, planner_config(args), args.prometheus,
-                       telemetry_settings(args), args.execute, report, stop)
+                       telemetry_settings(args), args.execute, report, stop, args.release)
     return 2 if args.rounds and failed == args.rounds else 0

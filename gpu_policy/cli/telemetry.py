@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 
 from gpu_policy.cli._cluster import add_cluster_options, open_from_args
 from gpu_policy.cli._options import add_input_options, add_telemetry_options, input_limits, number, telemetry_settings
@@ -48,19 +49,20 @@ def run_table(args: argparse.Namespace) -> int:
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    from gpu_policy.telemetry.exporter import make_exporter
+    from gpu_policy.telemetry.exporter import start_exporter
 
     scenario = load_scenario(args.scenario, input_limits(args))
     try:
-        server = make_exporter(scenario, args.host, args.port, args.hostname_label)
+        server = start_exporter(scenario, args.host, args.port, args.hostname_label)
     except OSError as e:  # a taken or privileged port, an unknown host name
         raise UsageError(f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
     host, port = server.server_address[:2]
     print(f"serving simulated dcgm-exporter metrics on http://{host}:{port}/metrics (Ctrl-C stops)", flush=True)
     try:
-        server.serve_forever()
+        threading.Event().wait()  # the server's thread serves until Ctrl-C
     except KeyboardInterrupt:
         pass
     finally:
+        server.shutdown()
         server.server_close()
     return 0

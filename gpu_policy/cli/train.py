@@ -34,15 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from gpu_policy.checkpoint import CheckpointStore
     from gpu_policy.checkpoint.example import accuracy, train_example
     from gpu_policy.checkpoint.lock import Unwritable
-    from gpu_policy.kubernetes.write.own_pod import OwnPod
 
     store = CheckpointStore(args.checkpoint_dir, keep_last=args.keep_last, lock_wait_s=args.wait_for_lock)
     try:
         summary = train_example(args.checkpoint_dir, args.steps, step_seconds=args.step_seconds,
                                 interval_s=args.checkpoint_every,
                                 mean_time_to_preemption_s=args.mean_time_to_preemption,
-                                grace_period_s=args.grace_period, store=store,
-                                on_checkpoint=OwnPod.here().note_checkpoint)  # in a pod: its last-checkpoint time
+                                grace_period_s=args.grace_period, store=store)  # in a pod: noted on it
     except Unwritable as e:
         raise UsageError(f"--checkpoint-dir: {e}") from None
     report = summary.to_dict()

@@ -8,7 +8,7 @@ composition every entry point calls lives in `gpu_policy.actions.cycle`.
 
 from gpu_policy.cluster.embedded import ScenarioCluster
 from gpu_policy.cluster.registry import open_cluster, register_source, registry, split_scheme
-from gpu_policy.model.cluster import Actuator, ClusterSource, Observation, Outcome
+from gpu_policy.model.cluster import Acted, ActingCluster, Actuator, ClusterSource, Observation, Orders, Outcome
 
-__all__ = ["Actuator", "ClusterSource", "Observation", "Outcome", "ScenarioCluster", "open_cluster", "register_source",
-           "registry", "split_scheme"]
+__all__ = ["Acted", "ActingCluster", "Actuator", "ClusterSource", "Observation", "Orders", "Outcome", "ScenarioCluster",
+           "open_cluster", "register_source", "registry", "split_scheme"]

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from gpu_policy.model.apply import apply_plan
-from gpu_policy.model.cluster import Observation, Outcome
+from gpu_policy.model.cluster import Acted, Observation, Orders, Outcome
 from gpu_policy.model.composition import describe
 from gpu_policy.model import Job, Scenario
 from gpu_policy.model.plan import Plan
@@ -17,9 +17,10 @@ from gpu_policy.model.scenario_file import dump_scenario, load_scenario, parse_s
 
 class ScenarioCluster:
     """A scenario file (read on the first look) or a Scenario, as a cluster. Telemetry is
-    simulated from its `telemetry:` section. Carrying out a plan changes the scenario in
-    memory (the plan happens at once: victims stop, starts run), and writes it to
-    `apply_to` when given; the file it was read from is never changed."""
+    simulated from its `telemetry:` section. It is its own actuator: carrying out a plan
+    changes the scenario in memory (the plan happens at once: victims stop, starts run, gated
+    pods are no concern of a file), and writes it to `apply_to` when given; the file it was
+    read from is never changed."""
 
     simulated_telemetry = True
     executes_by_default = False
@@ -63,7 +64,12 @@ class ScenarioCluster:
     def planning(self) -> threading.Lock:
         return self._lock
 
-    def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
+    @property
+    def actuator(self) -> ScenarioCluster:
+        return self
+
+    def carry_out(self, plan: Plan, observation: Observation, orders: Orders) -> Acted:
+        execute, step = orders.execute, orders.step
         result = "done" if execute else "dry run"
         outcomes = [Outcome(c.node, "attach" if c.change > 0 else "detach", result,
                             f"{describe(c)}" + (f": {c.reason}" if c.reason else ""), [c.node])
@@ -80,4 +86,4 @@ class ScenarioCluster:
             self._scenario = apply_plan(scenario, plan)
             if self.apply_to:
                 dump_scenario(self._scenario, self.apply_to)
-        return outcomes
+        return Acted(outcomes)

@@ -15,19 +15,24 @@ from gpu_policy.kubernetes.read.isolate import ObjectWarning, read_one
 from gpu_policy.kubernetes.read.nodes import NodeView, read_node
 from gpu_policy.kubernetes.read.pods import PodView, read_pod
 from gpu_policy.kubernetes.read.shape import NODE, POD
+# the kinds the controller watches, as KubeClient names them (DRA_AND_POD_GROUPS: where served)
+from gpu_policy.kubernetes.transport.kinds import (
+    COMPOSABILITY_REQUESTS, CONFIG_MAPS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, DRA_AND_POD_GROUPS,
+    KAI_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES,
+    VOLCANO_POD_GROUPS)
 
-#: the kinds the controller watches, as KubeClient names them
-NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES = "nodes", "pods", "namespaces", "config_maps", "kai_queues"
-#: DRA and PodGroups, watched where the cluster serves them (a kind it does not serve is skipped)
-RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES = "resource_slices", "resource_claims", "resource_claim_templates"
-DEVICE_CLASSES, DEVICE_TAINT_RULES = "device_classes", "device_taint_rules"
-KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS = "kai_pod_groups", "volcano_pod_groups", "coscheduling_pod_groups"
-DRA_AND_POD_GROUPS = [RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, DEVICE_CLASSES, DEVICE_TAINT_RULES,
-                      KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS]
-COMPOSABILITY_REQUESTS = "composability_requests"
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
+
+
+def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
+    """The Cache's answer to a LIST of `kind`: its objects in the order a LIST answers them;
+    None when the cluster does not serve it."""
+    def listed(cache: Cache) -> list[dict] | None:
+        return [o for _, o in sorted(cache.objects[kind].items())] if cache.served.get(kind) else None
+
+    return listed
 
 
 def _key(obj: dict) -> tuple[str, str]:
@@ -106,40 +111,17 @@ class Cache:
     def read_config_map(self, name: str) -> dict | None:
         return next((o for (_, n), o in self.objects.get(CONFIG_MAPS, {}).items() if n == name), None)
 
-    def list_kai_queues(self) -> list[dict] | None:
-        return list(self.objects[KAI_QUEUES].values()) if self.served.get(KAI_QUEUES) else None
-
     def list_namespaces(self) -> list[dict]:
         return list(self.objects.get(NAMESPACES, {}).values())
 
-    def list_composability_requests(self) -> list[dict] | None:
-        """None when the cluster does not serve them (no CDI operator): composition is off."""
-        return self._listed(COMPOSABILITY_REQUESTS)
+    list_kai_queues = _listed(KAI_QUEUES)
+    list_composability_requests = _listed(COMPOSABILITY_REQUESTS)  # None (no CDI operator): composition is off
+    list_resource_slices = _listed(RESOURCE_SLICES)
+    list_resource_claims = _listed(RESOURCE_CLAIMS)
+    list_resource_claim_templates = _listed(RESOURCE_CLAIM_TEMPLATES)
+    list_device_classes = _listed(DEVICE_CLASSES)
+    list_device_taint_rules = _listed(DEVICE_TAINT_RULES)
+    list_kai_pod_groups = _listed(KAI_POD_GROUPS)
+    list_volcano_pod_groups = _listed(VOLCANO_POD_GROUPS)
+    list_coscheduling_pod_groups = _listed(COSCHEDULING_POD_GROUPS)
 
-    def list_resource_slices(self) -> list[dict] | None:
-        return self._listed(RESOURCE_SLICES)
-
-    def list_resource_claims(self) -> list[dict] | None:
-        return self._listed(RESOURCE_CLAIMS)
-
-    def list_resource_claim_templates(self) -> list[dict] | None:
-        return self._listed(RESOURCE_CLAIM_TEMPLATES)
-
-    def list_device_classes(self) -> list[dict] | None:
-        return self._listed(DEVICE_CLASSES)
-
-    def list_device_taint_rules(self) -> list[dict] | None:
-        return self._listed(DEVICE_TAINT_RULES)
-
-    def list_kai_pod_groups(self) -> list[dict] | None:
-        return self._listed(KAI_POD_GROUPS)
-
-    def list_volcano_pod_groups(self) -> list[dict] | None:
-        return self._listed(VOLCANO_POD_GROUPS)
-
-    def list_coscheduling_pod_groups(self) -> list[dict] | None:
-        return self._listed(COSCHEDULING_POD_GROUPS)
-
-    def _listed(self, kind: str) -> list[dict] | None:
-        """The kind's objects in the order a LIST answers them; None when the cluster does not serve it."""
-        return [o for _, o in sorted(self.objects[kind].items())] if self.served.get(kind) else None

@@ -18,8 +18,10 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from gpu_policy.backoff import Backoff
 from gpu_policy.errors import ClusterAccessDenied, ClusterUnavailable
-from gpu_policy.kubernetes.transport.client import KubeClient, WatchExpired
+from gpu_policy.kubernetes.transport.answers import WatchExpired
+from gpu_policy.kubernetes.transport.client import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class Informer:
             thread.join(timeout_s)
 
     def _relist(self, kind: str) -> str | None:
-        items, version = self.client.list_watched(kind)
+        items, version = self.client.list_kind(kind)
         self.lists[kind] += 1
         self.changes.put(Change(kind, "LISTED", objects=items))
         if items is None:
@@ -69,7 +71,7 @@ class Informer:
         return version
 
     def _watch(self, kind: str, version: str) -> None:
-        pause = self.pause_s
+        pause = Backoff(self.pause_s, ceiling_s=30.0, sleep=self.stop.wait)  # between broken watches
         while not self.stop.is_set():
             try:
                 for change, obj in self.client.watch(kind, version, self.watch_timeout_s):
@@ -80,7 +82,7 @@ class Informer:
                         self.changes.put(Change(kind, change, obj))
                     if self.stop.is_set():
                         return
-                pause = self.pause_s  # the server ended the watch as asked: resume at once
+                pause.reset()  # the server ended the watch as asked: resume at once
             except WatchExpired as e:
                 log.info("%s; listing %s again", e, kind)
                 self.on_restart(kind)
@@ -91,8 +93,7 @@ class Informer:
             except (ClusterUnavailable, ClusterAccessDenied) as e:
                 log.warning("%s; resuming from resourceVersion %s", e, version)
                 self.on_restart(kind)
-                self.stop.wait(pause)
-                pause = min(pause * 2, 30.0)
+                pause.pause()
 
     def _relist_or_wait(self, kind: str, version: str) -> str | None:
         """The relisted kind's resourceVersion (None: no longer served); `version` when the LIST failed."""

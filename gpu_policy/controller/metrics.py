@@ -2,9 +2,10 @@
 HTTP port: /metrics, /healthz (alive), /readyz (cache synced; leader or standby).
 
 Cardinality is bounded: labels are queues (from the queues ConfigMap), reason codes (a
-fixed set, gpu_policy.controller.events), API verbs and resources, and HTTP codes.
-API requests are counted where the official client sends them (its REST client), so
-every request counts once, a watch connection as one `verb="watch"`.
+fixed set, gpu_policy.planner.codes), API verbs and resources, and HTTP codes.
+API requests are counted where the official client sends them (`counted_client`: an
+ApiClient whose REST client reports each request), so every request counts once, a watch
+connection as one `verb="watch"`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from gpu_policy.kubernetes.transport.reporting import ReportingApiClient
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -64,22 +67,14 @@ class Metrics:
             if q.limit is not None:
                 self.limit.labels(q.name).set(q.limit)
 
-    def count_requests(self, api_client) -> None:
-        """Count every request the client sends, by verb, resource and status code."""
-        rest = api_client.rest_client
-        send = rest.request
+    def counted_client(self, configuration) -> ReportingApiClient:
+        """An ApiClient for `configuration` whose every request is counted, by verb, resource
+        and status code (a watch once, as verb="watch")."""
+        return ReportingApiClient(configuration, self._count)
 
-        def counted(method, url, *args, **kwargs):
-            verb, resource = _verb_and_resource(method, url, kwargs.get("query_params"))
-            try:
-                response = send(method, url, *args, **kwargs)
-            except Exception as e:  # counted, then raised on unchanged
-                self.api_requests.labels(verb, resource, str(getattr(e, "status", None) or "error")).inc()
-                raise
-            self.api_requests.labels(verb, resource, str(getattr(response, "status", "") or "")).inc()
-            return response
-
-        rest.request = counted
+    def _count(self, method: str, url: str, query_params, code: str) -> None:
+        verb, resource = _verb_and_resource(method, url, query_params)
+        self.api_requests.labels(verb, resource, code).inc()
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

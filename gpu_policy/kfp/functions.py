@@ -146,7 +146,7 @@ def checkpointed_train_step(checkpoint_uri: str, total_steps: int, steps_per_run
     if job_name and queue:
         pod.label_job(job_name, queue)
     summary = run_step_budget(checkpoint_uri, total_steps, steps_per_run, step_function, init_function,
-                              grace_period_s, keep_last, on_checkpoint=pod.note_checkpoint)
+                              grace_period_s, keep_last, pod=pod)
     print(f"steps {summary.first_step} -> {summary.last_step} on {gpu_count} planned GPU(s); "
           f"checkpoints written: {summary.checkpoints_written}")
     if summary.preempted:
@@ -172,7 +172,8 @@ def step_may_start(can_start: bool) -> bool:
 
 def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cluster: str = "k8s://",
                   scenario_yaml: str = "", replicas: int = 1, priority: int = 50, max_wait_s: float = 3600.0,
-                  poll_interval_s: float = 10.0, run_timeout_s: float = 86400.0) -> NamedTuple(
+                  poll_interval_s: float = 10.0, run_timeout_s: float = 86400.0, saves_on_request: bool = False,
+                  checkpoint_every_s: float = 0.0) -> NamedTuple(
         "GatedPod", [("released", bool), ("node", str), ("reason", str), ("phase", str)]):
     """Run a training pod that gpu-policy's controller admits: created gated, released onto the node it chose.
 
@@ -191,6 +192,10 @@ def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cl
             pod stays queued (a retry of the task waits for the same pod).
         poll_interval_s: Seconds between looks at the pod and its Events.
         run_timeout_s: Seconds the released pod may run before the task stops waiting for it.
+        saves_on_request: The trainer uses gpu-policy's PreemptionGuard (run_training_steps or a trainer callback):
+            the pod is declared to save on request and shown its annotations (docs/checkpointing.md), so a
+            preemption asks it to checkpoint first.
+        checkpoint_every_s: Seconds between the trainer's periodic checkpoints (0: unknown).
 
     Returns:
         released: Whether the controller released the pod (on the embedded cluster: whether the plan starts it).
@@ -215,8 +220,12 @@ def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cl
             return outputs(decision.can_start, (decision.nodes or [""])[0], decision.reason, "")
         from gpu_policy.kubernetes.write.gated_step import await_finish, open_step_client, run_gated
 
+        from gpu_policy.kubernetes.write.gated_step import with_checkpoint_protocol
+
         client, namespace = open_step_client(cluster)
         pod = {**pod_manifest, "metadata": {"namespace": namespace, **(pod_manifest.get("metadata") or {})}}
+        if saves_on_request:
+            pod = with_checkpoint_protocol(pod, checkpoint_every_s or None)
         admission = run_gated(client, pod, job_name, queue, replicas, max_wait_s, poll_interval_s, progress=print,
                               gpus=gpus)
         if not admission.released:

@@ -3,7 +3,7 @@
 Importing this package does not import the `kubernetes` client; the first request does.
 """
 
-from gpu_policy.kubernetes.transport.client import PERMISSIONS, Permission
+from gpu_policy.kubernetes.transport.permissions import PERMISSIONS, Permission
 from gpu_policy.kubernetes.cluster import KubernetesCluster
 from gpu_policy.kubernetes.settings import KubernetesSettings
 

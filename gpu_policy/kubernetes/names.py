@@ -5,6 +5,7 @@ test helpers and the docs agree.
 """
 
 from gpu_policy import model
+from gpu_policy.model import checkpointing
 
 PREFIX = "gpu-policy.io/"
 
@@ -16,9 +17,14 @@ PREEMPTIBLE_LABEL = "gpu-policy.io/preemptible"
 FRACTION_ANNOTATION = "gpu-policy.io/gpu-fraction"
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_INDEX_ANNOTATION = "gpu-policy.io/gpu-index"
-LAST_CHECKPOINT_ANNOTATION = "gpu-policy.io/last-checkpoint"
-#: how long the last checkpoint save took: set the pod's grace period well above it
-CHECKPOINT_SECONDS_ANNOTATION = "gpu-policy.io/checkpoint-seconds"
+# "preemption that loses no work": the names have their home in the model, below both the
+# controller and the trainer (gpu_policy.model.checkpointing)
+LAST_CHECKPOINT_ANNOTATION = checkpointing.LAST_CHECKPOINT
+#: how long the last checkpoint save took (written by the trainer after each save)
+CHECKPOINT_SAVE_S_ANNOTATION = checkpointing.CHECKPOINT_SAVE_S
+CHECKPOINT_REQUESTED_ANNOTATION = checkpointing.CHECKPOINT_REQUESTED
+SAVES_ON_REQUEST_ANNOTATION = checkpointing.SAVES_ON_REQUEST
+CHECKPOINT_EVERY_S_ANNOTATION = checkpointing.CHECKPOINT_EVERY_S
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
 #: the scheduling gate that holds a GPU pod until gpu-policy places it (spec "Admission")
 ADMISSION_GATE = "gpu-policy.io/admission"
@@ -67,6 +73,16 @@ POD_GROUPS = "podgroups"
 KAI_POD_GROUP_VERSION = "v2alpha2"  # scheduling.run.ai
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 COSCHEDULING_GROUP, COSCHEDULING_VERSION = "scheduling.x-k8s.io", "v1alpha1"  # the scheduler-plugins' coscheduling
+
+# what other schedulers and training operators put on a gang's pods (gpu_policy.kubernetes.read.workloads)
+#: where a pod names its PodGroup: (the PodGroup kind's API group, in the pod's "annotations" or "labels", the key)
+POD_GROUP_KEYS = ((KAI_GROUP, "annotations", "pod-group-name"),
+                  (VOLCANO_GROUP, "annotations", "scheduling.k8s.io/group-name"),
+                  (COSCHEDULING_GROUP, "labels", "scheduling.x-k8s.io/pod-group"))
+#: the label a training operator puts on every pod of its job (Kubeflow's training jobs, JobSets): one gang
+TRAINING_JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
+RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/group", "ray.io/node-type"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
 
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"

@@ -43,7 +43,7 @@ class ClusterSource(Protocol):
 
 @dataclass
 class Outcome:
-    """What carrying out one decision did: `action` is preempt, move, reserve, release,
+    """What carrying out one decision did: `action` is preempt, move, unmark, reserve, release,
     attach or detach (then `job` names the node); `result` done, dry run, blocked, gone,
     skipped, requested or failed; `pods` the objects it touched."""
 
@@ -77,22 +77,72 @@ class AttachWaiter(Protocol):
     def poll(self) -> AttachProgress: ...
 
 
+@dataclass(frozen=True)
+class Orders:
+    """What a caller asks of one round of acting on a plan."""
+
+    execute: bool
+    """Write (False: a dry run, which only describes what it would do and writes nothing)."""
+    step: Job | None = None
+    """The pipeline step the plan was made for: when the plan starts it, its place is reserved."""
+    admit: bool = False
+    """Also release the gated pods the plan starts (a gang's replicas in one round) and say on the
+    pods why (Events on victims, released and waiting pods): the controller always does, a one-shot
+    command only when asked (`apply --release`)."""
+
+
+@dataclass(frozen=True)
+class WaitReason:
+    """Why a gated job stays gated: a reason code (gpu_policy.planner.codes.CODES) and the sentence."""
+
+    code: str
+    text: str
+
+
+@dataclass
+class Waiting:
+    """A gated job that stays gated this round, and why: its queue ("" when gpu-policy knows
+    none) and its pods as the backend names them (on Kubernetes a PodRef, whose `str()` is
+    "namespace/name")."""
+
+    job: str
+    queue: str
+    pods: list
+    why: WaitReason
+
+
+@dataclass
+class Acted:
+    """What carrying out one plan did: an outcome per action, and (when admitting) the gated jobs
+    that still wait."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
+
+
 class Actuator(Protocol):
-    """A cluster gpu-policy can act on: the embedded one (the scenario as it is after the
-    plan) and ``k8s://`` (evictions, reservations, under a lease)."""
+    """Carries a whole plan out on the look it was made on. Backends: the embedded cluster (the
+    scenario as it is after the plan) and ``k8s://`` (gpu_policy.kubernetes.write.actuator)."""
+
+    def carry_out(self, plan: Plan, observation: Observation, orders: Orders) -> Acted:
+        """Do (or, without `orders.execute`, describe) what `plan` decided on `observation`: attach
+        and detach GPUs, evict its victims, reserve the places of moved jobs and of the pipeline
+        step `orders.step` when it starts, and with `orders.admit` release the gated jobs it starts."""
+
+
+class ActingCluster(ClusterSource, Protocol):
+    """A cluster gpu-policy can act on: its actuator, and the planning lock held from the look to
+    the last write (on Kubernetes, the Lease)."""
 
     #: whether plans are carried out unless told otherwise (a live cluster: yes; a file: no)
     executes_by_default: bool
+    #: what carries its plans out
+    actuator: Actuator
 
     def planning(self) -> AbstractContextManager:
         """Hold this for observe -> decide -> act: one planner at a time."""
 
-    def carry_out(self, plan: Plan, observation: Observation, execute: bool, step: Job | None = None) -> list[Outcome]:
-        """Do (or, without `execute`, describe) what `plan` decided on `observation`: attach and
-        detach GPUs, evict its victims, reserve the places of moved jobs and of the pipeline
-        step `step` when it starts."""
-
     def attach_waiter(self, plan: Plan, observation: Observation, step: Job,
                       outcomes: list[Outcome]) -> AttachWaiter | None:
-        """What the started `step` must wait for after `carry_out` did `outcomes`: GPUs being
-        attached to its nodes (asked for by this plan or an earlier one); None when its GPUs are there."""
+        """What the started `step` must wait for after acting did `outcomes`: GPUs being attached
+        to its nodes (asked for by this plan or an earlier one); None when its GPUs are there."""

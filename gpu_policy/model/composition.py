@@ -67,17 +67,9 @@ def apply_compositions(s: Scenario, plan: Plan) -> Scenario:
         node, spot, pool = nodes.get(c.node), spots.get(c.node), pools.get(c.model)
         if node is None or spot is None or pool is None:
             raise ValueError(f"the plan composes {c.model} GPUs on {c.node}, which is not a composable node with that pool")
+        _check_composition(c, node, spot, pool, held)
         if c.change > 0:
-            room = _room(node, spot, pool, c.model)
-            if c.change > room:
-                raise ValueError(f"the plan attaches {c.change} {c.model} to {c.node}, which can take {room}")
-            node.gpu_model = c.model
-        elif -c.change > spot.attached:
-            raise ValueError(f"the plan detaches {-c.change} GPUs from {c.node}, which has {spot.attached} attached")
-        else:
-            busy = [i for i in range(node.gpus + c.change, node.gpus) if (c.node, i) in held]
-            if busy:
-                raise ValueError(f"the plan detaches GPU {busy[0]} of {c.node}, which a job holds after the plan")
+            node.gpu_model = c.model  # attached GPUs are the pool's model
         node.gpus += c.change
         node.unhealthy_gpus = [i for i in node.unhealthy_gpus if i < node.gpus]
         spot.attached += c.change
@@ -89,6 +81,22 @@ def apply_compositions(s: Scenario, plan: Plan) -> Scenario:
     composable = dataclasses.replace(s.composable, pools=list(pools.values()), nodes=list(spots.values()))
     return dataclasses.replace(s, nodes=[nodes[n.name] for n in s.nodes], composable=composable,
                                telemetry=_without_gone_gpus(s.telemetry, nodes))
+
+
+def _check_composition(c: Composition, node: Node, spot: ComposableNode, pool: ComposablePool,
+                       held: set[tuple[str, int]]) -> None:
+    """An attach within the node's room; a detach of GPUs composition attached and no job holds
+    after the plan."""
+    if c.change > 0:
+        room = _room(node, spot, pool, c.model)
+        if c.change > room:
+            raise ValueError(f"the plan attaches {c.change} {c.model} to {c.node}, which can take {room}")
+    elif -c.change > spot.attached:
+        raise ValueError(f"the plan detaches {-c.change} GPUs from {c.node}, which has {spot.attached} attached")
+    else:
+        busy = [i for i in range(node.gpus + c.change, node.gpus) if (c.node, i) in held]
+        if busy:
+            raise ValueError(f"the plan detaches GPU {busy[0]} of {c.node}, which a job holds after the plan")
 
 
 def _held_after(plan: Plan) -> set[tuple[str, int]]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, ModelQuota, Namespace, Node, Queue
 from gpu_policy.model.placement import FIELD_OPERATORS, LABEL_OPERATORS, NAME_FIELD, TAINT_EFFECTS, TOLERATION_OPERATORS
+from gpu_policy.model.telemetry import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE
 
 #: Bounds on what one scenario may describe (docs/scenario.md, "Limits"): far above any
 #: real cluster, low enough that no file can make the planner run out of memory.
@@ -367,8 +368,6 @@ def _percent(value: Any) -> float:
 
 
 def _series_names(value: Any) -> list[str]:
-    from gpu_policy.model.telemetry import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE
-
     known = (ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE)
     if not isinstance(value, list) or any(v not in known for v in value):
         raise Invalid(f"must be a list of series among {', '.join(known)}, got {show(value)}")

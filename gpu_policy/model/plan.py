@@ -40,6 +40,9 @@ class Composition:
 
 @dataclass
 class QueueReport:
+    """One queue in the plan: its quota, its fair share, what its jobs still ask for, and the
+    GPUs it holds before and after the plan."""
+
     name: str
     deserved: float
     fair_share: int
@@ -52,6 +55,9 @@ class QueueReport:
 
 @dataclass
 class SolverReport:
+    """How the plan was solved: the solver, its status and time, the program's size and gap,
+    and each stage of a staged solve."""
+
     backend: str
     status: str
     seconds: float

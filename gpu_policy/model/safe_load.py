@@ -24,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -219,7 +219,7 @@ class _YamlBuilder:
         self.documents = 0
         self.result: Any = None
 
-    def fail(self, line: int, problem: str):
+    def fail(self, line: int, problem: str) -> NoReturn:
         raise InputError(self.source, f"line {line}", problem)
 
     def build(self, text: str) -> Any:
@@ -276,19 +276,32 @@ class _YamlBuilder:
         if tag is None and e.implicit[0] and text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") \
                 and len(text) <= self.limits.max_number_chars:
             return int(text)  # a plain decimal: what the resolver and constructor would make of it, faster
-        if tag is None or tag == "!":
-            tag = self.resolver.resolve(ScalarNode, e.value, e.implicit)
-        if tag == f"{_TAG}str" and e.implicit[0] and _EXPONENT_FLOAT.match(text):
-            tag = f"{_TAG}float"  # 1e30: text to YAML 1.1, a number to YAML 1.2 and JSON, so to us
+        tag = self._resolved(e)
         if tag == f"{_TAG}str":
             return text
         if tag not in _SCALARS:
-            kind = {f"{_TAG}timestamp": "dates and times are", f"{_TAG}binary": "binary data is"}.get(tag)
-            if kind:
-                self.fail(line, f"{kind} not accepted, got {e.value[:40]!r} (quote it to make it text)")
-            self.fail(line, f"the tag {_short(tag)} is not accepted (plain text, numbers, true/false and null only)")
+            self._refuse(tag, e, line)
         if tag == f"{_TAG}merge":
             return _MERGE
+        return self._constructed(tag, e, line)
+
+    def _resolved(self, e: yaml.ScalarEvent) -> str:
+        """The scalar's tag: its own, else what YAML resolves it to, with 1e30 a float."""
+        tag = e.tag
+        if tag is None or tag == "!":
+            tag = self.resolver.resolve(ScalarNode, e.value, e.implicit)
+        if tag == f"{_TAG}str" and e.implicit[0] and _EXPONENT_FLOAT.match(e.value):
+            tag = f"{_TAG}float"  # 1e30: text to YAML 1.1, a number to YAML 1.2 and JSON, so to us
+        return tag
+
+    def _refuse(self, tag: str, e: yaml.ScalarEvent, line: int) -> NoReturn:
+        kind = {f"{_TAG}timestamp": "dates and times are", f"{_TAG}binary": "binary data is"}.get(tag)
+        if kind:
+            self.fail(line, f"{kind} not accepted, got {e.value[:40]!r} (quote it to make it text)")
+        self.fail(line, f"the tag {_short(tag)} is not accepted (plain text, numbers, true/false and null only)")
+
+    def _constructed(self, tag: str, e: yaml.ScalarEvent, line: int) -> Any:
+        """A number, true/false or null as PyYAML's safe constructor makes it, bounded and finite."""
         if tag in (f"{_TAG}int", f"{_TAG}float") and len(e.value) > self.limits.max_number_chars:
             self.fail(line, f"a number spelt in {len(e.value)} characters; at most {self.limits.max_number_chars}")
         node = ScalarNode(tag, e.value)

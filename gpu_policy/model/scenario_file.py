@@ -246,30 +246,13 @@ def _check_references(s: Scenario) -> None:
 def _check_placements(s: Scenario) -> None:
     """Running jobs name real nodes, one per replica, and fit where they run."""
     nodes = {n.name: n for n in s.nodes}
-    for i, n in enumerate(s.nodes):
-        for k, g in enumerate(n.unhealthy_gpus):
-            if g >= n.gpus:
-                raise ScenarioError(s.source, f"nodes[{i}].unhealthy_gpus[{k}]",
-                                    f"must be below the node's {n.gpus} GPUs, got {g}")
-        if n.mig and n.gpu_sharing:
-            raise ScenarioError(s.source, f"nodes[{i}].mig", "a node's GPUs are MIG slices or shared, not both")
+    _check_node_gpus(s)
     load: dict[str, dict[str, float]] = {n: {"gpus": 0.0, "cpu": 0.0, "memory_gib": 0.0} for n in nodes}
     per_gpu: dict[tuple[str, int], float] = {}
     slices: dict[tuple[str, str], int] = defaultdict(int)
     for i, job in enumerate(s.jobs):
         path = job_path(i, job.name)
-        if job.mig_profile and job.gpus > 1:
-            raise ScenarioError(s.source, f"{path}.gpus", f"a MIG slice is at most one GPU, got {show(job.gpus)}")
-        if len(job.running) > job.replicas:
-            raise ScenarioError(s.source, f"{path}.running",
-                                f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
-        if job.running and len(job.running) < job.replicas:
-            raise ScenarioError(s.source, f"{path}.running",
-                                f"a gang runs all {job.replicas} replicas or none, got {len(job.running)} nodes")
-        if job.gpu_indices is not None and len(job.gpu_indices) != len(job.running):
-            raise ScenarioError(s.source, f"{path}.gpu_indices",
-                                f"must have one entry per running replica ({len(job.running)}), "
-                                f"got {len(job.gpu_indices)}")
+        _check_replicas(s, path, job)
         for r, node_name in enumerate(job.running):
             if node_name not in nodes:
                 raise ScenarioError(s.source, f"{path}.running[{r}]", f"unknown node {show(node_name)}")
@@ -280,6 +263,38 @@ def _check_placements(s: Scenario) -> None:
             load[node_name]["memory_gib"] += job.memory_gib or 0
             if job.gpu_indices is not None:
                 _check_indices(s, f"{path}.gpu_indices[{r}]", job, node, job.gpu_indices[r], per_gpu)
+    _check_room(s, nodes, load)
+
+
+def _check_node_gpus(s: Scenario) -> None:
+    """Unhealthy GPUs are GPUs the node has; a node's GPUs are MIG slices or shared, not both."""
+    for i, n in enumerate(s.nodes):
+        for k, g in enumerate(n.unhealthy_gpus):
+            if g >= n.gpus:
+                raise ScenarioError(s.source, f"nodes[{i}].unhealthy_gpus[{k}]",
+                                    f"must be below the node's {n.gpus} GPUs, got {g}")
+        if n.mig and n.gpu_sharing:
+            raise ScenarioError(s.source, f"nodes[{i}].mig", "a node's GPUs are MIG slices or shared, not both")
+
+
+def _check_replicas(s: Scenario, path: str, job: Job) -> None:
+    """A running job names one node per replica (a gang all or none) and GPU indices for each."""
+    if job.mig_profile and job.gpus > 1:
+        raise ScenarioError(s.source, f"{path}.gpus", f"a MIG slice is at most one GPU, got {show(job.gpus)}")
+    if len(job.running) > job.replicas:
+        raise ScenarioError(s.source, f"{path}.running",
+                            f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
+    if job.running and len(job.running) < job.replicas:
+        raise ScenarioError(s.source, f"{path}.running",
+                            f"a gang runs all {job.replicas} replicas or none, got {len(job.running)} nodes")
+    if job.gpu_indices is not None and len(job.gpu_indices) != len(job.running):
+        raise ScenarioError(s.source, f"{path}.gpu_indices",
+                            f"must have one entry per running replica ({len(job.running)}), "
+                            f"got {len(job.gpu_indices)}")
+
+
+def _check_room(s: Scenario, nodes: dict[str, Node], load: dict[str, dict[str, float]]) -> None:
+    """What the running jobs use of each node fits in it (GPUs, and CPU and memory where given)."""
     for name, used in load.items():
         node = nodes[name]
         for resource, capacity in (("gpus", node.gpus), ("cpu", node.cpu), ("memory_gib", node.memory_gib)):

@@ -84,26 +84,9 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
     leaves = [q for q in s.queues if not s.children(q.name)]
     letters = {q.name: string.ascii_lowercase[i % 26] for i, q in enumerate(leaves)}
     change = plan.changes_by_node()
-    before = {n.name: ["."] * n.gpus for n in s.nodes}
-    after = {n.name: ["."] * (n.gpus + change.get(n.name, 0)) for n in s.nodes}
-    for n in s.nodes:
-        for i in n.unhealthy_gpus:
-            before[n.name][i] = "!"
-            if i < len(after[n.name]):
-                after[n.name][i] = "!"
-    held = running_layout(s).indices
-    for job in s.jobs:
-        for node, indices in zip(job.running, held.get(job.name, [])):
-            for i in indices:
-                before[node][i] = letters[job.queue]
-    for d in plan.jobs:
-        mark = letters[d.queue]
-        for r in d.replicas:
-            for i in r.gpu_indices:
-                if d.action == "keep":
-                    after[r.node][i] = mark
-                elif d.action in ("start", "move"):
-                    after[r.node][i] = mark.upper()
+    before, after = _free_rows(s, change)
+    _mark_running(s, letters, before)
+    _mark_planned(plan, letters, after)
     width = max(len(n.name) for n in s.nodes)
     gpus = max(n.gpus for n in s.nodes)
 
@@ -117,6 +100,39 @@ def layout_before_after(s: Scenario, plan: Plan) -> str:
     legend = ", ".join(f"{v}={k}" for k, v in letters.items())
     lines.append(f"({legend}; UPPER CASE: started or moved by this plan; '.': free)")
     return "\n".join(lines)
+
+
+def _free_rows(s: Scenario, change: dict[str, int]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Each node's row before and after the plan (after: its GPUs once composed), free ('.')
+    but for its unhealthy GPUs ('!')."""
+    before = {n.name: ["."] * n.gpus for n in s.nodes}
+    after = {n.name: ["."] * (n.gpus + change.get(n.name, 0)) for n in s.nodes}
+    for n in s.nodes:
+        for i in n.unhealthy_gpus:
+            before[n.name][i] = "!"
+            if i < len(after[n.name]):
+                after[n.name][i] = "!"
+    return before, after
+
+
+def _mark_running(s: Scenario, letters: dict[str, str], before: dict[str, list[str]]) -> None:
+    """The GPUs running jobs hold, in their queue's letter."""
+    held = running_layout(s).indices
+    for job in s.jobs:
+        for node, indices in zip(job.running, held.get(job.name, [])):
+            for i in indices:
+                before[node][i] = letters[job.queue]
+
+
+def _mark_planned(plan: Plan, letters: dict[str, str], after: dict[str, list[str]]) -> None:
+    """The GPUs of the jobs the plan keeps (lower case) and starts or moves (upper case)."""
+    for d in plan.jobs:
+        if d.action not in ("keep", "start", "move"):
+            continue
+        mark = letters[d.queue] if d.action == "keep" else letters[d.queue].upper()
+        for r in d.replicas:
+            for i in r.gpu_indices:
+                after[r.node][i] = mark
 
 
 def telemetry_table(signals, scenario: Scenario | None = None) -> str:

@@ -17,6 +17,7 @@ import math
 import time
 from typing import Any, Callable
 
+from gpu_policy.backoff import Backoff
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.telemetry.http import HttpFailure, get_json, redact_url
 from gpu_policy.model.telemetry import (
@@ -137,11 +138,11 @@ class PrometheusDcgmSource:
     def _query(self, endpoint: str, params: dict[str, str], what: str, key: str,
                s: TelemetrySettings) -> list[tuple[dict, Any]]:
         """Run one query with bounded retries; every failure ends as TelemetryUnavailable."""
-        attempts = s.retries + 1
+        backoff = Backoff(s.backoff_s, sleep=self._sleep, monotonic=self._clock)
         problem = ""
-        for attempt in range(attempts):
+        for attempt in range(s.retries + 1):
             if attempt:
-                self._sleep(s.backoff_s * 2 ** (attempt - 1))
+                backoff.pause()
             left = self._deadline - self._clock()
             if left <= 0:
                 problem = f"did not finish within the {s.total_timeout_s:g} s of a collection"

@@ -56,6 +56,20 @@ def test_a_fraction_is_an_annotation_not_a_whole_gpu():
     assert "nvidia.com/gpu" not in json.dumps(pod["spec"]["containers"])
 
 
+def test_a_trainer_that_saves_on_request_is_declared_and_shown_its_annotations():
+    pod = built(operator(saves_on_request=True, checkpoint_every_s=900, termination_grace_period=120))
+    assert pod["metadata"]["annotations"]["gpu-policy.io/saves-on-request"] == "true"
+    assert pod["metadata"]["annotations"]["gpu-policy.io/checkpoint-every-s"] == "900"
+    assert pod["spec"]["volumes"] == [{"name": "gpu-policy-pod-info", "downwardAPI": {"items": [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}]
+    trainer = pod["spec"]["containers"][0]
+    assert {"name": "gpu-policy-pod-info", "mountPath": "/etc/gpu-policy/pod", "readOnly": True} in trainer["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["GPU_POLICY_TERMINATION_GRACE_S"] == "120" and env["GPU_POLICY_POD_INFO"] == "/etc/gpu-policy/pod/annotations"
+    assert pod["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]  # the rest as before
+    assert "gpu-policy.io/saves-on-request" not in built(operator())["metadata"]["annotations"]
+
+
 @pytest.mark.parametrize("bad,match", [({"gpus": 1.5}, "`gpus` must be > 0"),
                                        ({"admission_poll_s": 0}, "`admission_poll_s` must be a number of seconds > 0"),
                                        ({"admission_timeout_s": -1}, "`admission_timeout_s` must be")])

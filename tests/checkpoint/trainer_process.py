@@ -1,6 +1,7 @@
 """A training process for the fault tests: the example trainer with a padded state
-(so that saves take time), an optional slow writer hook, and an optional disk that
-holds only so many checkpoints (a full disk, without needing a real one)."""
+(so that saves take time), an optional slow writer hook, an optional disk that
+holds only so many checkpoints (a full disk, without needing a real one), and optionally
+its pod's notes (last-checkpoint) written as JSON lines to a file instead of a pod."""
 
 import argparse
 import errno
@@ -11,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpu_policy.checkpoint import CheckpointPolicy, CheckpointStore, run_training_steps
+from gpu_policy.checkpoint import CheckpointPolicy, CheckpointStore, PreemptionGuard, run_training_steps
 from gpu_policy.checkpoint.example import initial_state, make_step
 
 
@@ -44,6 +45,17 @@ class SlowStore(CheckpointStore):
             time.sleep(self.chunk_sleep)
 
 
+class FileNotes:
+    """The pod's notes, one JSON line each, appended to `path` (the tests wait on them)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def note_checkpoint(self, step, seconds, at=None):
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"step": step, "seconds": seconds, "at": at and at.isoformat()}) + "\n")
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--dir", required=True)
@@ -56,6 +68,8 @@ def main() -> int:
     p.add_argument("--keep-last", type=int, default=3)
     p.add_argument("--disk-checkpoints", type=int, default=None)
     p.add_argument("--wait-for-lock", type=float, default=0.0)
+    p.add_argument("--notes", help="write the pod's notes to this file")
+    p.add_argument("--checkpoint-every", type=float, default=0.0)
     args = p.parse_args()
     model_step = make_step(step_seconds=args.step_seconds)
     pad = bytes(args.pad_mib << 20)
@@ -65,8 +79,9 @@ def main() -> int:
 
     store = SlowStore(args.dir, args.chunk_sleep, args.slow_from, args.marker, args.keep_last or None,
                       args.disk_checkpoints, args.wait_for_lock)
+    guard = PreemptionGuard(pod=FileNotes(args.notes)) if args.notes else None
     summary = run_training_steps(step, lambda: {"model": initial_state(), "pad": pad}, store, steps=args.steps,
-                                 policy=CheckpointPolicy(interval_s=0))
+                                 policy=CheckpointPolicy(interval_s=args.checkpoint_every), guard=guard)
     print(json.dumps(summary.to_dict()))
     return 0
 

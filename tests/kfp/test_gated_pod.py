@@ -69,6 +69,20 @@ def test_the_pod_is_created_gated_released_and_run(live, capsys):
     assert live.permissions_used() == {(p.verb, p.group, p.resource) for p in STEP_PERMISSIONS}
 
 
+def test_a_trainer_that_saves_on_request_is_declared_and_shown_its_annotations(live):
+    created = []
+    controller(live, created)
+    run_gated_pod.python_func(pod_manifest=POD, job_name="train", queue="team-a", gpus=1.0, poll_interval_s=0.01,
+                              saves_on_request=True, checkpoint_every_s=600.0)
+    (pod,) = created
+    assert pod["metadata"]["annotations"] == {REPLICAS_ANNOTATION: "1", "gpu-policy.io/saves-on-request": "true",
+                                              "gpu-policy.io/checkpoint-every-s": "600"}
+    assert pod["spec"]["volumes"][0]["downwardAPI"]["items"] == [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["GPU_POLICY_TERMINATION_GRACE_S"] == "30" and env["GPU_POLICY_POD_INFO"] == "/etc/gpu-policy/pod/annotations"
+
+
 def test_a_pod_not_admitted_in_time_fails_the_task_with_the_reason(live):
     with pytest.raises(SystemExit, match=r"^gpu-policy: pod team-a/train-1: waiting for admission: not admitted "
                                          r"within 0 s$"):

@@ -56,9 +56,10 @@ def fake_time():
 @pytest.fixture
 def cluster(api, kubeconfig, fake_time):
     """k8s:// through the real client; retries, leases and reservations run on the fake clocks."""
-    def make(clock=None, **settings):
+    def make(clock=None, api_client=None, default_namespace=None, **settings):
         settings = {"backoff_jitter": 0, **settings}  # exact waits; tests of the jitter ask for it
         return KubernetesCluster("k8s://", kubeconfig=kubeconfig, settings=KubernetesSettings(**settings),
+                                 api_client=api_client, namespace=default_namespace,
                                  sleep=fake_time.sleep, monotonic=fake_time.monotonic, clock=clock or fake_time.time)
 
     return make

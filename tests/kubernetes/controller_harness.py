@@ -8,6 +8,7 @@ import time
 import yaml
 
 from gpu_policy.controller import Controller, ControllerSettings
+from gpu_policy.controller.metrics import Metrics
 from gpu_policy.kubernetes import names
 from tests.kubernetes.fake import FakeScheduler
 from tests.kubernetes.objects import gpu_pod, node_object
@@ -35,10 +36,18 @@ def gated_pod(name: str, queue: str, gpus: int = 1, job: str | None = None, repl
                    schedulingGates=[{"name": g} for g in gates], **spec)
 
 
+def counted_cluster(cluster, metrics: Metrics, **settings):
+    """The fake cluster through an ApiClient whose requests `metrics` counts (as `gpu-policy controller` opens it)."""
+    plain = cluster(**settings)
+    return cluster(api_client=metrics.counted_client(plain.api_client.configuration),
+                   default_namespace=plain.default_namespace, **settings)
+
+
 def new_controller(cluster, **settings) -> Controller:
-    k8s = cluster(lease_duration_s=15.0)
-    controller = Controller(k8s, ControllerSettings(**{"debounce_s": 0.2, "watch_timeout_s": 2.0, **settings}))
-    controller.metrics.count_requests(k8s.api_client)
+    metrics = Metrics()
+    controller = Controller(counted_cluster(cluster, metrics, lease_duration_s=15.0),
+                            ControllerSettings(**{"debounce_s": 0.2, "watch_timeout_s": 2.0, **settings}),
+                            metrics=metrics)
     controller.start()
     return controller
 

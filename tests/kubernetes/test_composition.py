@@ -17,6 +17,7 @@ from gpu_policy.errors import ClusterObjectError, ClusterUnavailable
 from gpu_policy.kubernetes import names
 from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.model import Node, Queue, Scenario
+from gpu_policy.model.cluster import Orders
 from gpu_policy.model.plan import Composition
 from tests.compose_helpers import composed_plan
 from tests.kubernetes.fake_cdi import MODEL, FakeCdiOperator, attach_for, composable_cluster
@@ -344,7 +345,7 @@ def test_the_webhook_checks_updates_too(api, cdi, cluster, fake_time):
     obs = cluster().observe()
     result = composed_plan(obs.scenario, [Composition("node-3", MODEL, 2)])
     with cluster().planning():
-        (outcome,) = cluster().carry_out(result, obs, execute=True)
+        (outcome,) = cluster().actuator.carry_out(result, obs, Orders(execute=True)).outcomes
     assert outcome.result == "failed" and "already exists" in outcome.detail
     assert cdi.request(OURS)["spec"]["resource"]["size"] == 1
 
@@ -371,7 +372,7 @@ def detach(cluster, gpus: int):
     obs = cluster().observe()
     result = composed_plan(obs.scenario, [Composition("node-3", MODEL, -gpus, "idle for 60 min")])
     with cluster().planning():
-        return cluster().carry_out(result, obs, execute=True)
+        return cluster().actuator.carry_out(result, obs, Orders(execute=True)).outcomes
 
 
 def test_detach_some_by_patch_all_by_delete(api, cdi, cluster):
@@ -410,7 +411,7 @@ def test_a_dry_run_writes_nothing(api, cdi, cluster):
     obs = cluster().observe()
     result = composed_plan(obs.scenario, [Composition("node-3", MODEL, 4)])
     api.reset_log()
-    (outcome,) = cluster().carry_out(result, obs, execute=False)
+    (outcome,) = cluster().actuator.carry_out(result, obs, Orders(execute=False)).outcomes
     assert (outcome.result, outcome.detail) == ("dry run", f"ComposabilityRequest {OURS}, size 0 -> 4: "
                                                            f"attach 4 {MODEL} to node-3")
     assert {r.method for r in api.requests} <= {"GET"}
@@ -425,7 +426,8 @@ def test_no_composition_without_the_operator_is_a_clear_failure(api, cluster):
     obs = cluster().observe()
     api.resources.pop((names.CRO_GROUP, names.CRO_PLURAL))  # uninstalled between the look and the act
     with cluster().planning():
-        (outcome,) = cluster().carry_out(composed_plan(obs.scenario, [Composition("node-3", MODEL, 1)]), obs, True)
+        (outcome,) = cluster().actuator.carry_out(composed_plan(obs.scenario, [Composition("node-3", MODEL, 1)]), obs,
+                                                  Orders(execute=True)).outcomes
     assert outcome.result == "failed" and outcome.detail.endswith(
         "no ComposabilityRequest resource: is the CDI operator (composable-resource-operator) installed?")
     assert cdi.requests() == []

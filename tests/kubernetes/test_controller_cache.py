@@ -19,12 +19,12 @@ KINDS = (NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES, *DRA_AND_POD_GROUPS)
 def filled(client) -> Cache:
     cache = Cache(client.settings.gpu_resource)
     for kind in KINDS:
-        cache.replace(kind, client.list_watched(kind)[0])
+        cache.replace(kind, client.list_kind(kind)[0])
     return cache
 
 
 def cached_look(cluster, cache):
-    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster._clock(), cluster.url,
+    return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster.clocks.wall(), cluster.url,
                 cluster.device_plugin_lag, cache.bad())
 
 

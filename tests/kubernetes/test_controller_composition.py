@@ -12,11 +12,13 @@ import pytest
 
 from gpu_policy.controller import Controller, ControllerSettings
 from gpu_policy.controller.cache import COMPOSABILITY_REQUESTS, NODES
+from gpu_policy.controller.metrics import Metrics
 from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Node, Scenario
 from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings, TelemetryUnavailable
-from tests.kubernetes.controller_harness import DEADLINE_S, described, gated_pod, new_controller, released, sees, settle
+from tests.kubernetes.controller_harness import (DEADLINE_S, counted_cluster, described, gated_pod, new_controller,
+                                                released, sees, settle)
 from tests.kubernetes.fake_cdi import MODEL, composable_cluster
 from tests.kubernetes.objects import attached_request, composable_node_object
 
@@ -195,9 +197,9 @@ def test_idle_attached_gpus_are_detached_as_the_plan_says(api, cluster, fake_tim
     node["status"]["allocatable"]["nvidia.com/gpu"] = node["status"]["capacity"]["nvidia.com/gpu"] = "6"
     api.put(node)
     feed = TelemetryFeed(Dcgm(fake_time, idle))
-    c = Controller(cluster(lease_duration_s=15.0), ControllerSettings(debounce_s=0.2, watch_timeout_s=2.0),
-                   telemetry=feed)
-    c.metrics.count_requests(c.cluster.api_client)
+    metrics = Metrics()
+    c = Controller(counted_cluster(cluster, metrics, lease_duration_s=15.0),
+                   ControllerSettings(debounce_s=0.2, watch_timeout_s=2.0), metrics=metrics, telemetry=feed)
     c.start()
     try:
         assert feed.collected.wait(DEADLINE_S)

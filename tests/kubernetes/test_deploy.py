@@ -15,7 +15,8 @@ import yaml
 import gpu_policy
 from gpu_policy.cli import build_parser
 from gpu_policy.kubernetes import PERMISSIONS, Permission
-from gpu_policy.kubernetes.transport.client import WATCHED_CUSTOM, KubeClient
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.kinds import KINDS
 from gpu_policy.kubernetes.names import ADMISSION_GATE, FRACTION_ANNOTATION
 from gpu_policy.kubernetes.read.queues import queues_from_config_map
 from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
@@ -334,14 +335,6 @@ def calls(client: KubeClient) -> dict:
             attached_request("n", "m", 1), deadline_s=1),
         "patch_composability_request": lambda: client.patch_composability_request("r", {"spec": {}}, deadline_s=1),
         "delete_composability_request": lambda: client.delete_composability_request("r"),
-        "list_config_maps_versioned": lambda: client.list_config_maps_versioned(),
-        "watch_nodes": lambda: list(client.watch_nodes("1", 1)),
-        "watch_pods": lambda: list(client.watch_pods("1", 1)),
-        "watch_namespaces": lambda: list(client.watch_namespaces("1", 1)),
-        "watch_config_maps": lambda: list(client.watch_config_maps("1", 1)),
-        "watch_kai_queues": lambda: list(client.watch_kai_queues("1", 1)),
-        **{f"watch_{kind}": (lambda kind=kind: list(getattr(client, f"watch_{kind}")("1", 1)))
-           for kind in WATCHED_CUSTOM},
         "patch_pod_json": lambda: client.patch_pod_json("ml", "p", [{"op": "test", "path": "/kind", "value": "Pod"}]),
         "create_event": lambda: client.create_event("ml", {"metadata": {"name": "e"},
                                                            "eventTime": "2026-01-01T00:00:00.000000Z"}),
@@ -365,4 +358,13 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
         assert api.permissions_used() == {(permission.verb, permission.group, permission.resource)}, name
         own = {r.path.split("/namespaces/")[1].split("/")[0] for r in api.requests if "/namespaces/" in r.path}
         assert own <= ({"gpu-policy"} if permission.own_namespace else {"ml"}), name
-    assert {getattr(KubeClient, name).permission for name in methods} == PERMISSIONS
+    kinds = {}
+    for kind, row in KINDS.items():  # the watched kinds: each LIST and WATCH sends its declared request
+        for verb, call in (("list", lambda: client.list_kind(kind)), ("watch", lambda: list(client.watch(kind, "1", 1)))):
+            api.reset_log()
+            call()
+            assert api.permissions_used() == {(verb, row.group, row.resource)}, (verb, kind)
+            own = {r.path.split("/namespaces/")[1].split("/")[0] for r in api.requests if "/namespaces/" in r.path}
+            assert own <= ({"gpu-policy"} if row.own_namespace else set()), (verb, kind)
+            kinds[verb, kind] = Permission(verb, row.group, row.resource, row.own_namespace)
+    assert {getattr(KubeClient, name).permission for name in methods} | set(kinds.values()) == PERMISSIONS

@@ -168,3 +168,34 @@ def test_a_bad_manifest_is_one_line_before_any_request(api, step, manifest, matc
     with pytest.raises(GpuPolicyError, match=match):
         run_gated(step, manifest, "train", "team-a", 1, max_wait_s=0)
     assert api.requests == []
+
+
+def test_a_trainer_that_saves_on_request_is_declared_and_shown_its_annotations(api, step, fake_time, monkeypatch):
+    from gpu_policy.checkpoint import PreemptionGuard
+    from gpu_policy.kubernetes.names import CHECKPOINT_EVERY_S_ANNOTATION, SAVES_ON_REQUEST_ANNOTATION
+    from gpu_policy.kubernetes.write.gated_step import with_checkpoint_protocol
+
+    mine = training_pod(terminationGracePeriodSeconds=130)
+    mine["spec"]["containers"][0]["env"] = [{"name": "GPU_POLICY_TERMINATION_GRACE_S", "value": "5"},
+                                            {"name": "MINE", "value": "kept"}]
+    declared = with_checkpoint_protocol(mine, checkpoint_every_s=1800)
+    assert with_checkpoint_protocol(declared, checkpoint_every_s=1800) == declared  # once, however often applied
+    run_gated(step, declared, "train", "team-a", 1, max_wait_s=0, clock=fake_time.monotonic, sleep=fake_time.sleep)
+    pod = api.get("pods", "train-1", "ml")  # the API server's rules accepted it
+    assert pod["metadata"]["annotations"][SAVES_ON_REQUEST_ANNOTATION] == "true"
+    assert pod["metadata"]["annotations"][CHECKPOINT_EVERY_S_ANNOTATION] == "1800"
+    assert pod["spec"]["volumes"][-1] == {"name": "gpu-policy-pod-info", "downwardAPI": {"items": [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}
+    trainer = pod["spec"]["containers"][0]
+    assert trainer["volumeMounts"][-1] == {"name": "gpu-policy-pod-info", "mountPath": "/etc/gpu-policy/pod",
+                                           "readOnly": True}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in trainer["env"]}
+    assert env == {"MINE": "kept", "GPU_POLICY_POD_INFO": "/etc/gpu-policy/pod/annotations",
+                   "GPU_POLICY_TERMINATION_GRACE_S": "130",  # the pod's own grace period, not a stale value
+                   "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+                   "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    for name in ("GPU_POLICY_POD_INFO", "GPU_POLICY_TERMINATION_GRACE_S"):
+        monkeypatch.setenv(name, env[name])
+    guard = PreemptionGuard()  # what the trainer in that pod makes of it
+    assert guard.grace_period_s == 130 and guard.pod_info.path == "/etc/gpu-policy/pod/annotations"
+    assert with_checkpoint_protocol(training_pod())["spec"]["containers"][0]["env"][1]["value"] == "30"

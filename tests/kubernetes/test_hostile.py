@@ -205,7 +205,7 @@ def test_the_controllers_watch_is_bounded_per_event(hostile, mode, settings, lin
 
 
 def test_a_watch_error_410_asks_for_a_relist(hostile):
-    from gpu_policy.kubernetes.transport.client import WatchExpired
+    from gpu_policy.kubernetes.transport.answers import WatchExpired
 
     _, kubeconfig = hostile('json:{"type": "ERROR", "object": {"code": 410, "message": "too old"}}')
     client = KubernetesCluster("k8s://", kubeconfig=kubeconfig).client

@@ -15,12 +15,12 @@ def test_checkpoints_and_labels_land_on_the_pod(api, cluster, tmp_path):
     api.put(gpu_pod("ml", "train-0", node="n"))
     pod = OwnPod(cluster().client, "ml", "train-0")
     pod.label_job("ml/train", "team-a")
-    summary = run_step_budget(str(tmp_path), 30, 30, *EXAMPLE, on_checkpoint=pod.note_checkpoint)
+    summary = run_step_budget(str(tmp_path), 30, 30, *EXAMPLE, pod=pod)
     meta = api.get("pods", "train-0", "ml")["metadata"]
     assert meta["labels"] == {names.JOB_LABEL: "train", names.QUEUE_LABEL: "team-a"}
     notes = meta["annotations"]
     assert datetime.fromisoformat(notes[names.LAST_CHECKPOINT_ANNOTATION].replace("Z", "+00:00"))
-    assert float(notes[names.CHECKPOINT_SECONDS_ANNOTATION]) >= 0
+    assert float(notes[names.CHECKPOINT_SAVE_S_ANNOTATION]) >= 0
     assert api.calls("/api/v1/namespaces/ml/pods/train-0", "PATCH") == 1 + summary.checkpoints_written
 
 
@@ -29,7 +29,7 @@ def test_without_permission_it_logs_once_and_training_goes_on(api, cluster, tmp_
     api.forbid("patch", "pods")
     pod = OwnPod(cluster().client, "ml", "train-0")
     with caplog.at_level(logging.WARNING, logger="gpu_policy.kubernetes.write.own_pod"):
-        summary = run_step_budget(str(tmp_path), 10, 10, *EXAMPLE, on_checkpoint=pod.note_checkpoint)
+        summary = run_step_budget(str(tmp_path), 10, 10, *EXAMPLE, pod=pod)
         pod.note_checkpoint(10, 0.1)
     assert summary.last_step == 10 and len(caplog.records) == 1 and "refused (403)" in caplog.records[0].message
     assert api.calls("/api/v1/namespaces/ml/pods/train-0", "PATCH") == 1

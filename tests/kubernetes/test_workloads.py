@@ -8,7 +8,7 @@ import pytest
 
 from gpu_policy.cli import main
 from gpu_policy.kubernetes import names
-from gpu_policy.kubernetes.read.workloads import COMPLETION_INDEX_ANNOTATION
+from gpu_policy.kubernetes.names import COMPLETION_INDEX_ANNOTATION
 from gpu_policy.model import Node, Queue, Scenario
 from gpu_policy.planner import plan
 from tests.kubernetes.objects import gpu_pod, node_object, queues_config_map

@@ -14,7 +14,7 @@ import requests
 import yaml
 
 from gpu_policy import parse_scenario
-from gpu_policy.telemetry.exporter import _HELP as DCGM_SERIES, start_exporter, start_metrics_server
+from gpu_policy.telemetry.exporter import SERIES as DCGM_SERIES, start_exporter
 from gpu_policy.telemetry.simulated import simulated_gpus
 from tests.telemetry.conftest import prometheus_binary, running_prometheus, wait_until
 
@@ -111,7 +111,8 @@ def test_promtool_parses_every_expression(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _controller_metrics(held: dict[str, float]) -> bytes:
+def _controller_metrics(held: dict[str, float]):
+    """A stand-in for the controller's registry, with the series the dashboard reads."""
     client = pytest.importorskip("prometheus_client")
     r = client.CollectorRegistry()
     for name in ("gpu_policy_queue_allocated_gpus", "gpu_policy_queue_deserved_gpus", "gpu_policy_queue_fair_share_gpus"):
@@ -121,7 +122,7 @@ def _controller_metrics(held: dict[str, float]) -> bytes:
     client.Gauge("gpu_policy_pending_pods", "pending", ["queue", "reason"], registry=r).labels("team-b", "NotEnoughFreeGpus").set(1)
     for name in ("gpu_policy_admission_wait_seconds", "gpu_policy_plan_seconds"):
         client.Histogram(name, name, registry=r).observe(0.3)
-    return client.generate_latest(r)
+    return r
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +130,9 @@ def prometheus(tmp_path_factory):
     prometheus_binary()
     s = parse_scenario(SCENARIO, "dashboard")
     exporter = start_exporter(s, hostname_label="Hostname")
-    text = _controller_metrics({"team-a": 3, "team-b": 2})
-    controller = start_metrics_server(lambda: text)
+    from prometheus_client import start_http_server
+
+    controller, _ = start_http_server(0, "127.0.0.1", _controller_metrics({"team-a": 3, "team-b": 2}))
     try:
         with running_prometheus(tmp_path_factory.mktemp("prometheus-dashboard"), f"""  - job_name: dcgm
     honor_labels: true

@@ -211,6 +211,10 @@ def test_exporter_label_values_cannot_forge_series():
     samples = [line for line in text.splitlines() if not line.startswith("#")]
     assert len(samples) == 7  # one per series for the one GPU: nothing forged
     assert all('Hostname="n\\"} 1\\nDCGM_FI_DEV_GPU_UTIL{gpu=\\"9\\",Hostname=\\"forged"' in s for s in samples)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    parsed = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    assert len(parsed) == 7 and {s.labels["Hostname"] for s in parsed} == {evil}  # read back as it was
 
 
 def test_the_table_never_says_ok_beside_xid_79():

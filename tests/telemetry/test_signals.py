@@ -62,11 +62,23 @@ def test_sentinels():
 
 
 def test_exporter_text_format_and_blanks():
+    """dcgm-exporter's families (gauges), labels and DCGM's blanks, as a Prometheus parser reads them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     text = render_metrics(parse_scenario(NODE_A), hostname_label="hostname")
-    assert 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0"' in text and "140737488355328.0" in text
-    assert 'hostname="node-a"' in text and 'Hostname="' not in text
-    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="3"' in text and 'err_code="79"' in text
-    assert "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert set(families) == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+                             "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_POWER_USAGE",
+                             "DCGM_FI_DEV_GPU_TEMP"}
+    assert {f.type for f in families.values()} == {"gauge"}
+    by_gpu = {(f.name, s.labels["gpu"]): s for f in families.values() for s in f.samples}
+    assert by_gpu["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0"].value == 2.0 ** 47  # unsupported: DCGM's FP64 blank
+    idle = by_gpu["DCGM_FI_DEV_GPU_UTIL", "0"].labels
+    assert idle == {"gpu": "0", "UUID": idle["UUID"], "device": "nvidia0", "modelName": idle["modelName"],
+                    "pci_bus_id": "00000000:10:00.0", "hostname": "node-a", "namespace": "team-a",
+                    "pod": "idle-job", "container": "main"}
+    xid = by_gpu["DCGM_FI_DEV_XID_ERRORS", "3"]
+    assert xid.value == 79 and xid.labels["err_code"] == "79" and xid.labels["err_msg"] == "simulated"
 
 
 def test_simulated_source_agrees_with_its_profile():

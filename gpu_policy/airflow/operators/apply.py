@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
+from gpu_policy.actions.cycle import apply_plan_once
 from gpu_policy.airflow._observe import check_execute_plan, cluster_for, one_line_errors, telemetry_source
 
 __all__ = ["GpuApplyPlanOperator"]
@@ -30,8 +31,6 @@ class GpuApplyPlanOperator(BaseOperator):
         self.execute_plan = check_execute_plan(type(self).__name__, execute_plan)
 
     def execute(self, context) -> dict:
-        from gpu_policy.actions.cycle import apply_plan_once
-
         cluster = cluster_for(type(self).__name__, self.scenario_path, self.kubernetes_conn_id)
         with one_line_errors():
             plan, outcomes = apply_plan_once(cluster, None, *telemetry_source(self.dcgm_conn_id),

@@ -14,12 +14,14 @@ from typing import Any, Sequence
 
 from airflow.exceptions import AirflowException
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
+from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
-from gpu_policy.airflow._observe import check_job_args
+from gpu_policy.airflow._observe import check_rendered, keep_job_args
 from gpu_policy.kubernetes import KubernetesSettings
 from gpu_policy.kubernetes.write.gated_step import (StepClient, admission_annotations, admission_labels, await_release,
-                                              with_admission_gate)
+                                              with_admission_gate, with_checkpoint_protocol)
 from gpu_policy.actions.step import GPU_TOLERATIONS
 
 __all__ = ["GatedKubernetesPodOperator"]
@@ -34,34 +36,34 @@ class GatedKubernetesPodOperator(KubernetesPodOperator):
     ``admission_poll_s``), logging each reason; then it runs as KubernetesPodOperator does.
     XCom ``admission``: ``{pod, released, node, reason, event, waited_s}``. Not released in
     time: the task fails with the last reason (and KubernetesPodOperator's ``on_finish_action``
-    cleans the pod up). The operator is not deferrable: the wait runs in the worker."""
+    cleans the pod up). The operator is not deferrable: the wait runs in the worker. With
+    ``saves_on_request`` (its trainer uses gpu-policy's PreemptionGuard or a trainer callback)
+    the pod is declared to save on request, with ``checkpoint_every_s`` when known, and shown
+    its annotations (docs/checkpointing.md)."""
 
     template_fields: Sequence[str] = (*KubernetesPodOperator.template_fields, "job_name", "team")
 
     def __init__(self, *, job_name: str, team: str, gpus: float, replicas: int = 1,
                  gpu_resource: str = "nvidia.com/gpu", admission_timeout_s: float = 3600.0,
-                 admission_poll_s: float = 10.0, **kwargs: Any) -> None:
+                 admission_poll_s: float = 10.0, saves_on_request: bool = False,
+                 checkpoint_every_s: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        check_job_args(type(self).__name__, gpus, replicas, 0)
+        keep_job_args(self, job_name, team, gpus, replicas, 0)
         for name, value, least in (("admission_timeout_s", admission_timeout_s, ">= 0"),
                                    ("admission_poll_s", admission_poll_s, "> 0")):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and least == "> 0"):
                 raise AirflowException(f"{type(self).__name__}: `{name}` must be a number of seconds {least}, "
                                        f"got {value!r}")
-        self.job_name = job_name
-        self.team = team
-        self.gpus = gpus
-        self.replicas = replicas
         self.gpu_resource = gpu_resource
         self.admission_timeout_s = admission_timeout_s
         self.admission_poll_s = admission_poll_s
+        self.saves_on_request = saves_on_request
+        self.checkpoint_every_s = checkpoint_every_s
         self.admission: dict | None = None
 
     def build_pod_request_obj(self, context=None, *, dry_run: bool = False) -> k8s.V1Pod:
-        for name in ("job_name", "team"):  # templated: rendered only now
-            if not getattr(self, name):
-                raise AirflowException(f"{type(self).__name__}: `{name}` is empty")
+        check_rendered(self)
         pod = super().build_pod_request_obj(context, dry_run=dry_run)
         pod.metadata.labels = {**(pod.metadata.labels or {}), **admission_labels(self.job_name, self.team)}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}),
@@ -76,6 +78,9 @@ class GatedKubernetesPodOperator(KubernetesPodOperator):
         names = with_admission_gate([g.name for g in pod.spec.scheduling_gates or []])
         pod.spec.scheduling_gates = [k8s.V1PodSchedulingGate(name=name) for name in names]
         pod.spec.tolerations = [*(pod.spec.tolerations or []), *(k8s.V1Toleration(**t) for t in GPU_TOLERATIONS)]
+        if self.saves_on_request:  # the rule works on manifests: one home for KFP's and Airflow's pods
+            manifest = ApiClient().sanitize_for_serialization(pod)
+            pod = PodGenerator.deserialize_model_dict(with_checkpoint_protocol(manifest, self.checkpoint_every_s))
         return pod
 
     def wait_for_admission(self, pod: k8s.V1Pod) -> dict:

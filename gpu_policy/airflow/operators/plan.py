@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from airflow.sdk import BaseOperator
-
-from gpu_policy.airflow._observe import StepJobArgs
+from gpu_policy.airflow._observe import StepOperatorBase
 
 __all__ = ["GpuPlanOperator"]
 
@@ -25,7 +23,7 @@ def push_decision(context, decision) -> dict:
     return outputs
 
 
-class GpuPlanOperator(StepJobArgs, BaseOperator):
+class GpuPlanOperator(StepOperatorBase):
     """Plan GPUs for a training step of team (queue) ``team`` on the live cluster of
     ``kubernetes_conn_id`` (default ``kubernetes_default``) or the embedded cluster of
     ``scenario_path``: the job is added to the
@@ -38,14 +36,7 @@ class GpuPlanOperator(StepJobArgs, BaseOperator):
     (The argument is ``team``, not ``queue``: every Airflow operator already has a
     ``queue``, the executor's.)"""
 
-    template_fields: Sequence[str] = StepJobArgs.template_fields
-
-    def __init__(self, *, job_name: str, team: str, gpus: float, scenario_path: str | None = None,
-                 kubernetes_conn_id: str | None = None, replicas: int = 1, priority: int = 50,
-                 dcgm_conn_id: str | None = None, execute_plan: bool | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.set_job_args(scenario_path, kubernetes_conn_id, job_name, team, gpus, replicas, priority, dcgm_conn_id,
-                          execute_plan)
+    template_fields: Sequence[str] = StepOperatorBase.template_fields
 
     def execute(self, context) -> dict:
         decision = self.decide()

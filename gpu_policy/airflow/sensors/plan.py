@@ -2,34 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseSensorOperator
 
-from gpu_policy.airflow._observe import StepJobArgs
+from gpu_policy.airflow._observe import StepOperatorBase
 from gpu_policy.airflow.operators.plan import push_decision
 
 __all__ = ["GpuPlanSensor"]
 
 
-class GpuPlanSensor(StepJobArgs, BaseSensorOperator):
+class GpuPlanSensor(StepOperatorBase, BaseSensorOperator):
     """Observe the cluster (``kubernetes_conn_id`` or ``scenario_path``, as GpuPlanOperator)
     and plan at every poke, carrying each plan out as GpuPlanOperator does (``execute_plan``);
     succeed, pushing the same XComs as GpuPlanOperator,
     once the step may start. A job that can never fit fails at once; waiting longer than
     ``timeout`` fails as sensors do."""
 
-    template_fields: Sequence[str] = StepJobArgs.template_fields
+    template_fields: Sequence[str] = StepOperatorBase.template_fields
     #: reasons that waiting cannot change
     FAILURE_PREFIXES = ("can never fit",)
-
-    def __init__(self, *, job_name: str, team: str, gpus: float, scenario_path: str | None = None,
-                 kubernetes_conn_id: str | None = None, replicas: int = 1, priority: int = 50,
-                 dcgm_conn_id: str | None = None, execute_plan: bool | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.set_job_args(scenario_path, kubernetes_conn_id, job_name, team, gpus, replicas, priority, dcgm_conn_id,
-                          execute_plan)
 
     def poke(self, context) -> bool:
         decision = self.decide()

@@ -107,40 +107,60 @@ def compose_nodes(settings: dict, nodes: list[NodeView], requests: list[RequestV
         if view.max_gpus is None:
             out.nodes.append(view)
             continue
-        mine = [r for r in requests if r.ours and r.node == view.name]
-        for r in mine:
-            if view.gpu_model is not None and r.model != view.gpu_model:
-                out.warnings.append(f"ComposabilityRequest {r.name} attaches {r.model} to {view.name}, whose GPUs are "
-                                    f"{view.gpu_model}: not counted as gpu-policy's")
-        mine = [r for r in mine if view.gpu_model is None or r.model == view.gpu_model]
-        out.requests.update({(r.node, r.model): r for r in mine})
-        online = sum(r.online for r in mine)
-        planned = sum(planned_size(r, now, deadline_s) for r in mine)
-        counted, settling = lag.counted(view.name, view.gpus, online, now)
-        gpus = view.gpus - counted + planned
-        if gpus > view.max_gpus:
-            raise ClusterObjectError(f"node {view.name}", "metadata.annotations.gpu-policy.io/max-gpus",
-                                     f"must be at least the node's {gpus} GPUs (allocatable, and being attached), "
-                                     f"got {view.max_gpus}")
-        out.attaching[view.name] = min(gpus, max(0, planned - online))
-        model = view.gpu_model or next((r.model for r in mine if planned_size(r, now, deadline_s)), None)
-        out.nodes.append(dataclasses.replace(view, gpus=gpus, gpu_model=model))
-        if settling:
-            out.settling.add(view.name)
-            out.warnings.append(f"node {view.name}: its allocatable {view.gpus} GPUs do not count the change of "
-                                f"gpu-policy's devices Online there yet (the device plugin follows the CDI operator): "
-                                f"not composed until they do, at most {lag.settle_s:g} s")
-        else:
-            composed.append({"name": view.name, "max_gpus": view.max_gpus, "attached": min(planned, gpus)})
-        for r in mine:
-            if overdue(r, now, deadline_s):
-                out.warnings.append(f"ComposabilityRequest {r.name}: not complete {deadline_s:g} s after its size "
-                                    f"became {r.size} ({r.errors() or r.stage()}): planned at size {r.previous_size}, "
-                                    "to which the next execution rolls it back")
+        entry = _compose_node(view, _requests_of(view, requests, out), now, deadline_s, lag, out)
+        if entry is not None:
+            composed.append(entry)
     out.section = {**settings, "pools": _pools_now(settings.get("pools") or [], requests, now, deadline_s, out, where),
                    "nodes": composed}
     _check_models(out, where)
     return out
+
+
+def _requests_of(view: NodeView, requests: list[RequestView], out: ComposedNodes) -> list[RequestView]:
+    """gpu-policy's requests for the node; one of another model than the node's GPUs is not
+    counted as gpu-policy's (with a warning)."""
+    mine = []
+    for r in requests:
+        if not r.ours or r.node != view.name:
+            continue
+        if view.gpu_model is not None and r.model != view.gpu_model:
+            out.warnings.append(f"ComposabilityRequest {r.name} attaches {r.model} to {view.name}, whose GPUs are "
+                                f"{view.gpu_model}: not counted as gpu-policy's")
+        else:
+            mine.append(r)
+    out.requests.update({(r.node, r.model): r for r in mine})
+    return mine
+
+
+def _compose_node(view: NodeView, mine: list[RequestView], now: float, deadline_s: float, lag: DevicePluginLag,
+                  out: ComposedNodes) -> dict | None:
+    """The composable node as planned (into `out`), and its entry of the `composable:` section;
+    None while its device plugin settles."""
+    online = sum(r.online for r in mine)
+    planned = sum(planned_size(r, now, deadline_s) for r in mine)
+    counted, settling = lag.counted(view.name, view.gpus, online, now)
+    gpus = view.gpus - counted + planned
+    if gpus > view.max_gpus:
+        raise ClusterObjectError(f"node {view.name}", "metadata.annotations.gpu-policy.io/max-gpus",
+                                 f"must be at least the node's {gpus} GPUs (allocatable, and being attached), "
+                                 f"got {view.max_gpus}")
+    out.attaching[view.name] = min(gpus, max(0, planned - online))
+    model = view.gpu_model or next((r.model for r in mine if planned_size(r, now, deadline_s)), None)
+    out.nodes.append(dataclasses.replace(view, gpus=gpus, gpu_model=model))
+    entry = None
+    if settling:
+        out.settling.add(view.name)
+        out.warnings.append(f"node {view.name}: its allocatable {view.gpus} GPUs do not count the change of "
+                            f"gpu-policy's devices Online there yet (the device plugin follows the CDI operator): "
+                            f"not composed until they do, at most {lag.settle_s:g} s")
+    else:
+        entry = {"name": view.name, "max_gpus": view.max_gpus, "attached": min(planned, gpus)}
+    for r in mine:
+        if overdue(r, now, deadline_s):
+            out.warnings.append(f"ComposabilityRequest {r.name}: not complete {deadline_s:g} s after its size "
+                                f"became {r.size} ({r.errors() or r.stage()}): planned at size {r.previous_size}, "
+                                "to which the next execution rolls it back")
+    return entry
 
 
 def _pools_now(pools: list[dict], requests: list[RequestView], now: float, deadline_s: float, out: ComposedNodes,

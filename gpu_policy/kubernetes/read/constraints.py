@@ -42,21 +42,29 @@ def pod_constraints(spec: dict, where: str) -> dict:
                 if k != GPU_PRODUCT_LABEL and not (k == HOSTNAME_LABEL and v == bound)}
     if selector:
         out["node_selector"] = _checked(JOB_FIELDS["node_selector"], selector, where, "spec.nodeSelector")
-    terms = [_term(t) for t in ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-                                .get("nodeSelectorTerms") or [])]
-    if len(terms) == 1:  # the GPU product of a single term is the job's gpu_model
-        kept = [e for e in terms[0].get("match_expressions", [])
-                if not (e.get("key") == GPU_PRODUCT_LABEL and e.get("operator") == "In")]
-        if len(kept) < len(terms[0].get("match_expressions", [])):
-            terms = [_without_empty({**terms[0], "match_expressions": kept})]
-            terms = [] if terms == [{}] else terms
+    terms = _affinity_terms(spec)
     if terms:
         out["node_affinity"] = _checked(JOB_FIELDS["node_affinity"], terms, where, _AFFINITY)
     tolerations = [_toleration(t) for t in spec.get("tolerations") or [] if not _handled_elsewhere(t.get("key"))]
     if tolerations:
         out["tolerations"] = _checked(JOB_FIELDS["tolerations"], tolerations, where, "spec.tolerations")
     return out
+
+
+def _affinity_terms(spec: dict) -> list[dict]:
+    """The pod's required node-affinity terms; in a single term, the GPU product `In` is left
+    out (it is the job's gpu_model), and the term with it when nothing else is left."""
+    terms = [_term(t) for t in ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                                .get("nodeSelectorTerms") or [])]
+    if len(terms) != 1:
+        return terms
+    expressions = terms[0].get("match_expressions", [])
+    kept = [e for e in expressions if not (e.get("key") == GPU_PRODUCT_LABEL and e.get("operator") == "In")]
+    if len(kept) == len(expressions):
+        return terms
+    term = _without_empty({**terms[0], "match_expressions": kept})
+    return [term] if term else []
 
 
 def _term(term: dict) -> dict:

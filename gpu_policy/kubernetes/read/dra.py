@@ -112,7 +112,15 @@ def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], clas
     view = DraView()
     drivers = _gpu_drivers(classes)
     gpu_classes = {name for name, driver in drivers.items() if driver == NVIDIA_DRIVER}
-    rules = _taint_rules(taint_rules, view.warnings)
+    physical, taints = _read_slices(view, slices, _taint_rules(taint_rules, view.warnings))
+    _holders(view, claims, physical, taints)
+    _demand(view, pods, {_key(c): c for c in claims}, {_key(t): t for t in templates}, gpu_classes)
+    return view
+
+
+def _read_slices(view: DraView, slices: list[dict], rules: list[tuple[dict, dict]]) -> tuple[dict, dict]:
+    """Each node's physical GPUs, model and tainted GPUs (into `view`) from NVIDIA's complete
+    ResourceSlices; returns, by (driver, pool, device), the device's (GPU key, share) and its taints."""
     physical: dict[tuple[str, str, str], tuple[str, float]] = {}  # (driver, pool, device) -> (GPU key, share)
     taints: dict[tuple[str, str, str], list[dict]] = {}  # (driver, pool, device) -> its NoSchedule/NoExecute taints
     per_node: dict[str, dict[str, bool]] = defaultdict(dict)  # node -> GPU key -> tainted, in the slices' order
@@ -127,23 +135,26 @@ def read_dra(slices: list[dict], claims: list[dict], templates: list[dict], clas
                                  "node (nodeSelector, allNodes) are not planned")
             continue
         for device in spec.get("devices") or []:
-            key = _physical_key(device, pool)
-            share = 1.0
-            if _attr(device, "type") == "mig":
-                memory = gpu_memory_gb({"nvidia.com/gpu.product": str(_attr(device, "productName") or "")})
-                share = mig_fraction(str(_attr(device, "profile") or ""), memory) or 1.0
             where = (driver, pool, str(device.get("name", "")))
-            physical[where] = (key, share)
+            key = _physical_key(device, pool)
+            physical[where] = (key, _share(device))
             taints[where] = _device_taints(device, where, rules)
             per_node[node][key] = per_node[node].get(key, False) or bool(taints[where])
-            if model_name(_attr(device, "productName") or ""):
-                view.node_model.setdefault(node, model_name(_attr(device, "productName")))
+            product = model_name(_attr(device, "productName") or "")
+            if product:
+                view.node_model.setdefault(node, product)
     view.node_gpus = {node: len(keys) for node, keys in per_node.items()}
     view.node_tainted = {node: [i for i, tainted in enumerate(keys.values()) if tainted]
                          for node, keys in per_node.items() if any(keys.values())}
-    _holders(view, claims, physical, taints)
-    _demand(view, pods, {_key(c): c for c in claims}, {_key(t): t for t in templates}, gpu_classes)
-    return view
+    return physical, taints
+
+
+def _share(device: dict) -> float:
+    """The part of its physical GPU a device is: a MIG device its profile's memory share, else all."""
+    if _attr(device, "type") != "mig":
+        return 1.0
+    memory = gpu_memory_gb({"nvidia.com/gpu.product": str(_attr(device, "productName") or "")})
+    return mig_fraction(str(_attr(device, "profile") or ""), memory) or 1.0
 
 
 def _taint_rules(rules: list[dict], warnings: list[str]) -> list[tuple[dict, dict]]:
@@ -245,38 +256,56 @@ def _demand(view: DraView, pods: list[PodView], claims: dict, templates: dict, g
             continue
         gpus, models = 0.0, None
         for claim_name, template_name in pod.claims:
-            source = claims.get((pod.namespace, claim_name)) if claim_name else templates.get((pod.namespace,
-                                                                                               template_name))
-            if source is None:
-                view.warnings.append(f"pod {pod.full_name}: its claim {claim_name or template_name} does not exist "
-                                     "yet: not counted")
-                continue
-            spec = source.get("spec") or {}
-            if not claim_name:  # a template holds the claim's spec under spec.spec
-                spec = spec.get("spec") or {}
-            for request in (spec.get("devices") or {}).get("requests") or []:
+            for request in _requests(view, pod, claim_name, template_name, claims, templates):
                 exactly = request.get("exactly") or {}
-                if exactly.get("deviceClassName") not in gpu_classes:
-                    continue
-                if exactly.get("allocationMode") == "All":
-                    gpus += largest
-                    view.warnings.append(f"pod {pod.full_name}: a claim with allocationMode All is counted as a "
-                                         f"whole node's GPUs ({largest})")
-                elif not 1 <= (exactly.get("count") or 1) <= MAX_GPUS_PER_NODE:
-                    view.warnings.append(f"pod {pod.full_name}: a claim asks for {show(exactly.get('count'))} "
-                                         f"devices, not 1 to {MAX_GPUS_PER_NODE:,}: not counted")
-                else:
-                    gpus += exactly.get("count") or 1
-                for sel in exactly.get("selectors") or []:
-                    expression = str((sel.get("cel") or {}).get("expression", ""))
-                    found = _PRODUCT.search(expression)
-                    if found and found.group(1) == NVIDIA_DRIVER and model_name(found.group(2)):
-                        models = [model_name(found.group(2))]
-                    else:
-                        view.warnings.append(f"pod {pod.full_name}: CEL selector {expression[:80]!r} is counted, "
-                                             "not interpreted")
+                if exactly.get("deviceClassName") in gpu_classes:
+                    gpus += _count(view, pod, exactly, largest)
+                    models = _models(view, pod, exactly) or models
         if gpus:
             view.demand[pod.uid] = (gpus, models)
+
+
+def _requests(view: DraView, pod: PodView, claim_name: str | None, template_name: str | None, claims: dict,
+              templates: dict) -> list[dict]:
+    """The device requests of one of the pod's claims: its ResourceClaim's, else its template's
+    (none, with a warning, when neither exists yet)."""
+    source = claims.get((pod.namespace, claim_name)) if claim_name else templates.get((pod.namespace, template_name))
+    if source is None:
+        view.warnings.append(f"pod {pod.full_name}: its claim {claim_name or template_name} does not exist "
+                             "yet: not counted")
+        return []
+    spec = source.get("spec") or {}
+    if not claim_name:  # a template holds the claim's spec under spec.spec
+        spec = spec.get("spec") or {}
+    return (spec.get("devices") or {}).get("requests") or []
+
+
+def _count(view: DraView, pod: PodView, exactly: dict, largest: int) -> float:
+    """The GPUs one request of a GPU class asks for (allocationMode All: a whole node's)."""
+    if exactly.get("allocationMode") == "All":
+        view.warnings.append(f"pod {pod.full_name}: a claim with allocationMode All is counted as a "
+                             f"whole node's GPUs ({largest})")
+        return largest
+    if not 1 <= (exactly.get("count") or 1) <= MAX_GPUS_PER_NODE:
+        view.warnings.append(f"pod {pod.full_name}: a claim asks for {show(exactly.get('count'))} "
+                             f"devices, not 1 to {MAX_GPUS_PER_NODE:,}: not counted")
+        return 0
+    return exactly.get("count") or 1
+
+
+def _models(view: DraView, pod: PodView, exactly: dict) -> list[str] | None:
+    """The GPU model the request's CEL selectors name (the last that names one); any other
+    selector is counted, not interpreted, with a warning."""
+    models = None
+    for sel in exactly.get("selectors") or []:
+        expression = str((sel.get("cel") or {}).get("expression", ""))
+        found = _PRODUCT.search(expression)
+        if found and found.group(1) == NVIDIA_DRIVER and model_name(found.group(2)):
+            models = [model_name(found.group(2))]
+        else:
+            view.warnings.append(f"pod {pod.full_name}: CEL selector {expression[:80]!r} is counted, "
+                                 "not interpreted")
+    return models
 
 
 def with_dra(pods: list[PodView], view: DraView) -> list[PodView]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpu_policy.model.fields import MAX_CPU, MAX_GPUS_PER_NODE, MAX_MEMORY, show
 from gpu_policy.errors import ClusterObjectError
@@ -36,24 +37,54 @@ class NodeView:
     mig_single: bool = False  # the device plugin's `single` MIG strategy: its nvidia.com/gpu are the slices
 
 
+class _Gpus(NamedTuple):
+    """A node's GPUs as its device plugin and GPU feature discovery advertise them."""
+
+    count: int  # physical GPUs
+    mig: dict[str, int]  # MIG profile -> slices
+    memory_gb: float | None  # one GPU's memory
+    product: str | None  # the GPU product, of the whole GPU under the `single` MIG strategy
+    mig_single: bool
+
+
 def read_node(node: dict, gpu_resource: str) -> NodeView:
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     name = meta.get("name", "")
     where = f"node {name}"
     allocatable = status.get("allocatable") or {}
-
-    def amount(key: str):
-        if key not in allocatable:
-            return None
-        try:
-            return parse_quantity(allocatable[key])
-        except ValueError as e:
-            raise ClusterObjectError(where, f"status.allocatable.{key}", str(e)) from None
-
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     sharing = read_sharing(labels, where)
+    gpus = _gpus(allocatable, labels, gpu_resource, sharing, where)
+    cpu, memory = _amount(allocatable, "cpu", where), _amount(allocatable, "memory", where)
+    for key, value, most in (("cpu", cpu, MAX_CPU), ("memory", memory, MAX_MEMORY * 2 ** 30)):
+        if value is not None and not 0 <= value <= most:
+            raise ClusterObjectError(where, f"status.allocatable.{key}", f"must be from 0 to {most:,.0f}, got {value}")
+    return NodeView(
+        name=name, gpus=gpus.count, cpu=None if cpu is None else float(cpu),
+        memory_gib=None if memory is None else gib(allocatable["memory"]),
+        gpu_model=gpu_model(gpus.product, sharing), no_new_work=_no_new_work(spec, status),
+        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), gpus.count, where),
+        max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
+        labels=dict(labels), taints=node_taints(spec, where),
+        sharing=sharing, mig=gpus.mig, memory_gb=gpus.memory_gb, mig_single=gpus.mig_single,
+    )
+
+
+def _amount(allocatable: dict, key: str, where: str):
+    """The allocatable quantity of `key`; None when the node has none."""
+    if key not in allocatable:
+        return None
+    try:
+        return parse_quantity(allocatable[key])
+    except ValueError as e:
+        raise ClusterObjectError(where, f"status.allocatable.{key}", str(e)) from None
+
+
+def _gpus(allocatable: dict, labels: dict, gpu_resource: str, sharing: GpuSharing | None, where: str) -> _Gpus:
+    """The physical GPUs behind the devices the node advertises: shared replicas, MIG slices
+    (the `single` strategy's too) counted back to whole GPUs."""
     resource = gpu_resource + SHARED_RESOURCE_SUFFIX if sharing and gpu_resource not in allocatable else gpu_resource
-    devices = amount(resource) or 0
+    devices = _amount(allocatable, resource, where) or 0
     whole = f"must be a whole number from 0 to {MAX_GPUS_PER_NODE:,}"
     if devices != int(devices) or devices < 0:
         raise ClusterObjectError(where, f"status.allocatable.{resource}", f"{whole}, got {devices}")
@@ -71,19 +102,7 @@ def read_node(node: dict, gpu_resource: str) -> NodeView:
     if gpus > MAX_GPUS_PER_NODE:
         raise ClusterObjectError(where, f"status.allocatable.{resource}",
                                  f"{whole}{' physical GPUs' if gpus != devices else ''}, got {gpus}")
-    cpu, memory = amount("cpu"), amount("memory")
-    for key, value, most in (("cpu", cpu, MAX_CPU), ("memory", memory, MAX_MEMORY * 2 ** 30)):
-        if value is not None and not 0 <= value <= most:
-            raise ClusterObjectError(where, f"status.allocatable.{key}", f"must be from 0 to {most:,.0f}, got {value}")
-    return NodeView(
-        name=name, gpus=gpus, cpu=None if cpu is None else float(cpu),
-        memory_gib=None if memory is None else gib(allocatable["memory"]),
-        gpu_model=gpu_model(product, sharing), no_new_work=_no_new_work(spec, status),
-        unhealthy_gpus=_unhealthy(notes.get(UNHEALTHY_GPUS_ANNOTATION), gpus, where),
-        max_gpus=_max_gpus(notes.get(MAX_GPUS_ANNOTATION), where) if labels.get(COMPOSABLE_LABEL) == "true" else None,
-        labels=dict(labels), taints=node_taints(spec, where),
-        sharing=sharing, mig=mig, memory_gb=gpu_memory, mig_single=single is not None,
-    )
+    return _Gpus(gpus, mig, gpu_memory, product, single is not None)
 
 
 def _no_new_work(spec: dict, status: dict) -> str | None:

@@ -10,7 +10,6 @@ resource) is kept with `unreadable` set: the snapshot counts it as unmanaged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpu_policy.model.fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION, Invalid, mig_profile_name, show
@@ -20,66 +19,11 @@ from gpu_policy.kubernetes.names import (
     ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, KAI_FRACTION_ANNOTATION,
     KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL,
     SHARED_RESOURCE_SUFFIX)
+from gpu_policy.kubernetes.read.pod_view import PodRef, PodView
 from gpu_policy.kubernetes.read.quantity import parse_quantity
 from gpu_policy.kubernetes.read.workloads import read_workload
 
 _GPU_VENDORS = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
-
-
-@dataclass(frozen=True)
-class PodRef:
-    """A pod as the actuator names it: the uid tells a pod from its replacement."""
-
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass
-class PodView:
-    namespace: str
-    name: str
-    uid: str
-    node: str | None  # the node whose GPUs it holds: spec.nodeName, or the hostname it was released to
-    gpus: float  # whole GPUs, or a fraction of one; 0 for a pod that asks for none
-    cpu: float | None  # None: no container asks for it
-    memory_gib: float | None
-    priority: int
-    created: float  # metadata.creationTimestamp, seconds since the epoch
-    deleting: bool  # metadata.deletionTimestamp is set
-    queue_label: str | None  # gpu-policy.io/queue, else kai.scheduler/queue
-    group: str  # the job it belongs to: a gang's name (workloads.py), else its own name
-    preemptible: bool | None
-    gpu_model: list[str] | None
-    gpu_indices: list[int] | None
-    checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
-    unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
-    marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
-    constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
-    shared_devices: int = 0  # replicas of shared GPUs asked for as `<gpu resource>.shared` (devices.py)
-    gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
-    bound: bool = False  # spec.nodeName is set (else `node` is a released pod's hostname selector)
-    gang: bool = False  # its group is a gang: all its pods start together or none does
-    replicas: int | None = None  # the gang's minimum size, when its workload says it
-    mig_request: tuple[str, int] | None = None  # (MIG profile, slices) asked for as `<vendor>/mig-<profile>`
-    mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
-    claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
-    pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def ref(self) -> PodRef:
-        return PodRef(self.namespace, self.name, self.uid)
-
-    @property
-    def asks_for_gpus(self) -> bool:
-        return self.gpus > 0 or self.shared_devices > 0 or self.mig_request is not None or self.unreadable is not None
 
 
 def read_pod(pod: dict, gpu_resource: str) -> PodView:
@@ -89,31 +33,10 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
     where = f"pod {ns}/{name}"
     labels = meta.get("labels") or {}
     notes = meta.get("annotations") or {}
-    gpus = _effective(spec, gpu_resource, where)
-    fraction, fraction_key = _fraction(notes, where)
-    if fraction is not None:
-        if gpus:
-            raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
-                                     f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
-        gpus = fraction
+    gpus = _gpus(spec, notes, gpu_resource, where)
     shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
     workload = read_workload(meta, where)
-    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
-    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
-    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
-    mig_request = next(iter(mig.items())) if len(mig) == 1 and not gpus and not shared else None
-    if mig_request:
-        try:
-            mig_profile_name(mig_request[0])
-        except Invalid as e:
-            raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
-                                     f"{show(mig_prefix + mig_request[0])}: its {e}") from None
-    unreadable = None
-    if not gpus and not shared:
-        other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)}
-                       - ({mig_prefix + mig_request[0]} if mig_request else set()))
-        if other:
-            unreadable = f"asks for {', '.join(other)}, not {gpu_resource}"
+    mig_request = _mig_request(spec, gpu_resource, gpus or shared, where)
     gated = ADMISSION_GATE in gates_of(spec)
     return PodView(
         namespace=ns, name=name, uid=meta.get("uid", ""), node=_held_node(spec, gated), gpus=gpus,
@@ -125,11 +48,49 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
         checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
                             f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
-        unreadable=unreadable, marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
+        unreadable=None if gpus or shared else _other_gpus(spec, gpu_resource, mig_request),
+        marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
         shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
         gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
         pod_group=workload.pod_group,
     )
+
+
+def _gpus(spec: dict, notes: dict, gpu_resource: str, where: str) -> float:
+    """Whole GPUs the pod asks for, or the fraction of one its annotation gives (not both)."""
+    gpus = _effective(spec, gpu_resource, where)
+    fraction, fraction_key = _fraction(notes, where)
+    if fraction is None:
+        return gpus
+    if gpus:
+        raise ClusterObjectError(where, f"metadata.annotations.{fraction_key}",
+                                 f"must not be set on a pod that asks for {gpus:g} whole {gpu_resource}")
+    return fraction
+
+
+def _mig_request(spec: dict, gpu_resource: str, other: float, where: str) -> tuple[str, int] | None:
+    """(MIG profile, slices) of a pod that asks for one kind of `<vendor>/mig-<profile>` and
+    no `other` GPUs; a profile name a scenario cannot hold is bad input."""
+    mig_prefix = gpu_resource.split("/")[0] + "/mig-"
+    mig = {r: _effective(spec, r, where) for r in sorted(_resource_names(spec)) if r.startswith(mig_prefix)}
+    mig = {r[len(mig_prefix):]: n for r, n in mig.items() if n}
+    if len(mig) != 1 or other:
+        return None
+    request = next(iter(mig.items()))
+    try:
+        mig_profile_name(request[0])
+    except Invalid as e:
+        raise ClusterObjectError(where, "spec.containers[*].resources", f"the resource "
+                                 f"{show(mig_prefix + request[0])}: its {e}") from None
+    return request
+
+
+def _other_gpus(spec: dict, gpu_resource: str, mig_request: tuple[str, int] | None) -> str | None:
+    """Why gpu-policy cannot plan a pod that asks for no `gpu_resource`: the other GPU
+    resources it asks for (None when it asks for none)."""
+    mig = {gpu_resource.split("/")[0] + "/mig-" + mig_request[0]} if mig_request else set()
+    other = sorted({r for r in _resource_names(spec) if r != gpu_resource and r.startswith(_GPU_VENDORS)} - mig)
+    return f"asks for {', '.join(other)}, not {gpu_resource}" if other else None
 
 
 def gates_of(spec: dict) -> list[str]:

@@ -98,6 +98,31 @@ def read_reservations(config_map: dict | None) -> tuple[list[Reservation], dict[
 
 
 def _parse(key: str, text, where: str) -> Reservation:
+    namespace, tail, value = _key_and_value(key, text, where)
+    fields = _Fields(value, where, f"data.{key}")
+    job = value.get("job", tail)
+    if not isinstance(job, str) or not job or key_of(f"{namespace}/{job}") != key:
+        raise ClusterObjectError(where, f"data.{key}.job", "must be the job's name, whose key this is")
+    replicas = fields.checked("replicas")
+    nodes = fields.need("nodes", lambda v: isinstance(v, list) and len(v) == replicas and all(isinstance(n, str)
+                                                                                           for n in v),
+                        "must list one node per replica")
+    indices = value.get("gpu_indices")
+    if indices is not None and not (isinstance(indices, list) and len(indices) == replicas and all(
+            isinstance(ix, list) and all(isinstance(i, int) and i >= 0 for i in ix) for ix in indices)):
+        raise ClusterObjectError(where, f"data.{key}.gpu_indices", "must list GPU indices per replica, "
+                                                                     f"got {json.dumps(indices)}")
+    expires = fields.need("expires_at", lambda v: isinstance(v, str) and _moment(v) is not None,
+                          "must be an RFC 3339 time in UTC")
+    return Reservation(
+        namespace=namespace, job=job, queue=fields.checked("queue"), gpus=fields.checked("gpus"), replicas=replicas,
+        nodes=nodes, gpu_indices=indices, expires_at=_moment(expires),
+        priority=fields.checked("priority") if "priority" in value else 50,
+    )
+
+
+def _key_and_value(key: str, text, where: str) -> tuple[str, str, dict]:
+    """(namespace, the rest of the key, the JSON object) of one key <namespace>.<job> and its value."""
     namespace, dot, tail = key.partition(".")
     if not dot or not namespace or not tail or not isinstance(text, str) or not _KEY.fullmatch(key) or \
             len(key) > MAX_KEY:
@@ -109,37 +134,30 @@ def _parse(key: str, text, where: str) -> Reservation:
     if not isinstance(value, dict):
         raise ClusterObjectError(where, f"data.{key}", "must be a JSON object {queue, gpus, replicas, nodes, "
                                                        "gpu_indices, expires_at}")
+    return namespace, tail, value
 
-    def need(name: str, check, problem: str):
-        if name not in value or not check(value[name]):
-            raise ClusterObjectError(where, f"data.{key}.{name}", f"{problem}, got {json.dumps(value.get(name))}")
-        return value[name]
 
-    def checked(name: str):
-        if name not in value:
-            raise ClusterObjectError(where, f"data.{key}.{name}", "is required")
+class _Fields:
+    """The fields of one reservation's value (at `path` of `where`), each checked as it is read."""
+
+    def __init__(self, value: dict, where: str, path: str):
+        self.value, self.where, self.path = value, where, path
+
+    def need(self, name: str, check, problem: str):
+        """The field, which `check` must accept."""
+        if name not in self.value or not check(self.value[name]):
+            raise ClusterObjectError(self.where, f"{self.path}.{name}",
+                                     f"{problem}, got {json.dumps(self.value.get(name))}")
+        return self.value[name]
+
+    def checked(self, name: str):
+        """The field, by the scenario's own check of the job field of that name."""
+        if name not in self.value:
+            raise ClusterObjectError(self.where, f"{self.path}.{name}", "is required")
         try:
-            return JOB_FIELDS[name](value[name])
+            return JOB_FIELDS[name](self.value[name])
         except Invalid as e:
-            raise ClusterObjectError(where, f"data.{key}.{name}", str(e)) from None
-
-    job = value.get("job", tail)
-    if not isinstance(job, str) or not job or key_of(f"{namespace}/{job}") != key:
-        raise ClusterObjectError(where, f"data.{key}.job", "must be the job's name, whose key this is")
-    replicas = checked("replicas")
-    nodes = need("nodes", lambda v: isinstance(v, list) and len(v) == replicas and all(isinstance(n, str) for n in v),
-                 "must list one node per replica")
-    indices = value.get("gpu_indices")
-    if indices is not None and not (isinstance(indices, list) and len(indices) == replicas and all(
-            isinstance(ix, list) and all(isinstance(i, int) and i >= 0 for i in ix) for ix in indices)):
-        raise ClusterObjectError(where, f"data.{key}.gpu_indices", "must list GPU indices per replica, "
-                                                                     f"got {json.dumps(indices)}")
-    expires = need("expires_at", lambda v: isinstance(v, str) and _moment(v) is not None,
-                   "must be an RFC 3339 time in UTC")
-    return Reservation(
-        namespace=namespace, job=job, queue=checked("queue"), gpus=checked("gpus"), replicas=replicas, nodes=nodes,
-        gpu_indices=indices, expires_at=_moment(expires), priority=checked("priority") if "priority" in value else 50,
-    )
+            raise ClusterObjectError(self.where, f"{self.path}.{name}", str(e)) from None
 
 
 def _moment(text: str) -> float | None:

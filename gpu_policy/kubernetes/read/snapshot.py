@@ -276,43 +276,53 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
     """One job from the pods of a gang; None (with a warning) when they disagree."""
     first = pods[0]
     queue = _queue_of(first, namespace_queues, known)
-    for p in pods[1:]:
-        for what, mine, theirs in (("GPUs", p.gpus, first.gpus), ("queue", _queue_of(p, namespace_queues, known), queue)):
-            if mine != theirs:
-                warnings.append(f"job {name}: pod {p.full_name} asks for {what} {mine}, pod {first.full_name} for "
-                                f"{theirs}: the pods of one job must agree; counted as unmanaged")
-                return None
+    if not _agree(name, pods, queue, namespace_queues, known, warnings):
+        return None
     bound = [p for p in pods if p.node]
     if bound and len(bound) < len(pods):
         warnings.append(f"job {name}: {len(bound)} of {len(pods)} pods are bound; planned as the bound part")
         pods = bound
-    ages = [now - p.checkpoint_at for p in pods if p.checkpoint_at is not None]
     preemptible = [p.preemptible for p in pods if p.preemptible is not None]
     return Job(
         name=name, queue=queue, gpus=first.gpus, replicas=len(pods),
         priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
         gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in pods),
-        memory_gib=_most(p.memory_gib for p in pods),
-        running=[p.node for p in pods] if bound else [],
-        gpu_indices=[p.gpu_indices for p in pods] if bound and all(p.gpu_indices for p in pods) else None,
-        submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=max(0, round(max(ages))) if ages else None,
+        memory_gib=_most(p.memory_gib for p in pods), **_where_running(pods, bool(bound)),
+        submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=_checkpoint_age(pods, now),
         **first.constraints,
     )
 
 
+def _where_running(pods: list[PodView], bound: bool) -> dict:
+    """The job's `running` nodes and `gpu_indices` (those only when every pod has them)."""
+    if not bound:
+        return {"running": [], "gpu_indices": None}
+    indices = [p.gpu_indices for p in pods] if all(p.gpu_indices for p in pods) else None
+    return {"running": [p.node for p in pods], "gpu_indices": indices}
+
+
+def _checkpoint_age(pods: list[PodView], now: float) -> int | None:
+    """Seconds since the oldest last checkpoint of the job's pods (None: none says one)."""
+    ages = [now - p.checkpoint_at for p in pods if p.checkpoint_at is not None]
+    return max(0, round(max(ages))) if ages else None
+
+
+def _agree(name: str, pods: list[PodView], queue: str, namespace_queues: dict[str, str], known: set[str],
+           warnings: list[str]) -> bool:
+    """Whether the pods of one job ask for the same GPUs in the same queue (`queue`, the first
+    pod's); a warning names the first that does not."""
+    first = pods[0]
+    for p in pods[1:]:
+        for what, mine, theirs in (("GPUs", p.gpus, first.gpus), ("queue", _queue_of(p, namespace_queues, known), queue)):
+            if mine != theirs:
+                warnings.append(f"job {name}: pod {p.full_name} asks for {what} {mine}, pod {first.full_name} for "
+                                f"{theirs}: the pods of one job must agree; counted as unmanaged")
+                return False
+    return True
+
+
 def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], warnings: list[str]) -> list[Node]:
-    held: dict[str, float] = defaultdict(float)
-    need = defaultdict(lambda: {"cpu": 0.0, "memory_gib": 0.0})
-    for job in jobs:
-        for n in job.running:
-            held[n] += job.gpus
-            need[n]["cpu"] += job.cpu or 0
-            need[n]["memory_gib"] += job.memory_gib or 0
-    others = defaultdict(lambda: {"cpu": 0.0, "memory_gib": 0.0})
-    for p in pods:
-        if p.node and not p.asks_for_gpus:
-            others[p.node]["cpu"] += p.cpu or 0
-            others[p.node]["memory_gib"] += p.memory_gib or 0
+    held, need, others = _usage(jobs, pods)
     out = []
     selected = selected_labels(jobs)
     for v in sorted(views.values(), key=lambda v: _natural(v.name)):
@@ -337,6 +347,24 @@ def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], war
                         memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
                         taints=list(v.taints), gpu_sharing=v.sharing, mig=dict(v.mig)))
     return out
+
+
+def _usage(jobs: list[Job], pods: list[PodView]) -> tuple[dict, dict, dict]:
+    """Per node: the GPUs the jobs running there hold, the CPU and memory they need, and the CPU
+    and memory the pods that ask for no GPU take."""
+    held: dict[str, float] = defaultdict(float)
+    need = defaultdict(lambda: {"cpu": 0.0, "memory_gib": 0.0})
+    for job in jobs:
+        for n in job.running:
+            held[n] += job.gpus
+            need[n]["cpu"] += job.cpu or 0
+            need[n]["memory_gib"] += job.memory_gib or 0
+    others = defaultdict(lambda: {"cpu": 0.0, "memory_gib": 0.0})
+    for p in pods:
+        if p.node and not p.asks_for_gpus:
+            others[p.node]["cpu"] += p.cpu or 0
+            others[p.node]["memory_gib"] += p.memory_gib or 0
+    return held, need, others
 
 
 def _drop_bad_indices(nodes: list[Node], jobs: list[Job], warnings: list[str]) -> None:

@@ -19,22 +19,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from gpu_policy.errors import ClusterObjectError
-from gpu_policy.kubernetes.names import (COSCHEDULING_GROUP, GANG_LABEL, JOB_LABEL, KAI_GROUP, REPLICAS_ANNOTATION,
-                                         VOLCANO_GROUP)
+from gpu_policy.kubernetes.names import (COMPLETION_INDEX_ANNOTATION, GANG_LABEL, JOB_LABEL, POD_GROUP_KEYS,
+                                         RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL, REPLICAS_ANNOTATION,
+                                         TRAINING_JOB_LABELS)
+from gpu_policy.kubernetes.read.pod_view import PodView
 
-if TYPE_CHECKING:
-    from gpu_policy.kubernetes.read.pods import PodView
-
-KAI_POD_GROUP_ANNOTATION = "pod-group-name"
-VOLCANO_POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-TRAINING_JOB_LABEL = "training.kubeflow.org/job-name"
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/group", "ray.io/node-type"
-COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
 
 
 @dataclass(frozen=True)
@@ -57,12 +47,11 @@ def read_workload(meta: dict, where: str) -> Workload:
     size = _replicas(notes.get(REPLICAS_ANNOTATION, labels.get(REPLICAS_ANNOTATION)), where)
     if labels.get(JOB_LABEL):
         return Workload(labels[JOB_LABEL], True, size)
-    for api, named in ((KAI_GROUP, notes.get(KAI_POD_GROUP_ANNOTATION)),
-                       (VOLCANO_GROUP, notes.get(VOLCANO_POD_GROUP_ANNOTATION)),
-                       (COSCHEDULING_GROUP, labels.get(COSCHEDULING_POD_GROUP_LABEL))):
+    for api, marks, key in POD_GROUP_KEYS:
+        named = (notes if marks == "annotations" else labels).get(key)
         if named:  # a gang when its PodGroup's minMember says so (`with_pod_groups`)
             return Workload(name, False, size, (api, str(named)))
-    for label in (TRAINING_JOB_LABEL, JOBSET_LABEL):
+    for label in TRAINING_JOB_LABELS:
         if labels.get(label):
             return Workload(labels[label], True, size)
     if labels.get(RAY_CLUSTER_LABEL):

@@ -17,7 +17,8 @@ from typing import Callable
 
 from gpu_policy.model.cluster import AttachProgress, Outcome
 from gpu_policy.model.composition import describe
-from gpu_policy.kubernetes.transport.client import Answer, KubeClient
+from gpu_policy.kubernetes.transport.answers import Answer
+from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.read.composable import ComposedNodes, overdue, planned_size
 from gpu_policy.kubernetes.names import (CRO_GROUP, CRO_KIND, CRO_VERSION, MANAGED_BY, MANAGED_BY_LABEL,
                                          PREVIOUS_SIZE_ANNOTATION, REQUESTED_AT_ANNOTATION)
@@ -69,9 +70,10 @@ def _resize(client: KubeClient, r: RequestView, size: int, previous: int, now: f
     return client.patch_composability_request(r.name, patch, client.settings.composition_deadline_s)
 
 
-class Composer:
-    """The compositions of one execution, against what one look found (`composed`); every
-    write runs `check` first (it raises when the planning lease was lost)."""
+class RequestWriter:
+    """Writes the ComposabilityRequests of one execution's compositions, against what one look
+    found (`composed`); every write runs `check` first (it raises when the planning lease was
+    lost). Not the planner's Composer, which decides the compositions this one writes."""
 
     def __init__(self, client: KubeClient, composed: ComposedNodes, now: float, check: Callable[[], None],
                  seen: Callable[[str, dict], None] = _ignore):

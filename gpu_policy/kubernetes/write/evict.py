@@ -71,14 +71,10 @@ def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[],
 
 def _evict(client: KubeClient, ref: PodRef, sleep: Callable[[float], None], monotonic: Callable[[], float]) -> bool:
     """Evict one pod; False when a disruption budget still refuses at the deadline."""
-    deadline = monotonic() + client.settings.eviction_deadline_s
-    backoff = client.settings.backoff_s
+    backoff = client.backoff(client.settings.eviction_deadline_s, sleep, monotonic)
     while True:
         answer = client.evict_pod(ref.namespace, ref.name)
         if answer.status != 429:  # 201 accepted, 404 already gone
             return True
-        wait = client.retry_wait(answer.retry_after, backoff)
-        backoff *= 2
-        if monotonic() + wait > deadline:
+        if not backoff.pause(answer.retry_after):
             return False
-        sleep(wait)

@@ -18,16 +18,19 @@ from datetime import datetime
 from typing import Callable
 
 from gpu_policy.errors import ClusterError, GpuPolicyError
-from gpu_policy.kubernetes.transport.client import KubeClient, Permission, _needs, connect
-from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,
-                                         REPLICAS_ANNOTATION)
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.connect import connect
+from gpu_policy.kubernetes.transport.permissions import Permission, needs
+from gpu_policy.kubernetes.names import (ADMISSION_GATE, CHECKPOINT_EVERY_S_ANNOTATION, FRACTION_ANNOTATION,
+                                         HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION,
+                                         SAVES_ON_REQUEST_ANNOTATION)
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.kubernetes.write.events import CONTROLLER
+from gpu_policy.model.checkpointing import DEFAULT_POD_INFO, GRACE_ENV, POD_INFO_DIR, POD_INFO_ENV
 
 #: what a pipeline step's account needs, all in its own namespace (`own_namespace` here means
 #: the step's namespace, not gpu-policy's)
 STEP_PERMISSIONS: set[Permission] = set()
-#: who writes the Events a step reads (the contract's `reportingController`)
-CONTROLLER = "gpu-policy.io/controller"
 
 
 def admission_labels(job: str, queue: str) -> dict[str, str]:
@@ -65,6 +68,39 @@ def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None
     return out
 
 
+#: the downward-API volume that shows the trainer its pod's annotations (the checkpoint request)
+POD_INFO_VOLUME = "gpu-policy-pod-info"
+#: Kubernetes' default terminationGracePeriodSeconds
+DEFAULT_GRACE_S = 30
+
+
+def with_checkpoint_protocol(pod: dict, checkpoint_every_s: float | None = None) -> dict:
+    """A copy of the pod manifest `pod` whose trainer (its first container) answers gpu-policy's
+    checkpoint requests: annotated ``gpu-policy.io/saves-on-request: "true"`` (and its periodic
+    interval, when known), the pod's annotations mounted as a downward-API volume at
+    /etc/gpu-policy/pod, and the environment the trainer's PreemptionGuard reads: the file, the
+    grace period (the pod's terminationGracePeriodSeconds, 30 s unless set) and the pod's own
+    name and namespace (where it notes its checkpoints). Our entries replace same-named ones."""
+    _check_manifest(pod)
+    out = copy.deepcopy(pod)
+    meta, spec = out.setdefault("metadata", {}), out["spec"]
+    every = {CHECKPOINT_EVERY_S_ANNOTATION: f"{checkpoint_every_s:g}"} if checkpoint_every_s else {}
+    meta["annotations"] = {**(meta.get("annotations") or {}), SAVES_ON_REQUEST_ANNOTATION: "true", **every}
+    volume = {"name": POD_INFO_VOLUME, "downwardAPI": {"items": [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}
+    spec["volumes"] = [*(v for v in spec.get("volumes") or [] if v.get("name") != POD_INFO_VOLUME), volume]
+    trainer = spec["containers"][0]
+    mounts = [m for m in trainer.get("volumeMounts") or [] if m.get("mountPath") != POD_INFO_DIR]
+    trainer["volumeMounts"] = [*mounts, {"name": POD_INFO_VOLUME, "mountPath": POD_INFO_DIR, "readOnly": True}]
+    grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    ours = [{"name": POD_INFO_ENV, "value": DEFAULT_POD_INFO}, {"name": GRACE_ENV, "value": str(grace)},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    names = {e["name"] for e in ours}
+    trainer["env"] = [*(e for e in trainer.get("env") or [] if e.get("name") not in names), *ours]
+    return out
+
+
 def _check_manifest(pod) -> None:
     """A pod manifest a step can create: a name and at least one container (one line otherwise)."""
     meta = pod.get("metadata") if isinstance(pod, dict) else None
@@ -95,7 +131,7 @@ class StepClient(KubeClient):
         super().__init__(api_client, where, settings, **kwargs)
         self._events = self._models.EventsV1Api(api_client)
 
-    @_needs("create", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
+    @needs("create", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
     def create_own_pod(self, namespace: str, body: dict) -> dict | None:
         """Create it; None when a pod of that name exists already (a retried task's)."""
         name = body["metadata"]["name"]
@@ -103,13 +139,13 @@ class StepClient(KubeClient):
             namespace=namespace, body=body, **kw), accept={409})
         return None if answer.status == 409 else answer.body
 
-    @_needs("get", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
+    @needs("get", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
     def read_own_pod(self, namespace: str, name: str) -> dict | None:
         answer = self._request(f"get pod {namespace}/{name}", lambda **kw: self._core.read_namespaced_pod(
             name=name, namespace=namespace, **kw), accept={404})
         return None if answer.status == 404 else answer.body
 
-    @_needs("list", "events", group="events.k8s.io", own_namespace=True, registry=STEP_PERMISSIONS)
+    @needs("list", "events", group="events.k8s.io", own_namespace=True, registry=STEP_PERMISSIONS)
     def list_pod_events(self, namespace: str, name: str) -> list[dict]:
         """The events.k8s.io Events about the pod (a field selector: the API server filters them)."""
         return self._list(f"list Events of pod {namespace}/{name}", lambda **kw: self._events.list_namespaced_event(

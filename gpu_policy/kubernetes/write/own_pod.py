@@ -1,8 +1,9 @@
 """The pod a training step runs in, telling gpu-policy about itself (best effort).
 
 After each checkpoint the checkpointed training writes `gpu-policy.io/last-checkpoint`
-(and how long the save took) on its own pod, so victims are chosen by the work they
-would really lose. A step launched by a pipeline that cannot label its pods (KFP's
+and `gpu-policy.io/checkpoint-save-s` (how long the save took) on its own pod, so victims are
+chosen by the work they would really lose, and a victim asked to checkpoint is evicted as
+soon as it has answered. A step launched by a pipeline that cannot label its pods (KFP's
 labels are fixed when the pipeline is compiled) labels itself with its job and queue,
 so observations recognise it and drop its reservation. Without a cluster, or without
 permission, it logs once and goes on: training never fails for this.
@@ -13,14 +14,15 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from datetime import datetime, timezone
 
 from gpu_policy.errors import GpuPolicyError
-from gpu_policy.kubernetes.transport.client import KubeClient, connect, in_cluster, service_account_namespace
-from gpu_policy.kubernetes.names import (CHECKPOINT_SECONDS_ANNOTATION, JOB_LABEL, LAST_CHECKPOINT_ANNOTATION,
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.transport.connect import connect, in_cluster, service_account_namespace
+from gpu_policy.kubernetes.names import (CHECKPOINT_SAVE_S_ANNOTATION, JOB_LABEL, LAST_CHECKPOINT_ANNOTATION,
                                          QUEUE_LABEL)
 from gpu_policy.kubernetes.settings import KubernetesSettings
+from gpu_policy.model.checkpointing import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,13 @@ class OwnPod:
         """Label the pod as one of the job's (the job's name without its namespace) in `queue`."""
         self._patch(labels={JOB_LABEL: job.rpartition("/")[2], QUEUE_LABEL: queue})
 
-    def note_checkpoint(self, step: int, seconds: float) -> None:
-        """Record that a checkpoint of `step` was just saved, in `seconds`."""
-        now = datetime.fromtimestamp(time.time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self._patch(annotations={LAST_CHECKPOINT_ANNOTATION: now, CHECKPOINT_SECONDS_ANNOTATION: f"{seconds:.2f}"})
+    def note_checkpoint(self, step: int, seconds: float | None, at: datetime | None = None) -> None:
+        """Record that a checkpoint of `step` was saved `at` (default now) in `seconds` (None:
+        not measured, e.g. a request answered with the checkpoint already saved)."""
+        notes = {LAST_CHECKPOINT_ANNOTATION: rfc3339(at or datetime.now(timezone.utc))}
+        if seconds is not None:
+            notes[CHECKPOINT_SAVE_S_ANNOTATION] = f"{seconds:.2f}"
+        self._patch(annotations=notes)
 
     def _patch(self, **metadata) -> None:
         if self.gave_up:

@@ -5,6 +5,15 @@ from __future__ import annotations
 from gpu_policy.errors import ClusterBusy
 from gpu_policy.kubernetes.names import RESERVATIONS_CONFIGMAP
 from gpu_policy.kubernetes.read.reservations import Reservation
+from gpu_policy.model import Job
+from gpu_policy.model.plan import JobDecision
+
+
+def reservation_for(job: Job, decision: JobDecision, expires_at: float) -> Reservation:
+    """The reservation that holds `job` where `decision` places it, until `expires_at`."""
+    namespace, _, name = job.name.partition("/")
+    return Reservation(namespace, name, job.queue, job.gpus, job.replicas, [r.node for r in decision.replicas],
+                       [list(r.gpu_indices) for r in decision.replicas], expires_at, job.priority)
 
 
 def write_reservations(client, add: list[Reservation], stale: set[str], check) -> dict | None:

@@ -5,20 +5,28 @@ controllers' gates stay), and adds the hostname selector (the whole nodeSelector
 pod has none; KEP-3838 allows additions while a pod is gated). A fraction also gets its
 GPU index annotation, in the same patch. A gang's pods are all checked before any is
 patched, so a gang that cannot be released where the plan put it stays gated whole; a
-gang's placement is written as a reservation before its first release (gpu_policy.controller.loop),
+gang's placement is written as a reservation before its first release (gpu_policy.kubernetes.write.admit),
 so one released part way (a patch refused, the API server or the lease lost mid-gang) keeps
 its released pods where they are and the rest placed, and the next round releases the rest.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.names import ADMISSION_GATE, GPU_INDEX_ANNOTATION, HOSTNAME_LABEL
 from gpu_policy.kubernetes.read.pods import PodRef, gates_of, host_selector
-from gpu_policy.planner.core.codes import Reason
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.model.cluster import WaitReason
 from gpu_policy.model.plan import Placement
+
+
+class PodRelease(NamedTuple):
+    """The patch that releases one pod onto `node`."""
+
+    pod: PodRef
+    node: str
+    operations: list[dict]
 
 
 def _escape(key: str) -> str:
@@ -26,15 +34,16 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> list[dict] | Reason:
+def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> list[dict] | WaitReason:
     """The JSON patch that releases `pod` onto `node`; the reason when it cannot be."""
     spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
     gates = gates_of(spec)
     if ADMISSION_GATE not in gates:
-        return Reason("ReleaseFailed", "it is no longer gated by gpu-policy")
+        return WaitReason("ReleaseFailed", "it is no longer gated by gpu-policy")
     pinned = host_selector(spec)
     if pinned and pinned != node:
-        return Reason("PinnedToOtherNode", f"pinned to node {pinned} by its nodeSelector, but the plan placed it on {node}")
+        return WaitReason("PinnedToOtherNode",
+                          f"pinned to node {pinned} by its nodeSelector, but the plan placed it on {node}")
     at = gates.index(ADMISSION_GATE)
     ops = [{"op": "test", "path": f"/spec/schedulingGates/{at}/name", "value": ADMISSION_GATE},
            {"op": "remove", "path": f"/spec/schedulingGates/{at}"}]
@@ -53,38 +62,38 @@ def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> lis
 
 
 def release_patches(pods: list[PodRef], placements: list[Placement], fractional: bool,
-                    read: Callable[[str, str], dict | None]) -> list[tuple[PodRef, str, list[dict]]] | Reason:
+                    read: Callable[[str, str], dict | None]) -> list[PodRelease] | WaitReason:
     """The release patch of each pod onto its placement (pods by name, placements in the
     plan's order), every pod checked before any is sent; the reason when one cannot be
-    released, so that the gang stays gated whole. `read` gives a pod's object as cached."""
+    released, so that the gang stays gated whole. `read` gives a pod's object as it is now."""
     if len(pods) != len(placements):
-        return Reason("ReleaseFailed", f"{len(pods)} of its pods are gated but the plan placed {len(placements)}")
+        return WaitReason("ReleaseFailed", f"{len(pods)} of its pods are gated but the plan placed {len(placements)}")
     patches = []
     for ref, place in zip(pods, placements):
         pod = read(ref.namespace, ref.name)
         if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
-            return Reason("ReleaseFailed", f"pod {ref} changed since the plan looked")
+            return WaitReason("ReleaseFailed", f"pod {ref} changed since the plan looked")
         ops = release_operations(pod, place.node, list(place.gpu_indices) if fractional else None)
-        if isinstance(ops, Reason):
-            return Reason(ops.code, f"pod {ref}: {ops.text}")
-        patches.append((ref, place.node, ops))
+        if isinstance(ops, WaitReason):
+            return WaitReason(ops.code, f"pod {ref}: {ops.text}")
+        patches.append(PodRelease(ref, place.node, ops))
     return patches
 
 
-def send_releases(client: KubeClient, patches: list[tuple[PodRef, str, list[dict]]], check: Callable[[], None],
-                  on_released: Callable[[PodRef, str, dict], None]) -> Reason | None:
-    """Send the release patches; why some pods stay gated, or None. `check` runs before
-    every write (fencing); `on_released(pod, node, the pod as patched)` runs after each
-    release, so what was released is known even when a later write raises (the API server
-    went away, the lease was lost) and a gang is left released part way. A refused patch
-    (404, 409, 422) does not stop the others: the gang's reservation holds the nodes of the
-    pods still gated, and the next round releases them there."""
+def send_releases(client: KubeClient, patches: list[PodRelease], fence: Callable[[], None],
+                  on_released: Callable[[PodRelease, dict], None]) -> WaitReason | None:
+    """Send the release patches; why some pods stay gated, or None. `fence` runs before
+    every write; `on_released(release, the pod as patched)` runs after each release, so what
+    was released is known even when a later write raises (the API server went away, the
+    lease was lost) and a gang is left released part way. A refused patch (404, 409, 422)
+    does not stop the others: the gang's reservation holds the nodes of the pods still
+    gated, and the next round releases them there."""
     problems = []
-    for ref, node, ops in patches:
-        check()
-        answer = client.patch_pod_json(ref.namespace, ref.name, ops)
+    for release in patches:
+        fence()
+        answer = client.patch_pod_json(release.pod.namespace, release.pod.name, release.operations)
         if answer.status == 200:
-            on_released(ref, node, answer.body)
+            on_released(release, answer.body)
         else:
-            problems.append(f"pod {ref}: the API server answered {answer.status}: {answer.message}")
-    return Reason("ReleaseFailed", "; ".join(problems)) if problems else None
+            problems.append(f"pod {release.pod}: the API server answered {answer.status}: {answer.message}")
+    return WaitReason("ReleaseFailed", "; ".join(problems)) if problems else None

@@ -1,5 +1,8 @@
 """Events on pods (events.k8s.io/v1): why a pod waits, starts or stops (spec "Events").
 
+The actuator (gpu_policy.kubernetes.write.actuator) writes them on victims, released and
+waiting pods; the controller also on a released pod not bound in time.
+
 The short code of a reason is the planner's (gpu_policy.planner.codes): it is the `reason`
 label in the metrics and the key that tells a changed wait reason from a repeat.
 A waiting pod gets a new `GpuPolicyWaiting` Event only when its code changes; a repeat
@@ -17,6 +20,7 @@ from gpu_policy.errors import ClusterUnavailable
 from gpu_policy.kubernetes.transport.client import Answer, KubeClient
 from gpu_policy.kubernetes.read.pods import PodRef
 
+#: who writes gpu-policy's Events (the contract's `reportingController`; a pipeline step reads its own by it)
 CONTROLLER = "gpu-policy.io/controller"
 NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes
 

@@ -1,0 +1,66 @@
+"""What the controller hears from its actuator (gpu_policy.kubernetes.write.actuator.Witness).
+
+Each write's answer goes into the informer cache at once: the next round may come before
+the watch brings it, and must not ask, reserve or release again. What was done is logged
+and counted, and each released pod is remembered until it is bound (the controller reports
+one not bound in time).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gpu_policy.controller.cache import CONFIG_MAPS, PODS, Cache
+from gpu_policy.controller.composition import RequestTracker
+from gpu_policy.controller.metrics import Metrics
+from gpu_policy.kubernetes.clocks import Clocks
+from gpu_policy.kubernetes.read.pods import PodRef, PodView
+from gpu_policy.kubernetes.read.snapshot import Snapshot
+from gpu_policy.kubernetes.write.actuator import Witness
+from gpu_policy.model.cluster import Outcome
+from gpu_policy.model.plan import Plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Released:
+    pod: PodRef
+    node: str
+    at: float  # monotonic time of the release
+    reported: bool = False
+
+
+class ControllerWitness(Witness):
+    """The controller's: its cache, its metrics, its released pods."""
+
+    def __init__(self, cache: Cache, metrics: Metrics, clocks: Clocks):
+        self.cache, self.metrics, self.clocks = cache, metrics, clocks
+        self.requests = RequestTracker(cache, metrics)
+        #: pod uid -> its release, until it is bound or gone (the controller checks them each turn)
+        self.unbound: dict[str, Released] = {}
+
+    def request_written(self, name: str, answer: dict) -> None:
+        self.requests.seen(name, answer)
+
+    def acted(self, plan: Plan, snap: Snapshot, outcomes: list[Outcome]) -> None:
+        self.requests.count(snap, outcomes)
+        for outcome in outcomes:
+            log.info("%s", outcome.line())
+            if outcome.result == "done" and outcome.action in ("preempt", "move"):
+                d = plan.job(outcome.job)
+                if d.action == "preempt":
+                    self.metrics.preemptions.labels(d.queue, d.code).inc()
+                else:
+                    self.metrics.moves.labels(d.queue).inc()
+
+    def gangs_reserved(self, config_map: dict | None) -> None:
+        self.cache.apply(CONFIG_MAPS, "MODIFIED", config_map)
+
+    def released(self, pod: PodRef, node: str, answer: dict) -> None:
+        self.cache.apply(PODS, "MODIFIED", answer)  # seen at once: the next round does not release it again
+        self.unbound[pod.uid] = Released(pod, node, self.clocks.monotonic())
+        created = self.cache.views[PODS].get((pod.namespace, pod.name))
+        if isinstance(created, PodView):
+            self.metrics.admission_wait.observe(max(0.0, self.clocks.wall() - created.created))

@@ -1,0 +1,62 @@
+"""What gpu-policy reads of one pod (`PodView`) and how it names one (`PodRef`): the type the
+readers of pods, workloads, devices and DRA share, below all of them (`pods.read_pod` makes it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """A pod as the actuator names it: the uid tells a pod from its replacement."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    node: str | None  # the node whose GPUs it holds: spec.nodeName, or the hostname it was released to
+    gpus: float  # whole GPUs, or a fraction of one; 0 for a pod that asks for none
+    cpu: float | None  # None: no container asks for it
+    memory_gib: float | None
+    priority: int
+    created: float  # metadata.creationTimestamp, seconds since the epoch
+    deleting: bool  # metadata.deletionTimestamp is set
+    queue_label: str | None  # gpu-policy.io/queue, else kai.scheduler/queue
+    group: str  # the job it belongs to: a gang's name (workloads.py), else its own name
+    preemptible: bool | None
+    gpu_model: list[str] | None
+    gpu_indices: list[int] | None
+    checkpoint_at: float | None  # gpu-policy.io/last-checkpoint, seconds since the epoch
+    unreadable: str | None = None  # why gpu-policy cannot plan this GPU pod
+    marked: bool = False  # carries gpu-policy.io/preempted: a plan chose it as a victim
+    constraints: dict = field(default_factory=dict)  # node_selector, node_affinity, tolerations (scenario form)
+    shared_devices: int = 0  # replicas of shared GPUs asked for as `<gpu resource>.shared` (devices.py)
+    gated: bool = False  # held by gpu-policy's scheduling gate: a waiting replica gpu-policy releases
+    bound: bool = False  # spec.nodeName is set (else `node` is a released pod's hostname selector)
+    gang: bool = False  # its group is a gang: all its pods start together or none does
+    replicas: int | None = None  # the gang's minimum size, when its workload says it
+    mig_request: tuple[str, int] | None = None  # (MIG profile, slices) asked for as `<vendor>/mig-<profile>`
+    mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
+    claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
+    pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
+
+    @property
+    def asks_for_gpus(self) -> bool:
+        return self.gpus > 0 or self.shared_devices > 0 or self.mig_request is not None or self.unreadable is not None

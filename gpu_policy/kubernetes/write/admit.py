@@ -1,0 +1,217 @@
+"""Admission: release the gated jobs a plan starts, and say on each gated pod why it waits
+(spec "Admission"; docs/kubernetes.md, "The controller").
+
+The last part of acting on a plan (gpu_policy.kubernetes.write.actuator), in this order:
+1. every gated job is sorted out: a reserved job's pods still gated go onto the reserved
+   nodes its released pods do not hold; a job the plan starts goes onto the plan's places,
+   unless it runs on GPUs still being attached (`WaitingForComposition`); the others wait
+   with the plan's reason. Every pod of a job is checked before any is patched;
+2. the placements of the gangs about to be released are written as reservations, in one
+   write, before the first release, so a gang released part way holds all its nodes;
+3. the release patches (gpu_policy.kubernetes.write.release), each fenced;
+4. the Admitted Events, then an Event on each pod that still waits, the pods the look left
+   out included (releases first: they are what pods wait for, Events are not).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from gpu_policy.kubernetes.read.isolate import LEFT_OUT, ObjectWarning
+from gpu_policy.kubernetes.read.pods import PodRef
+from gpu_policy.kubernetes.read.snapshot import Snapshot
+from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.write.events import NOT_ADMITTED, EventWriter
+from gpu_policy.kubernetes.write.release import PodRelease, release_patches, send_releases
+from gpu_policy.kubernetes.write.reservations import reservation_for, write_reservations
+from gpu_policy.model.cluster import Outcome, WaitReason, Waiting
+from gpu_policy.model.plan import JobDecision, Placement, Plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Release:
+    """A gated job released this round: its pods, their patches, what its Admitted Events add
+    (`share`: its queue's GPUs before and after the plan), and the decision to reserve first
+    when it is a gang not reserved yet."""
+
+    job: str
+    queue: str
+    pods: list[PodRef]
+    patches: list[PodRelease]
+    share: str
+    gang: JobDecision | None
+
+
+@dataclass
+class Sorted:
+    """The gated jobs of one round: those released, those that wait."""
+
+    releases: list[Release]
+    waiting: list[Waiting]
+
+
+class Admission:
+    """Releases gated jobs and tells gated pods why they wait; every write runs `fence` first.
+    `read_pod` gives a pod's object as it is now (the controller's cache, or a GET), `witness`
+    hears of each release and of the gangs' reservation (gpu_policy.kubernetes.write.actuator.Witness),
+    `expires_at()` is when a reservation written now lapses."""
+
+    def __init__(self, client: KubeClient, fence: Callable[[], None], events: EventWriter,
+                 read_pod: Callable[[str, str], dict | None], witness, expires_at: Callable[[], float]):
+        self.client, self.fence, self.events, self.read_pod = client, fence, events, read_pod
+        self.witness, self.expires_at = witness, expires_at
+
+    def admit(self, plan: Plan, snap: Snapshot, bad: list[ObjectWarning], attaching: list[Outcome],
+              execute: bool) -> tuple[list[Outcome], list[Waiting]]:
+        """Release what `plan` starts, or (a dry run) say what would be; `attaching`: this round's
+        attach outcomes (a failed one is the reason its job waits)."""
+        found = self.sort(plan, snap, attaching)
+        if not execute:
+            return [Outcome(r.job, "release", "dry run", _places(r), [str(p) for p in r.pods])
+                    for r in found.releases], found.waiting
+        self._reserve_gangs([r.gang for r in found.releases if r.gang is not None], snap)
+        outcomes, admitted = [], []
+        for r in found.releases:
+            outcome, still = self._release(r, admitted)
+            outcomes.append(outcome)
+            if still is not None:
+                found.waiting.append(still)
+        for ref, note in admitted:
+            self.events.write(ref, "GpuPolicyAdmitted", note)
+        found.waiting += self._left_out(bad)
+        self._tell_waiting(found.waiting)
+        return outcomes, found.waiting
+
+    def sort(self, plan: Plan, snap: Snapshot, attaching: list[Outcome]) -> Sorted:
+        """Each gated job: released (its patches built, every pod checked), or waiting and why."""
+        decided = {d.name: d for d in plan.jobs}
+        jobs = {j.name: j for j in snap.scenario.jobs}
+        shares = {q.name: f"; {q.name} {q.allocated_before:g} -> {q.allocated_after:g} GPUs" for q in plan.queues}
+        found = Sorted([], [])
+        for name, refs in snap.gated.items():
+            d = decided.get(name)
+            queue = d.queue if d is not None else (jobs[name].queue if name in jobs else "")
+            reservation = snap.reservations.get(name)
+            if reservation is not None:
+                places = _unheld([Placement(n, reservation.gpus, list(ix)) for n, ix in
+                                  zip(reservation.nodes, reservation.gpu_indices or [[]] * len(reservation.nodes))],
+                                 snap.held.get(name, []))
+                patches, share = release_patches(refs, places, reservation.gpus < 1, self.read_pod), reservation.queue
+            elif d is not None and d.action == "start":
+                patches = waits_for_composition(d, snap, attaching) or \
+                    release_patches(refs, d.replicas, jobs[name].is_fractional, self.read_pod)
+                share = d.queue
+            else:
+                patches = _waiting_reason(name, d, snap)
+            if isinstance(patches, WaitReason):
+                found.waiting.append(Waiting(name, queue, refs, patches))
+            else:
+                gang = d if len(patches) > 1 and reservation is None else None
+                found.releases.append(Release(name, queue, refs, patches, shares.get(share, ""), gang))
+        return found
+
+    def _reserve_gangs(self, starts: list[JobDecision], snap: Snapshot) -> None:
+        """Write the placement of every gang about to be released as a reservation, in one write,
+        before its first pod is released: a gang released part way (a refused patch, the API
+        server or the lease lost, this process killed) is then held whole in every snapshot, by
+        any replica, until the next round releases the rest onto the same nodes."""
+        jobs = {j.name: j for j in snap.scenario.jobs}
+        gangs = [reservation_for(jobs[d.name], d, self.expires_at()) for d in starts]
+        for r in gangs:
+            r.check()
+        if gangs:
+            self.witness.gangs_reserved(write_reservations(self.client, gangs, set(), self.fence))
+
+    def _release(self, r: Release, admitted: list[tuple[PodRef, str]]) -> tuple[Outcome, Waiting | None]:
+        """Send the job's release patches; each released pod's Admitted Event is added to
+        `admitted`. Returns the outcome, and the pods still gated and why (or None)."""
+        done: list[PodRef] = []
+
+        def released(release: PodRelease, pod: dict) -> None:
+            self.events.forget(release.pod.uid)
+            self.witness.released(release.pod, release.node, pod)
+            admitted.append((release.pod, f"Admitted: onto {release.node}{r.share} (a replica of {r.job})"))
+            done.append(release.pod)
+
+        try:
+            why = send_releases(self.client, r.patches, self.fence, released)
+        finally:  # also when a write raised part way: say what was released
+            if 0 < len(done) < len(r.pods):
+                log.warning("%s: released %d of its %d gated pods; the rest stay gated on their reserved nodes and "
+                            "are released next round", r.job, len(done), len(r.pods))
+            elif done:
+                log.info("released %s: %d pod%s", r.job, len(done), "s" if len(done) > 1 else "")
+        names = [str(p) for p in r.pods]
+        if why is None:
+            return Outcome(r.job, "release", "done", _places(r), names), None
+        still = [p for p in r.pods if p not in done]
+        return (Outcome(r.job, "release", "failed", f"released {len(done)} of {len(r.pods)}: {why.text}", names),
+                Waiting(r.job, r.queue, still, why))
+
+    def _left_out(self, bad: list[ObjectWarning]) -> list[Waiting]:
+        """The pods the look left out or left waiting (issue 29): each is told why, naming the
+        field and the value, as a gated pod that waits is."""
+        out = []
+        for w in bad:
+            pod = self.read_pod(*w.pod) if w.pod is not None else None
+            uid = (pod.get("metadata") or {}).get("uid") if pod is not None else None
+            if isinstance(uid, str) and uid:
+                namespace, name = w.pod
+                why = WaitReason("UnreadablePod" if w.outcome == LEFT_OUT else "NoNodeFits", w.line())
+                out.append(Waiting(f"{namespace}/{name}", "", [PodRef(namespace, name, uid)], why))
+        return out
+
+    def _tell_waiting(self, waiting: list[Waiting]) -> None:
+        """An Event on each waiting pod, once per change of reason; pods no longer waiting are forgotten."""
+        self.events.keep_only({ref.uid for w in waiting for ref in w.pods})
+        for w in waiting:
+            never = w.why.code in NOT_ADMITTED
+            for ref in w.pods:
+                self.events.waiting(ref, w.why.code, w.why.text, "Warning" if never else "Normal",
+                                    "GpuPolicyNotAdmitted" if never else "GpuPolicyWaiting")
+
+
+def waits_for_composition(decision: JobDecision, snap: Snapshot, attaching: list[Outcome]) -> WaitReason | None:
+    """Why a job the plan starts stays gated: it runs on GPUs being attached (asked for in this
+    round or before), whose requests are not complete; released earlier, its pods would sit
+    unbound on a node whose device plugin does not offer the GPUs yet. None when its GPUs are there."""
+    if snap.composed is None:
+        return None
+    nodes = snap.composed.waits_on(decision, snap.scenario.nodes)
+    if not nodes:
+        return None
+    failed = [o.detail for o in attaching if o.action == "attach" and o.result == "failed" and o.job in nodes]
+    waiting = [r.waiting() for (node, _), r in sorted(snap.composed.requests.items())
+               if node in nodes and not r.complete]
+    return WaitReason("WaitingForComposition", "; ".join(failed or waiting) or decision.reason)
+
+
+def _places(r: Release) -> str:
+    nodes = [p.node for p in r.patches]
+    return f"{len(nodes)} pod{'s' if len(nodes) != 1 else ''} onto {', '.join(nodes)}"
+
+
+def _unheld(places: list[Placement], held: list[str]) -> list[Placement]:
+    """A reservation's places less one on each node a pod of the job already holds."""
+    left, out = list(held), []
+    for place in places:
+        if place.node in left:
+            left.remove(place.node)
+        else:
+            out.append(place)
+    return out
+
+
+def _waiting_reason(name: str, decision: JobDecision | None, snap: Snapshot) -> WaitReason:
+    """Why a gated job the plan does not start waits: its gang's missing pods, the plan's
+    reason, or (no decision) that gpu-policy does not plan it."""
+    if name in snap.incomplete:
+        return WaitReason("WaitingForGang", snap.incomplete[name])
+    if decision is None:
+        return WaitReason("NotManaged", "gpu-policy does not plan it: it names no queue gpu-policy knows, or asks for "
+                                        "a GPU resource gpu-policy does not count (see the plan's warnings)")
+    return WaitReason(decision.code, decision.reason)

@@ -1,0 +1,46 @@
+"""The names and times of "preemption that loses no work" (docs/kubernetes.md): one home for
+the controller, which asks a victim to save, and the trainer, which answers.
+
+The controller writes `CHECKPOINT_REQUESTED` on the victim's pod; the trainer reads it from a
+downward-API file of its pod's annotations (`POD_INFO_ENV`, default `DEFAULT_POD_INFO`), saves,
+and writes `LAST_CHECKPOINT` (at or after the request) and `CHECKPOINT_SAVE_S` on its pod. A
+pod declares that its trainer answers with `SAVES_ON_REQUEST` ("true") and its periodic
+interval with `CHECKPOINT_EVERY_S`. Kept here, below both, so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+#: on a pod whose trainer saves when asked ("true")
+SAVES_ON_REQUEST = "gpu-policy.io/saves-on-request"
+#: on a victim, written by the controller: when it asked for a checkpoint (RFC 3339 UTC)
+CHECKPOINT_REQUESTED = "gpu-policy.io/checkpoint-requested"
+#: written by the trainer after each save: when (RFC 3339 UTC; an answer is at or after the request)
+LAST_CHECKPOINT = "gpu-policy.io/last-checkpoint"
+#: written by the trainer after each save: the seconds it took
+CHECKPOINT_SAVE_S = "gpu-policy.io/checkpoint-save-s"
+#: on a pod whose periodic checkpoint interval is known: seconds between saves
+CHECKPOINT_EVERY_S = "gpu-policy.io/checkpoint-every-s"
+
+#: where the pod's annotations are mounted (a downwardAPI volume, item `annotations`)
+POD_INFO_DIR = "/etc/gpu-policy/pod"
+DEFAULT_POD_INFO = f"{POD_INFO_DIR}/annotations"
+#: the environment variable that names that file
+POD_INFO_ENV = "GPU_POLICY_POD_INFO"
+#: the environment variable that holds the pod's terminationGracePeriodSeconds
+GRACE_ENV = "GPU_POLICY_TERMINATION_GRACE_S"
+
+
+def rfc3339(moment: datetime) -> str:
+    """`moment` in UTC as RFC 3339 in whole seconds (the contract compares whole seconds)."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 time with its offset (``Z`` or ``+hh:mm``), as an aware datetime;
+    ValueError for anything else."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None or "T" not in text.upper():
+        raise ValueError(f"must be an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text[:40]!r}")
+    return moment
