@@ -336,6 +336,7 @@ QUEUE_FIELDS = {
     "limit": optional(_non_negative(_MAX_GPUS_OF_QUEUE)), "over_quota_weight": _non_negative(_MAX_WEIGHT),
     "priority": _priority, "namespaces": optional(_list_of(_text, "namespace names")),
     "namespace_selector": optional(_namespace_selector), "models": _model_quotas,
+    "min_runtime_s": _non_negative(_MAX_SECONDS), "preemption_delay_s": _non_negative(_MAX_SECONDS),
 }
 JOB_FIELDS = {
     "name": _text, "queue": _text, "gpus": job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
@@ -347,7 +348,12 @@ JOB_FIELDS = {
     "node_affinity": optional(_non_empty(_items(_affinity_term, "node-affinity terms"))),
     "tolerations": _items(_checked_toleration, "tolerations"),
     "mig_profile": optional(mig_profile_name),
+    "checkpoint_every_s": optional(positive(_MAX_SECONDS)), "save_s": optional(_non_negative(_MAX_SECONDS)),
+    "saves_on_request": _boolean, "running_for_s": optional(_non_negative(_MAX_SECONDS)),
+    "waiting_for_s": optional(_non_negative(_MAX_SECONDS)),
 }
+#: the optional `policy:` section: cluster-wide settings
+POLICY_FIELDS = {"reclaim_wait_s": _non_negative(_MAX_SECONDS)}
 NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
 # the optional `composable:` section (docs/composition.md)
 POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}

@@ -25,6 +25,7 @@ class JobDecision:
     replicas: list[Placement] = field(default_factory=list)
     reason: str = ""
     code: str = ""  # the reason's stable code (gpu_policy.planner.codes.CODES); "" for keep
+    evict_after_s: float | None = None  # a preempt or move at the victim's checkpoint due in this many seconds
 
 
 @dataclass

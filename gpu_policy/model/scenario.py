@@ -80,6 +80,8 @@ class Queue:
     namespaces: list[str] | None = None  # who may use it (gpu_policy.model.placement.may_use); None: anyone
     namespace_selector: dict | None = None  # {matchLabels: {...}} on the namespace's labels
     models: dict[str, ModelQuota] = field(default_factory=dict)  # GPU model -> its quota (rules.model_limits)
+    min_runtime_s: float = 0  # its jobs are no victims before they have run this long (rules.protection)
+    preemption_delay_s: float = 0  # its waiting jobs make nobody a victim before they have waited this long
 
 
 @dataclass
@@ -102,6 +104,11 @@ class Job:
     node_affinity: list[dict] | None = None  # required terms, ORed (gpu_policy.model.placement)
     tolerations: list[dict] = field(default_factory=list)
     mig_profile: str | None = None  # one MIG slice of this profile per replica; `gpus` is its share of a GPU
+    checkpoint_every_s: float | None = None  # its periodic checkpoint interval (next due: every - age)
+    save_s: float | None = None  # seconds it needs to save a checkpoint
+    saves_on_request: bool = False  # it checkpoints when asked, before it is stopped
+    running_for_s: float | None = None  # seconds since it (last) started (None: unknown)
+    waiting_for_s: float | None = None  # seconds it has waited (None: unknown)
 
     @property
     def is_running(self) -> bool:
@@ -188,6 +195,13 @@ class Namespace:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """Cluster-wide settings of the policy (the scenario's `policy:` section)."""
+
+    reclaim_wait_s: float = 0  # a preemption may wait this long for a victim's due checkpoint
+
+
 @dataclass
 class Scenario:
     nodes: list[Node]
@@ -198,6 +212,7 @@ class Scenario:
     telemetry: dict | None = None  # simulated DCGM profiles (docs/telemetry.md)
     composable: Composable | None = None  # GPUs that can be attached to nodes (docs/composition.md)
     namespaces: list[Namespace] = field(default_factory=list)  # labels for queues' namespace selectors
+    policy: Policy = field(default_factory=Policy)  # cluster-wide settings of the policy
 
     def node(self, name: str) -> Node:
         return self._nodes_by_name()[name]

@@ -16,16 +16,18 @@ import yaml
 
 from gpu_policy.model.fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
-    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
+    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POLICY_FIELDS, POOL_FIELDS, PROFILE_FIELDS,
+    QUEUE_FIELDS, REQUIRED,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
-from gpu_policy.model import (Composable, ComposableNode, ComposablePool, GpuSharing, Job, Namespace, Node, Queue,
+from gpu_policy.model import (Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Policy, Queue,
                               Scenario)
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
 API_VERSION = "gpu-policy/v1alpha1"
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
-_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry"}
+_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry",
+             "policy"}
 
 
 def load_scenario(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Scenario:
@@ -66,8 +68,16 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         source=source,
         telemetry=data.get("telemetry"),
         namespaces=_build_all(data, "namespaces", Namespace, NAMESPACE_FIELDS, source),
+        policy=_build_policy(data.get("policy"), source),
     )
     return _check_whole(scenario, data.get("composable"))
+
+
+def _build_policy(section: Any, source: str) -> Policy:
+    """The `policy:` section (absent: every default)."""
+    if section is None:
+        return Policy()
+    return Policy(**_checked_fields(section, POLICY_FIELDS, (), "policy", source))
 
 
 #: the sections of a scenario built in code: (section, its type, its field checks)
@@ -95,7 +105,7 @@ def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
                 if value is None or (type(value) in (list, dict) and not value):
                     continue  # the field's default: what scenario_to_dict leaves out
                 try:
-                    checks[key](asdict(value) if isinstance(value, GpuSharing) else value)
+                    checks[key](_plain(value))
                 except Invalid as e:
                     raise ScenarioError(scenario.source, f"{path}.{key}{e.at}", str(e)) from None
             if item.name in seen:
@@ -433,7 +443,8 @@ def scenario_to_dict(s: Scenario) -> dict:
         out = {}
         for f in fields(obj):
             value = getattr(obj, f.name)
-            if skip_defaults and f.name != "name" and value in (None, [], {}):
+            if skip_defaults and f.name != "name" and (value in (None, [], {}) or
+                                                       (f.name in _LEFT_OUT_AT_DEFAULT and value == f.default)):
                 continue
             out[f.name] = _plain(value)
         return out
@@ -457,7 +468,14 @@ def scenario_to_dict(s: Scenario) -> dict:
         out["namespaces"] = [plain(n, True) for n in s.namespaces]
     if s.telemetry:
         out["telemetry"] = s.telemetry
+    if s.policy != Policy():
+        out["policy"] = asdict(s.policy)
     return out
+
+
+#: Fields added after 0.1.0 that a written scenario leaves out at their default, so that a
+#: snapshot reads as it did before them.
+_LEFT_OUT_AT_DEFAULT = {"saves_on_request", "min_runtime_s", "preemption_delay_s"}
 
 
 def _plain(value: Any) -> Any:

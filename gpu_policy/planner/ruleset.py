@@ -30,6 +30,7 @@ class RuleSet:
     def __init__(self, rules: list[Rule]):
         self.rules = rules
         self.victims = next((r for r in rules if isinstance(r, Victims)), None)
+        self.keying = [rule for rule in rules if type(rule).victim_key is not Rule.victim_key]
 
     @classmethod
     def for_plan(cls, inputs: PlanInputs) -> RuleSet:
@@ -53,12 +54,17 @@ class RuleSet:
         verdicts = [rule.may_take(victim, claimant, givers) for rule in self.rules]
         return True in verdicts and False not in verdicts
 
-    @staticmethod
-    def victim_key(job: Job) -> Hashable:
-        """What `may_take` reads of a victim: its queue, its priority and whether it is
-        preemptible (which its priority and its own `preemptible` decide: read as given, it
-        costs no property)."""
-        return (job.queue, job.priority, job.preemptible)
+    def victim_key(self, job: Job) -> Hashable:
+        """What `may_take` and `may_move` read of a victim: its queue, its priority and whether
+        it is preemptible (which its priority and its own `preemptible` decide: read as given,
+        it costs no property), and what the rules that read more say (`Rule.victim_key`)."""
+        if not self.keying:
+            return (job.queue, job.priority, job.preemptible)
+        return (job.queue, job.priority, job.preemptible, *(rule.victim_key(job) for rule in self.keying))
+
+    def may_move(self, job: Job | None, claimant: Job | None) -> bool:
+        """No rule forbids moving `job` (None: any) for `claimant` (None: any)."""
+        return all(rule.may_move(job, claimant) is not False for rule in self.rules)
 
     def victim_cost(self, victim: Job, st: Standing, limits: GpuLimits) -> tuple:
         return self.victims.cost(victim, st, limits)

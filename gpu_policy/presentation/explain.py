@@ -30,7 +30,7 @@ _PROBE = "explain-probe"
 class Change:
     """One change to the cluster that the planner confirms makes the difference."""
 
-    kind: str   # free_gpus | job_leaves | limit | deserved | queue_users | claim
+    kind: str   # free_gpus | job_leaves | limit | deserved | queue_users | claim | time
     size: float  # GPUs added, freed, the new limit or quota, the claim's GPUs
     text: str
     scenario: Scenario = field(repr=False, compare=False)  # the changed scenario, as planned
@@ -149,7 +149,7 @@ def _with_jobs(s: Scenario, jobs: list[Job]) -> Scenario:
 
 def _what_starts(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
     found = []
-    for search in (_queue_opened, _limit_raised, _free_gpus, _job_leaves, _deserved_raised):
+    for search in (_queue_opened, _limit_raised, _time_passes, _free_gpus, _job_leaves, _deserved_raised):
         if prober.spent:
             break
         found += search(s, job, base, prober)
@@ -293,6 +293,32 @@ def _job_leaves(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Chang
                                 f"starts when {other.queue}'s job {other.name} ({_gpus(other.total_gpus)}) {verb}",
                                 changed))
     return found
+
+
+def _time_passes(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
+    """For a job its queue's preemption delay holds back, or whose victims their minimum
+    runtime protects: the fewest seconds after which it starts, if nothing else changes (every
+    known wait and run time grows by them), among the moments a delay or a minimum runtime ends."""
+    if base.job(job.name).code not in ("PreemptionDelay", "MinRuntime"):
+        return []
+    queues = {q.name: q for q in s.queues}
+    ends = {queues[job.queue].preemption_delay_s - job.waiting_for_s} if job.waiting_for_s is not None else set()
+    ends |= {queues[j.queue].min_runtime_s - j.running_for_s for j in s.jobs if j.running and j.running_for_s is not None}
+    for seconds in sorted(t for t in ends if t > 0):
+        if prober.spent:
+            break
+        changed = _with_jobs(s, [_older(j, seconds) for j in s.jobs])
+        if prober.action(changed, job.name) == "start":
+            return [Change("time", seconds, f"starts in {seconds:.0f} s, when its queue's preemption delay or the "
+                                            "minimum runtime of the jobs it would take has passed", changed)]
+    return []
+
+
+def _older(job: Job, seconds: float) -> Job:
+    """`job` `seconds` later: its known run and wait times grown by them."""
+    return dataclasses.replace(
+        job, running_for_s=None if job.running_for_s is None else job.running_for_s + seconds,
+        waiting_for_s=None if job.waiting_for_s is None else job.waiting_for_s + seconds)
 
 
 # ---- a running job: why it runs and what would stop it ----------------------------------

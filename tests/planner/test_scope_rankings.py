@@ -31,17 +31,17 @@ def every_victim_judged(layout, victims, job, givers, idle, age_s):
     return out
 
 
-def by_legality(victims):
+def by_legality(rules, victims):
     """`victims` grouped as the scope groups its legal victims (`scope._Candidates.alike`)."""
     alike = {}
     for v in victims:
-        alike.setdefault(RuleSet.victim_key(v), []).append(v)
+        alike.setdefault(rules.victim_key(v), []).append(v)
     return alike
 
 
 def rankings_of(s, layout, free, victims, cost):
     rules = RuleSet.for_plan(PlanInputs(s, layout, None, PlannerConfig()))
-    return _ReclaimRankings(layout, free, by_legality(victims), rules, cost)
+    return _ReclaimRankings(layout, free, by_legality(rules, victims), rules, cost)
 
 
 def test_victims_are_those_of_judging_every_victim_on_every_node():

@@ -6,7 +6,8 @@ plan (`Rule(inputs)`), in the one order of `gpu_policy.planner.rules.RULES`, and
 in that order, what it has to say at each step of a plan; a rule overrides only the steps it
 takes part in, the others answer nothing:
 
-  before the program  which running jobs it lets a waiting one take (`may_take`), which
+  before the program  which running jobs it lets a waiting one take (`may_take`) or move
+                      (`may_move`), and what of a job those read (`victim_key`), which
                       queues may take from which (`givers`), which nodes need their own
                       variables (`detail`), which jobs' replicas it tells apart (`apart`),
                       and the phase composition needs (`grow_kinds`, `widen`, `extend`);
@@ -91,6 +92,17 @@ class Rule:
         """What this rule must tell apart in `job`'s replicas from those of jobs alike in all
         else (None: nothing): the program places them as a shape of their own, so that the
         rule's rows can count them (per-model limits count each queue's)."""
+        return None
+
+    def victim_key(self, job: Job) -> Hashable:
+        """What this rule's `may_take` and `may_move` read of a running job beyond its queue,
+        priority and preemptibility (the scope judges jobs alike in all of it once); None: nothing."""
+        return None
+
+    def may_move(self, job: Job | None, claimant: Job | None) -> bool | None:
+        """Whether the running `job` (None: any) may be moved, for a start of `claimant`
+        (None: any): False forbids it, None says nothing (every job that may be preempted may
+        be moved unless a rule forbids it)."""
         return None
 
     def may_take(self, victim: Job, claimant: Job | None, givers: set[str]) -> bool | None:

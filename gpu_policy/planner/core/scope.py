@@ -53,7 +53,11 @@ class ScopeRules(Protocol):
         `givers`) may take the running `victim`'s GPUs."""
 
     def victim_key(self, job: Job) -> Hashable:
-        """What `may_take` reads of a victim: victims alike in it are judged by one of them."""
+        """What `may_take` and `may_move` read of a victim: victims alike in it are judged by
+        one of them."""
+
+    def may_move(self, job: Job | None, claimant: Job | None) -> bool:
+        """Whether the running `job` may be moved (None: any), for `claimant` (None: any)."""
 
     def victim_cost(self, victim: Job, st: Standing, limits: GpuLimits) -> tuple:
         """The cost of preempting `victim`, compared field by field."""
@@ -135,7 +139,8 @@ def _candidates(s: Scenario, waiting: list[Job], givers: dict[str, set[str]], mo
             continue
         key = rules.victim_key(j)
         if key not in verdict:
-            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving, rules), moves and j.is_preemptible)
+            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving, rules),
+                            moves and j.is_preemptible and rules.may_move(j, None))
         legal, movable = verdict[key]
         if legal:
             out.legal.append(j)
@@ -230,7 +235,7 @@ class _GreedyPass:
                  constraints: frozenset | None):
         """`rules`: what the rules say of victims; `cost`: a legal victim's (`ScopeRules.victim_cost`);
         `constraints`: the scenario's (shapes.scenario_constraints)."""
-        self.constraints = constraints
+        self.constraints, self.rules = constraints, rules
         self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
         self.givers, self.legal, self.movable, self.gangs = givers, cand.legal, cand.movable, cand.gangs
         self.nodes = {n.name: n for n in s.nodes}
@@ -266,9 +271,11 @@ class _GreedyPass:
             if self._take_free(job, shape, need):
                 return
             # moves before preemption: a node where moving a few jobs out gathers the block
-            found = self.consolidations.find(shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok)
-            if self._consolidate(found, job, need):
-                return
+            if self.rules.may_move(None, job):
+                found = self.consolidations.find(shape, need, self.index, self._taken(), self.moves_left,
+                                                 self._cpu_ok)
+                if self._consolidate(found, job, need):
+                    return
         self._reclaim(job, shape, need)
 
     def _taken(self) -> set[str]:
@@ -351,7 +358,7 @@ class _GreedyPass:
         mine = self.givers.get(job.queue, set())
         chosen = self.rankings.nodes(job, need, mine, self._taken(), self.cfg.candidate_nodes_per_job,
                                      self.index.eligible.names(shape.constraints))
-        if not chosen and not shape.fractional:
+        if not chosen and not shape.fractional and self.rules.may_move(None, job):
             found = self.consolidations.find_beside_victims(
                 shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok,
                 self.rankings.victims(job, mine), self.rankings.key(job, mine))
