@@ -124,7 +124,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     if not order and waiting:
         report.status = CUT_OFF
     report.build_seconds = built
-    outcome = realize(m, s, grown, sc, order, mix)
+    outcome = realize(m, s, grown, sc, order, mix, rules.node_order)
     rules.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
     return write_plan(s, st, m, outcome, layout, limits, kinds, report, signals, rules, refused)
 

@@ -46,7 +46,7 @@ def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Realized, layout:
     return Plan(
         jobs=g.decisions,
         queues=_queue_reports(s, st, g),
-        summary=_summary(s, st.tree, changes, st.held, g.after, judged.room),
+        summary={**_summary(s, st.tree, changes, st.held, g.after, judged.room), **rules.summarize(out.layout)},
         solver=report,
         telemetry=signals.describe() if signals else None,
         compositions=compositions,
