@@ -11,6 +11,7 @@ import datetime
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import ssl
@@ -297,13 +298,37 @@ def test_a_pod_outside_a_managed_namespace_is_left_alone(served):
     assert response["allowed"] is False and response["status"]["code"] == 503
 
 
-def test_a_silent_peer_is_cut_off_at_the_deadline(served):
-    """A connection that never sends its TLS hello holds its thread until `request_timeout_s`
-    (2 s here), then the webhook closes it."""
+def test_a_dripping_peer_is_cut_off_at_the_deadline(served):
+    """A request that trickles in a byte every 0.25 s (each read well within the socket's
+    timeout, the whole never) is closed at the connection's deadline (`request_timeout_s`,
+    2 s here), long before its 200 bytes would have ended."""
     _, port, _, ca = served
+    context = ssl.create_default_context(cadata=ca.decode())
     with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as raw:
-        assert raw.recv(1) == b""  # closed by the webhook, long before this test's own timeout
+        with context.wrap_socket(raw, server_hostname=HOST) as tls:
+            assert _drip_until_closed(tls, b"POST /mutate-pods HTTP/1.1\r\nX-Pad: " + b"a" * 200)
     assert answered(port, ca, review(pod("gpu request")))["allowed"] is True  # and it serves on
+
+
+def _drip_until_closed(tls: ssl.SSLSocket, data: bytes) -> bool:
+    """Send `data` a byte every 0.25 s; True as soon as the peer has closed the connection."""
+    for byte in data:
+        try:
+            tls.sendall(bytes([byte]))
+        except OSError:
+            return True
+        select.select([tls], [], [], 0.25)
+        tls.setblocking(False)
+        try:
+            if tls.recv(1) == b"":
+                return True
+        except ssl.SSLWantReadError:  # nothing from the webhook yet (a TLS session ticket is not data)
+            pass
+        except OSError:
+            return True
+        finally:
+            tls.settimeout(DEADLINE_S)
+    return False
 
 
 def test_readiness_waits_for_the_certificate(api, keeper):
