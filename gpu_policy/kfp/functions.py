@@ -218,9 +218,8 @@ def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cl
             decision = wait_for_step(ScenarioCluster.from_text(scenario_yaml, "scenario_yaml"), job, execute=False)
             print(f"{'start' if decision.can_start else 'not yet'}: {decision.reason}")
             return outputs(decision.can_start, (decision.nodes or [""])[0], decision.reason, "")
-        from gpu_policy.kubernetes.write.gated_step import await_finish, open_step_client, run_gated
-
-        from gpu_policy.kubernetes.write.gated_step import with_checkpoint_protocol
+        from gpu_policy.kubernetes.write.gated_step import await_finish, run_gated, with_checkpoint_protocol
+        from gpu_policy.kubernetes.write.step_client import open_step_client
 
         client, namespace = open_step_client(cluster)
         pod = {**pod_manifest, "metadata": {"namespace": namespace, **(pod_manifest.get("metadata") or {})}}

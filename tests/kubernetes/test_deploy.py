@@ -20,6 +20,7 @@ from gpu_policy.kubernetes.transport.kinds import KINDS
 from gpu_policy.kubernetes.names import ADMISSION_GATE, FRACTION_ANNOTATION
 from gpu_policy.kubernetes.read.queues import queues_from_config_map
 from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
+from tests.kubernetes.fake_trainer import serve_train_jobs
 from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -44,6 +45,8 @@ CONTRACT = {
                       "devicetaintrules")},
     **{(group, "podgroups", False): {"list", "watch"}
        for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
+    # issue 43: a TrainJob's numNodes sizes the gang of its pods
+    ("trainer.kubeflow.org", "trainjobs", False): {"list", "watch"},
 }
 
 
@@ -320,6 +323,7 @@ def calls(client: KubeClient) -> dict:
         "list_device_taint_rules": lambda: client.list_device_taint_rules(),
         "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
         "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
+        "list_train_jobs": lambda: client.list_train_jobs(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
         "create_config_map": lambda: client.create_config_map("x", {"a": "b"}),
         "replace_config_map": lambda: client.replace_config_map("x", {"a": "c"}, "1"),
@@ -348,6 +352,7 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     serve_dra(api)
     serve_taint_rules(api)
     serve_pod_groups(api)
+    serve_train_jobs(api)
     client = cluster().client
     methods = {name for name in dir(KubeClient) if hasattr(getattr(KubeClient, name), "permission")}
     assert methods == set(calls(client))

@@ -20,9 +20,10 @@ from kubernetes.client import models as k8s
 
 from gpu_policy.airflow._observe import check_rendered, keep_job_args
 from gpu_policy.kubernetes import KubernetesSettings
-from gpu_policy.kubernetes.write.gated_step import (StepClient, admission_annotations, admission_labels, await_release,
-                                              with_admission_gate, with_checkpoint_protocol)
-from gpu_policy.actions.step import GPU_TOLERATIONS
+from gpu_policy.kubernetes.names import GPU_TOLERATIONS
+from gpu_policy.kubernetes.write.gated_step import (admission_annotations, admission_labels, await_release,
+                                                    with_admission_gate, with_checkpoint_protocol)
+from gpu_policy.kubernetes.write.step_client import StepClient
 
 __all__ = ["GatedKubernetesPodOperator"]
 
