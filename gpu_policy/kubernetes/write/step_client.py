@@ -98,10 +98,10 @@ class Waited:
     gpu-policy's newest Event about it (`event` its reason, e.g. GpuPolicyWaiting; `reason` its
     note), after `waited_s` seconds."""
 
-    released: bool
-    reason: str
-    event: str
-    waited_s: float
+    released: bool = False
+    reason: str = ""
+    event: str = ""
+    waited_s: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
