@@ -240,3 +240,16 @@ def test_the_fake_serves_train_jobs_with_their_status_subresource(tmp_path):
         made["spec"]["trainer"]["image"] = "other:2"  # the webhook: trainer is immutable while not suspended
         with pytest.raises(client.exceptions.ApiException, match="spec.trainer: Invalid value: field is immutable"):
             custom.replace_namespaced_custom_object(*where, "llm", {**made, "metadata": patched["metadata"]})
+
+
+def test_a_train_job_of_the_wrong_shape_is_named_and_its_pods_are_a_gang_of_those_present(api, cluster):
+    api.put(node_object(Node("node-0", 8)))
+    api.put(queues_config_map(Scenario(nodes=[], queues=[Queue("a", deserved=8)], jobs=[])))
+    serve_train_jobs(api)
+    api.put({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "js",
+             "namespace": "ml"}, "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": "4"}}})
+    for i in range(2):
+        api.put(gpu_pod("ml", f"js-node-0-{i}-x", gpus=4, labels={names.QUEUE_LABEL: "a", names.JOBSET_LABEL: "js"}))
+    obs = cluster().observe()
+    assert {j.name: j.replicas for j in obs.scenario.jobs} == {"ml/js": 2}
+    assert any(w.startswith("TrainJob ml/js") and "spec.trainer.numNodes" in w for w in obs.warnings), obs.warnings
