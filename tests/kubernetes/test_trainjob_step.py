@@ -70,6 +70,10 @@ def test_the_train_job_s_pods_are_admitted_together_as_one_gang_of_its_node_coun
                    for p in pods)
         assert all(p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"} for p in pods)
         assert all(p["spec"]["nodeName"] for p in trainer.pods("jobs", "llm"))  # bound by the scheduler
+        first, *_ = trainer.pods("jobs", "llm")  # one pod ends before the others, as they do: no broken gang
+        api.put({**first, "status": {"phase": "Succeeded"}})
+        settle(c, fake_time)
+        assert api.evictions == []
 
         def running(seconds: float) -> None:
             fake_time.sleep(seconds)

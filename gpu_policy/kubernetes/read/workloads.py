@@ -9,8 +9,8 @@ A gang (all replicas start together, a preempted gang loses all of them) is:
 - the pods of a training operator's job: a Kubeflow PyTorchJob, TFJob, MPIJob or other job
   (`training.kubeflow.org/job-name`), a JobSet (`jobset.sigs.k8s.io/jobset-name`), or one
   worker group of a RayCluster (`ray.io/cluster` with `ray.io/group`, workers only); a
-  JobSet that a Kubeflow Trainer TrainJob of its name made is a gang of the TrainJob's
-  `spec.trainer.numNodes` (`with_train_jobs`), however many of its pods exist yet;
+  JobSet that a Kubeflow Trainer TrainJob of its name made waits, until it starts, for the
+  TrainJob's `spec.trainer.numNodes` pods (`with_train_jobs`), however many exist yet;
 - the pods of an Indexed batch Job labelled `gpu-policy.io/gang: "true"`.
 Everything else is independent: a batch Job's pods (elastic up to `parallelism`), a
 Deployment's or StatefulSet's replicas, a pod alone. Sources: docs/kubernetes.md.
@@ -116,10 +116,14 @@ def node_counts(train_jobs: list[dict]) -> dict[tuple[str, str], int]:
 
 
 def with_train_jobs(pods: list[PodView], sizes: dict[tuple[str, str], int]) -> list[PodView]:
-    """A TrainJob's pods (its JobSet's, named as it) as a gang of its node count (`node_counts`),
-    the pods that exist yet or not: its numNodes is what the gang waits for."""
+    """A TrainJob's pods (its JobSet's, named as it) as a gang of its node count (`node_counts`)
+    until they start: the gang waits for all of them, however many exist yet. Once some hold
+    GPUs it is the pods it has, as any JobSet's: its pods end at different times, and the
+    finished ones are no longer there to count."""
+    started = {(p.namespace, p.train_job) for p in pods if p.train_job and p.node}
     return [dataclasses.replace(p, replicas=sizes[(p.namespace, p.train_job)])
-            if p.gang and p.train_job and (p.namespace, p.train_job) in sizes else p for p in pods]
+            if p.gang and p.train_job and (p.namespace, p.train_job) in sizes
+            and (p.namespace, p.train_job) not in started else p for p in pods]
 
 
 def gang_trouble(pods: list[PodView]) -> tuple[str, str] | None:
