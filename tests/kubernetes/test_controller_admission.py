@@ -87,7 +87,7 @@ def test_a_broken_gang_is_evicted_whole_and_the_controller_goes_on(api, cluster,
         api.put(pod)
     c = new_controller(cluster)
     try:
-        settle(c, fake_time, lambda: len(api.evictions) == 2)  # no job of the plan, yet its eviction is counted
+        settle(c, fake_time, lambda: len(api.evictions) == 2)  # no job of the plan: evicted, and the loop goes on
         assert sorted(name for _, name in api.evictions) == ["g-0", "g-1"]
     finally:
         c.stop.set()
