@@ -46,10 +46,11 @@ class ControllerWitness(Witness):
 
     def acted(self, plan: Plan, snap: Snapshot, outcomes: list[Outcome]) -> None:
         self.requests.count(snap, outcomes)
+        planned = {j.name: j for j in plan.jobs}  # a broken gang, evicted whole, is no job of the plan
         for outcome in outcomes:
             log.info("%s", outcome.line())
-            if outcome.result == "done" and outcome.action in ("preempt", "move"):
-                d = plan.job(outcome.job)
+            if outcome.result == "done" and outcome.action in ("preempt", "move") and outcome.job in planned:
+                d = planned[outcome.job]
                 if d.action == "preempt":
                     self.metrics.preemptions.labels(d.queue, d.code).inc()
                 else:

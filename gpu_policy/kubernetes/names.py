@@ -40,6 +40,9 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 SHARED_RESOURCE_SUFFIX = ".shared"  # NVIDIA's device plugin renames shared GPUs `<resource>.shared` (renameByDefault)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint GPU nodes commonly carry and GPU pods tolerate
+#: what a step's pods tolerate: GPU nodes are commonly tainted so that only GPU work lands there
+#: (NVIDIA's GPU operator does it)
+GPU_TOLERATIONS = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
 UNHEALTHY_GPUS_ANNOTATION = "gpu-policy.io/unhealthy-gpus"  # our extension: GPU indices that take no new work
 NO_NEW_WORK_LABEL = "gpu-policy.io/no-new-work"  # in a snapshot only: why a node takes no new work
 COMPOSABLE_LABEL = "gpu-policy.io/composable"  # "true": composition may attach GPUs to the node
@@ -88,10 +91,15 @@ COSCHEDULING_GROUP, COSCHEDULING_VERSION = "scheduling.x-k8s.io", "v1alpha1"  # 
 POD_GROUP_KEYS = ((KAI_GROUP, "annotations", "pod-group-name"),
                   (VOLCANO_GROUP, "annotations", "scheduling.k8s.io/group-name"),
                   (COSCHEDULING_GROUP, "labels", "scheduling.x-k8s.io/pod-group"))
+#: the label a JobSet puts on every pod of it; a Kubeflow Trainer TrainJob's JobSet is named as the TrainJob
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 #: the label a training operator puts on every pod of its job (Kubeflow's training jobs, JobSets): one gang
-TRAINING_JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
+TRAINING_JOB_LABELS = ("training.kubeflow.org/job-name", JOBSET_LABEL)
 RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/group", "ray.io/node-type"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
+
+# Kubeflow Trainer's TrainJob (namespaced): its pods are one gang of `spec.trainer.numNodes`
+TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS, TRAINJOB_KIND = "trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"
 
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"

@@ -6,7 +6,7 @@ import pytest
 
 from gpu_policy.kubernetes import PERMISSIONS, KubernetesCluster, KubernetesSettings
 from gpu_policy.kubernetes.transport.webhook import WEBHOOK_PERMISSIONS
-from gpu_policy.kubernetes.write.gated_step import STEP_PERMISSIONS
+from gpu_policy.kubernetes.write.step_client import STEP_PERMISSIONS
 from tests.kubernetes.fake_api import FakeKubernetes
 
 

@@ -24,6 +24,7 @@ from gpu_policy.kubernetes.transport.webhook import WEBHOOK_PERMISSIONS
 from tests.kubernetes.admission_cases import DEPLOY, PODS, pod, policy_matches
 from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
 from tests.kubernetes.fake.patch import json_patch
+from tests.kubernetes.fake_trainer import serve_train_jobs
 from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 
 #: the webhook folders serve every Kubernetes gpu-policy supports (scheduling gates: beta in 1.29, GA in 1.30)
@@ -53,6 +54,8 @@ CONTRACT = {
                       "devicetaintrules")},
     **{(group, "podgroups", False): {"list", "watch"}
        for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
+    # issue 43: a TrainJob's numNodes sizes the gang of its pods
+    ("trainer.kubeflow.org", "trainjobs", False): {"list", "watch"},
 }
 
 
@@ -377,6 +380,7 @@ def calls(client: KubeClient) -> dict:
         "list_device_taint_rules": lambda: client.list_device_taint_rules(),
         "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
         "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
+        "list_train_jobs": lambda: client.list_train_jobs(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
         "create_config_map": lambda: client.create_config_map("x", {"a": "b"}),
         "replace_config_map": lambda: client.replace_config_map("x", {"a": "c"}, "1"),
@@ -405,6 +409,7 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     serve_dra(api)
     serve_taint_rules(api)
     serve_pod_groups(api)
+    serve_train_jobs(api)
     client = cluster().client
     methods = {name for name in dir(KubeClient) if hasattr(getattr(KubeClient, name), "permission")}
     assert methods == set(calls(client))

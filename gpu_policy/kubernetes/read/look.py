@@ -4,8 +4,9 @@ snapshot of the cache is what `gpu-policy snapshot` prints.
 
 `reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
 asks the API server; the controller's cache answers from memory. Namespaces, KAI queues, the
-composable ConfigMap, ComposabilityRequests, DRA objects and PodGroups are read only when
-the look needs them (a pod with resourceClaims, a pod naming a PodGroup).
+composable ConfigMap, ComposabilityRequests, DRA objects, PodGroups and TrainJobs are read
+only when the look needs them (a pod with resourceClaims, a pod naming a PodGroup, a JobSet's
+pod).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from gpu_policy.kubernetes.read.requests import read_request
 from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.read.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
-                                         RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE)
+                                         RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, TRAIN_JOB)
 from gpu_policy.kubernetes.read.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
-from gpu_policy.kubernetes.read.workloads import min_members
+from gpu_policy.kubernetes.read.workloads import min_members, node_counts, with_train_jobs
 from gpu_policy.model import Queue
 
 
@@ -45,6 +46,7 @@ class Reads(Protocol):
     def list_kai_pod_groups(self) -> list[dict] | None: ...
     def list_volcano_pod_groups(self) -> list[dict] | None: ...
     def list_coscheduling_pod_groups(self) -> list[dict] | None: ...
+    def list_train_jobs(self) -> list[dict] | None: ...
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
@@ -60,6 +62,7 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     pods, unplaceable = placeable(pods, nodes, settings.gpu_resource)
     bad += unplaceable
     pod_groups = _pod_groups(reads, pods, bad)
+    pods = with_train_jobs(pods, _train_jobs(reads, pods, bad))
     queues, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
     warnings += dra.warnings if dra is not None else []
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
@@ -137,6 +140,16 @@ def _pod_groups(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> 
         bad.extend(warnings)
         sizes.update(min_members(api, groups))
     return sizes
+
+
+def _train_jobs(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> dict[tuple[str, str], int]:
+    """The node count of TrainJobs: one LIST when some GPU pod of a gang belongs to a JobSet
+    (a TrainJob's is named as it); a TrainJob of the wrong shape is left out with a warning in `bad`."""
+    if not any(p.train_job and p.gang and p.asks_for_gpus for p in pods):
+        return {}
+    jobs, warnings = read_each(reads.list_train_jobs() or [], "TrainJob", TRAIN_JOB, lambda o: o)
+    bad.extend(warnings)
+    return node_counts(jobs)
 
 
 def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], now: float,

@@ -48,6 +48,7 @@ class PodView:
     mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
     claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
     pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
+    train_job: str | None = None  # its JobSet's name: a TrainJob of that name gives the gang's size
 
     @property
     def full_name(self) -> str:

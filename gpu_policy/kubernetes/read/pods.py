@@ -52,7 +52,7 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
         shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
         gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
-        pod_group=workload.pod_group,
+        pod_group=workload.pod_group, train_job=workload.train_job,
     )
 
 

@@ -65,6 +65,7 @@ DEVICE_CLASS = {"metadata": {"name": str}, "spec": {"selectors": _CEL}}
 DEVICE_TAINT_RULE = {"metadata": {"name": str},
                      "spec": {"deviceSelector": {"driver": str, "pool": str, "device": str}, "taint": _TAINT}}
 POD_GROUP = {"metadata": {"name": str, "namespace": str}, "spec": {"minMember": int}}
+TRAIN_JOB = {"metadata": {"name": str, "namespace": str}, "spec": {"trainer": {"numNodes": int}}}
 
 def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, str] | None:
     """(field path, value, what it must be) of the first field of the wrong type, else None."""

@@ -22,8 +22,8 @@ from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.transport.answers import Answer
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, KAI_POD_GROUPS, KAI_QUEUES,
-    KINDS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES, VOLCANO_POD_GROUPS,
-    Kind)
+    KINDS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES, TRAIN_JOBS,
+    VOLCANO_POD_GROUPS, Kind)
 from gpu_policy.kubernetes.transport.permissions import needs
 from gpu_policy.kubernetes.transport.sender import Sender
 
@@ -74,6 +74,8 @@ class KubeClient(Sender):
                                                    "cluster has no such resource.")
     list_volcano_pod_groups = _listing(VOLCANO_POD_GROUPS, "Volcano's PodGroups in all namespaces.")
     list_coscheduling_pod_groups = _listing(COSCHEDULING_POD_GROUPS, "The coscheduling plugin's PodGroups.")
+    list_train_jobs = _listing(TRAIN_JOBS, "Kubeflow Trainer's TrainJobs in all namespaces; None when the cluster has "
+                                           "no such resource.")
     list_composability_requests = _listing(COMPOSABILITY_REQUESTS, "Every ComposabilityRequest; None when the "
                                                                    "operator's CRD is not installed.")
 

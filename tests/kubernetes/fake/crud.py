@@ -21,7 +21,8 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     if sub:
         if res.plural == "pods" and sub == "eviction" and method == "POST":
             return _evict(fake, namespace, name)
-        return status(404, "NotFound", f"no subresource {sub}")
+        if not (sub == "status" and res.status and method in ("GET", "PUT", "PATCH")):
+            return status(404, "NotFound", f"no subresource {sub}")
     if not name:
         if method == "GET":
             return _list(fake, res, namespace, query)
@@ -33,7 +34,7 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
         return status(404, "NotFound", f'{res.plural} "{name}" not found')
     if method == "GET":
         return 200, current, {}
-    if method == "DELETE":
+    if method == "DELETE" and not sub:
         if current["metadata"].get("finalizers"):  # gone once its controllers have removed them
             if not current["metadata"].get("deletionTimestamp"):
                 marked = copy.deepcopy(current)
@@ -61,6 +62,8 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     else:
         return status(405, "MethodNotAllowed", method)
     sent_rv = ((new if method == "PATCH" else body or {}).get("metadata") or {}).get("resourceVersion")
+    if res.status:  # the status subresource: the object's writes keep its status, /status's change only it
+        new = _split_status(current, new, to_status=bool(sub))
     if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
         return status(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been '
                                         "modified; please apply your changes to the latest version and try again")
@@ -69,6 +72,15 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     if refused:
         return refused
     return 200, fake._write(res, key, new), {}
+
+
+def _split_status(current: dict, new: dict, to_status: bool) -> dict:
+    """`new` with `current`'s status, or (`to_status`) `current` with `new`'s status."""
+    base, status_from = (current, new) if to_status else (new, current)
+    out = {k: copy.deepcopy(v) for k, v in base.items() if k != "status"}
+    if "status" in status_from:
+        out["status"] = copy.deepcopy(status_from["status"])
+    return out
 
 
 def _patched(current: dict, body, content_type: str) -> dict:
@@ -100,6 +112,8 @@ def _create(fake: FakeKubernetes, res: Resource, namespace: str, body: dict):
     if key in fake._store:
         return status(409, "AlreadyExists", f'{res.plural} "{name}" already exists')
     meta.pop("resourceVersion", None)
+    if res.status:
+        obj.pop("status", None)
     if namespace:
         meta["namespace"] = namespace
     if res.plural == "pods" and fake.gate_gpu_pods:
