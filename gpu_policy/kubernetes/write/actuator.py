@@ -142,6 +142,7 @@ class KubernetesActuator:
         return {d.name: judge(d, jobs.get(d.name), [snap.views[r.uid] for r in snap.pods.get(d.name, [])
                                                     if r.uid in snap.views], now, self.settings.checkpoint_deadline_s)
                 for d in plan.jobs if d.action in VICTIM_EVENTS and d.name not in snap.reservations}
+
     def _reservations(self, plan: Plan, observation: Observation, orders: Orders) -> _Reserving:
         """Every reservation this plan may write, checked before the first action (nothing half done)."""
         snap: Snapshot = observation.backend
