@@ -18,9 +18,9 @@ ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null
 
 # Each test environment: its extras and its lock (kfp 2.17 pins kubernetes<31 while the
 # Airflow provider needs >=36, so each integration has its own venv)
-EXTRAS_core = dev,release
-EXTRAS_kfp = kfp,dev
-EXTRAS_airflow = airflow,dev
+EXTRAS_core = dev,release,prometheus
+EXTRAS_kfp = kfp,dev,prometheus
+EXTRAS_airflow = airflow,dev,prometheus
 # the trainer callbacks against the real Hugging Face Trainer and Lightning, on the CPU build of
 # torch this machine keeps on disk (pip takes it from there; any other torch is a CUDA download of GBs)
 EXTRAS_trainers = hf,lightning,dev

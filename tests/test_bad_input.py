@@ -120,6 +120,12 @@ CASES = {
                                                r"queues\[0\]\.namespace_selector\.team: unknown field"),
     "namespaces not a list": (BASE_NODES + "queues: [{name: q1, namespaces: ml}]\njobs: []\n",
                               r"queues\[0\]\.namespaces: must be a list of namespace names"),
+    "negative usage": (BASE_NODES + "queues: [{name: q1, usage_gpu_h: -3}]\njobs: []\n",
+                       r"queues\[0\]\.usage_gpu_h: must be >= 0, got -3"),
+    "usage half-life of 0": (BASE_NODES + BASE_QUEUES + "jobs: []\npolicy: {usage_half_life_s: 0}\n",
+                             r"policy\.usage_half_life_s: must be > 0, got 0"),
+    "negative usage weight": (BASE_NODES + BASE_QUEUES + "jobs: []\npolicy: {usage_half_life_s: 60, usage_weight: -1}\n",
+                              r"policy\.usage_weight: must be >= 0, got -1"),
     "duplicate namespace": (BASE_NODES + BASE_QUEUES + "jobs: []\nnamespaces: [{name: a}, {name: a}]\n",
                             r"namespaces\[1\]\.name: duplicate name \"a\""),
 }

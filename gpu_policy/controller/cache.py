@@ -61,6 +61,9 @@ class Cache:
     def replace(self, kind: str, items: list[dict] | None) -> None:
         """A LIST's answer: the kind is exactly these objects now (None: not served)."""
         self.served[kind] = items is not None
+        if kind not in self.views:  # swapped in whole: the webhook's threads read namespaces, never half a relist
+            self.objects[kind] = {_key(o): o for o in items or []}
+            return
         self.objects[kind] = {}
         if kind in self.views:
             self.views[kind] = {}

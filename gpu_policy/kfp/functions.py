@@ -12,7 +12,7 @@ from kfp.dsl import Artifact, Input, Output
 
 
 def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", scenario_yaml: str = "",
-                          prometheus_url: str = "", window_s: float = 600.0) -> str:
+                          prometheus_url: str = "", window_s: float = 600.0, prometheus_client: str = "") -> str:
     """Collect DCGM GPU telemetry and judge it: idle, unhealthy and busy GPUs, memory headroom.
 
     Args:
@@ -22,6 +22,9 @@ def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", 
             when given it replaces `cluster`, and its telemetry section is simulated unless a Prometheus URL is given.
         prometheus_url: A Prometheus that scrapes dcgm-exporter; empty for simulated telemetry (embedded cluster only).
         window_s: Seconds of telemetry judged (idle means below 5% for the whole window).
+        prometheus_client: 'module:function' of your code that returns a prometheus_api_client PrometheusConnect
+            (your auth, headers, TLS, proxy), instead of prometheus_url; its module must be under a trusted
+            prefix ($GPU_POLICY_TRUSTED_MODULES in your image).
 
     Returns:
         Output: One line: what was seen, or why monitoring is unavailable (never a failure).
@@ -30,12 +33,18 @@ def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", 
 
     from gpu_policy.cluster import ScenarioCluster, open_cluster
     from gpu_policy.actions.cycle import observe
-    from gpu_policy.errors import GpuPolicyError
-    from gpu_policy.telemetry import TelemetrySettings
+    from gpu_policy.checkpoint.budget import resolve
+    from gpu_policy.errors import GpuPolicyError, UsageError
+    from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings
 
+    settings = TelemetrySettings(window_s=window_s)
     try:
+        if prometheus_client and prometheus_url:
+            raise UsageError("give prometheus_url or prometheus_client, not both")
+        prometheus = PrometheusDcgmSource(resolve(prometheus_client, "prometheus_client")(), settings) \
+            if prometheus_client else prometheus_url or None
         source = ScenarioCluster.from_text(scenario_yaml, "scenario_yaml") if scenario_yaml else open_cluster(cluster)
-        obs = observe(source, prometheus_url or None, TelemetrySettings(window_s=window_s))
+        obs = observe(source, prometheus, settings)
     except GpuPolicyError as e:
         raise SystemExit(f"gpu-policy: {e}") from None
     if obs.signals is None:

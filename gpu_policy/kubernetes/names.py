@@ -32,6 +32,8 @@ CHECKPOINT_AWAITED_ANNOTATION = "gpu-policy.io/checkpoint-awaited"
 EVICT_BY_ANNOTATION = "gpu-policy.io/evict-by"
 #: the scheduling gate that holds a GPU pod until gpu-policy places it (spec "Admission")
 ADMISSION_GATE = "gpu-policy.io/admission"
+#: on a namespace: "true" makes its GPU pods gpu-policy's (they are created gated)
+MANAGED_NAMESPACE_LABEL = "gpu-policy.io/managed"
 #: on a gang's pods: how many pods the gang has (it waits until that many exist)
 REPLICAS_ANNOTATION = "gpu-policy.io/replicas"
 #: "true" on the pods of an Indexed batch Job: they are one gang (a batch Job's pods are otherwise independent)
@@ -56,6 +58,13 @@ RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
 LEASE_NAME = "gpu-policy-planner"
 COMPOSABLE_CONFIGMAP = "gpu-policy-composable"
 COMPOSABLE_KEY = "composable.yaml"
+# the admission webhook (deploy/webhook/): its Service, the Secret of its certificates, its
+# MutatingWebhookConfiguration and the one webhook in it
+WEBHOOK_SERVICE = "gpu-policy-webhook"
+WEBHOOK_TLS_SECRET = "gpu-policy-webhook-tls"
+WEBHOOK_CONFIGURATION = "gpu-policy-admission"
+WEBHOOK_NAME = "pods.gpu-policy.io"
+WEBHOOK_PATH = "/mutate-pods"
 
 # the CDI operator's ComposabilityRequest (CoHDI/composable-resource-operator, cluster-scoped)
 CRO_GROUP, CRO_VERSION, CRO_PLURAL = "cro.hpsys.ibm.ie.com", "v1alpha1", "composabilityrequests"

@@ -31,6 +31,7 @@ _MAX_GPUS_OF_QUEUE = 1e9     # deserved, limit
 MAX_CPU = 1e6               # cores
 _MAX_SECONDS = 1e11          # about 3,000 years
 _MAX_WEIGHT = 1e6
+_MAX_USAGE_GPU_H = 1e12      # GPU-hours: 100,000 GPUs for over a million years
 
 
 class Invalid(Exception):
@@ -337,6 +338,7 @@ QUEUE_FIELDS = {
     "priority": _priority, "namespaces": optional(_list_of(_text, "namespace names")),
     "namespace_selector": optional(_namespace_selector), "models": _model_quotas,
     "min_runtime_s": _non_negative(_MAX_SECONDS), "preemption_delay_s": _non_negative(_MAX_SECONDS),
+    "usage_gpu_h": _non_negative(_MAX_USAGE_GPU_H),
 }
 JOB_FIELDS = {
     "name": _text, "queue": _text, "gpus": job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
@@ -353,7 +355,8 @@ JOB_FIELDS = {
     "waiting_for_s": optional(_non_negative(_MAX_SECONDS)),
 }
 #: the optional `policy:` section: cluster-wide settings
-POLICY_FIELDS = {"reclaim_wait_s": _non_negative(_MAX_SECONDS)}
+POLICY_FIELDS = {"reclaim_wait_s": _non_negative(_MAX_SECONDS), "usage_half_life_s": optional(positive(_MAX_SECONDS)),
+                 "usage_weight": _non_negative(_MAX_WEIGHT)}
 NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
 # the optional `composable:` section (docs/composition.md)
 POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: The apiVersion of the files gpu-policy reads and writes: scenarios and plans.
+API_VERSION = "gpu-policy/v1alpha1"
+
 #: Jobs at or above this priority are non-preemptible unless they say otherwise.
 NON_PREEMPTIBLE_PRIORITY = 100
 
@@ -82,6 +85,7 @@ class Queue:
     models: dict[str, ModelQuota] = field(default_factory=dict)  # GPU model -> its quota (rules.model_limits)
     min_runtime_s: float = 0  # its jobs are no victims before they have run this long (rules.protection)
     preemption_delay_s: float = 0  # its waiting jobs make nobody a victim before they have waited this long
+    usage_gpu_h: float = 0  # decayed past usage, GPU-hours (counted where the policy's usage_half_life_s is set)
 
 
 @dataclass
@@ -200,6 +204,13 @@ class Policy:
     """Cluster-wide settings of the policy (the scenario's `policy:` section)."""
 
     reclaim_wait_s: float = 0  # a preemption may wait this long for a victim's due checkpoint
+    usage_half_life_s: float | None = None  # fair share over time: past usage (queues' usage_gpu_h) counts
+    usage_weight: float = 1.0  # how strongly past usage lowers a queue's part of the surplus
+
+    @property
+    def counts_usage(self) -> bool:
+        """Whether queues' past usage changes their fair shares (docs/policy.md, "Fair share over time")."""
+        return self.usage_half_life_s is not None and self.usage_weight > 0
 
 
 @dataclass

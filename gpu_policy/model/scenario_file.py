@@ -22,9 +22,10 @@ from gpu_policy.model.fields import (
 from gpu_policy.errors import InputError, ScenarioError, job_path
 from gpu_policy.model import (Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Policy, Queue,
                               Scenario)
+from gpu_policy.model.plan import QueueReport
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
+from gpu_policy.model.scenario import API_VERSION
 
-API_VERSION = "gpu-policy/v1alpha1"
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
 _TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry",
              "policy"}
@@ -341,8 +342,8 @@ def _check_indices(s: Scenario, path: str, job: Job, node: Node, idx: list[int],
             raise ScenarioError(s.source, path, f"GPU {g} of {node.name} is already fully used")
 
 
-#: The queue fields of a plan that `expect.queues` may pin (numbers, or null for `limit`).
-_EXPECT_QUEUE_FIELDS = ("deserved", "fair_share", "pending_demand", "allocated_before", "allocated_after", "limit")
+#: The queue fields of a plan that `expect.queues` may pin (numbers, or null where a field may be absent).
+_EXPECT_QUEUE_FIELDS = tuple(f.name for f in fields(QueueReport) if f.name not in ("name", "parent"))
 
 
 def _mapping(s: Scenario, value: Any, path: str) -> dict:
@@ -475,7 +476,7 @@ def scenario_to_dict(s: Scenario) -> dict:
 
 #: Fields added after 0.1.0 that a written scenario leaves out at their default, so that a
 #: snapshot reads as it did before them.
-_LEFT_OUT_AT_DEFAULT = {"saves_on_request", "min_runtime_s", "preemption_delay_s"}
+_LEFT_OUT_AT_DEFAULT = {"saves_on_request", "min_runtime_s", "preemption_delay_s", "usage_gpu_h"}
 
 
 def _plain(value: Any) -> Any:

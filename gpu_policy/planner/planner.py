@@ -140,7 +140,8 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
     waiting: list[Job] = []
     for job in s.jobs:
         (running if job.running else waiting).append(job)
-    st = Standing(tree, Shares.of(s, fair_shares(s, capacity, demands), demands), *held(tree, running))
+    plain = fair_shares(s, capacity, demands, with_usage=False) if s.policy.counts_usage else None
+    st = Standing(tree, Shares.of(s, fair_shares(s, capacity, demands), demands, plain), *held(tree, running))
     waiting = [j for j in waiting if j.name not in refused and could_fit(j)]
     return st, waiting, order_of_starts(tree, st.shares, st.held, waiting)
 

@@ -328,7 +328,7 @@ def _why_it_runs(job: Job, base: Plan) -> str:
     kind = "non-preemptible" if not job.is_preemptible else f"preemptible, priority {job.priority}"
     share = ("within" if q.allocated_after <= q.fair_share else "above")
     return (f"runs ({kind}); {q.name} holds {q.allocated_after:g} GPUs after the plan, {share} its fair share of "
-            f"{q.fair_share} (deserved {q.deserved:g})")
+            f"{q.fair_share_words} (deserved {q.deserved:g})")
 
 
 def _what_stops(s: Scenario, job: Job, prober: Prober) -> list[Change]:

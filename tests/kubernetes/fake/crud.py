@@ -106,7 +106,10 @@ def _create(fake: FakeKubernetes, res: Resource, namespace: str, body: dict):
     if namespace:
         meta["namespace"] = namespace
     if res.plural == "pods" and fake.gate_gpu_pods:
-        pods.admission_policy(fake, obj)
+        try:
+            obj = pods.admission_policy(fake, obj)
+        except ValueError as e:  # a pod the admission cannot read is refused, never let through ungated
+            return status(400, "BadRequest", f"admission refused the pod: {e}")
     refused = rules.on_create(res, obj) or _admit(fake, res, "POST", obj)
     if refused:
         return refused
