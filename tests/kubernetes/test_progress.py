@@ -76,7 +76,7 @@ def test_the_snapshot_writes_them_so_a_plan_reproduces_offline(base, kubeconfig,
     assert main(["snapshot", "--cluster", "k8s://", "--kubeconfig", kubeconfig]) == 0
     text = capsys.readouterr().out
     written = yaml.safe_load(text)
-    assert written["policy"] == {"reclaim_wait_s": 300}
+    assert written["policy"]["reclaim_wait_s"] == 300
     due = next(j for j in written["jobs"] if j["name"] == "ml/due")
     assert due["checkpoint_every_s"] == 1800 and due["running_for_s"] >= 5000 and due["checkpoint_age_s"] >= 1650
     got = plan(parse_scenario(written, "snapshot"))
@@ -116,7 +116,7 @@ def test_a_bad_start_time_or_grace_period_leaves_the_pod_out(base, cluster):
 
 @pytest.mark.parametrize("text,message", [
     ("reclaim_wait_s: -5", "data.policy.yaml.reclaim_wait_s: must be >= 0, got -5"),
-    ("reclaim_wait: 60", "data.policy.yaml.reclaim_wait: unknown field (allowed: reclaim_wait_s)"),
+    ("reclaim_wait: 60", "data.policy.yaml.reclaim_wait: unknown field (allowed: reclaim_wait_s,"),
     ("[300]", "data.policy.yaml: must be a mapping, got list"),
 ])
 def test_a_bad_policy_is_bad_input(base, kubeconfig, capsys, text, message):
