@@ -26,6 +26,10 @@ CHECKPOINT_REQUESTED_ANNOTATION = checkpointing.CHECKPOINT_REQUESTED
 SAVES_ON_REQUEST_ANNOTATION = checkpointing.SAVES_ON_REQUEST
 CHECKPOINT_EVERY_S_ANNOTATION = checkpointing.CHECKPOINT_EVERY_S
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
+#: on a victim the plan stops at its periodic checkpoint due soon (a plan's `evict_after_s`), written by the
+#: controller: the time of the plan that chose so, and the time it is evicted at the latest (RFC 3339 UTC)
+CHECKPOINT_AWAITED_ANNOTATION = "gpu-policy.io/checkpoint-awaited"
+EVICT_BY_ANNOTATION = "gpu-policy.io/evict-by"
 #: the scheduling gate that holds a GPU pod until gpu-policy places it (spec "Admission")
 ADMISSION_GATE = "gpu-policy.io/admission"
 #: on a namespace: "true" makes its GPU pods gpu-policy's (they are created gated)
@@ -52,6 +56,7 @@ MAX_GPUS_ANNOTATION = "gpu-policy.io/max-gpus"  # the most GPUs a composable nod
 DEFAULT_NAMESPACE = "gpu-policy"
 QUEUES_CONFIGMAP = "gpu-policy-queues"
 QUEUES_KEY = "queues.yaml"
+POLICY_KEY = "policy.yaml"  # in the queues ConfigMap: the scenario's `policy:` mapping
 RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
 LEASE_NAME = "gpu-policy-planner"
 COMPOSABLE_CONFIGMAP = "gpu-policy-composable"

@@ -25,13 +25,13 @@ POD = {
     "metadata": {"name": str, "namespace": str, "uid": str, "labels": {"*": str}, "annotations": {"*": str},
                  "ownerReferences": [{"controller": bool, "name": str, "kind": str, "apiVersion": str}], "creationTimestamp": str,
                  "deletionTimestamp": str},
-    "spec": {"nodeName": str, "priority": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
+    "spec": {"nodeName": str, "priority": int, "terminationGracePeriodSeconds": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
              "nodeSelector": {"*": str}, "tolerations": [{"key": str, "operator": str, "value": str, "effect": str}],
              "schedulingGates": [{"name": str}],
              "resourceClaims": [{"name": str, "resourceClaimName": str, "resourceClaimTemplateName": str}],
              "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                  "nodeSelectorTerms": [{"matchExpressions": _REQUIREMENTS, "matchFields": _REQUIREMENTS}]}}}},
-    "status": {"phase": str, "resourceClaimStatuses": [{"name": str, "resourceClaimName": str}]},
+    "status": {"phase": str, "startTime": str, "resourceClaimStatuses": [{"name": str, "resourceClaimName": str}]},
 }
 
 NODE = {

@@ -20,7 +20,7 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     key = (res.group, res.plural, namespace, name)
     if sub:
         if res.plural == "pods" and sub == "eviction" and method == "POST":
-            return _evict(fake, namespace, name)
+            return _evict(fake, namespace, name, body)
         if not (sub == "status" and res.status and method in ("GET", "PUT", "PATCH")):
             return status(404, "NotFound", f"no subresource {sub}")
     if not name:
@@ -71,7 +71,10 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     refused = rules.on_update(res, current, new) or _admit(fake, res, method, new)
     if refused:
         return refused
-    return 200, fake._write(res, key, new), {}
+    stored = fake._write(res, key, new)
+    if res.plural == "pods" and method == "PATCH" and fake.on_pod_patch is not None:
+        fake.on_pod_patch(namespace, name, body)
+    return 200, stored, {}
 
 
 def _split_status(current: dict, new: dict, to_status: bool) -> dict:
@@ -157,7 +160,9 @@ def _list(fake: FakeKubernetes, res: Resource, namespace: str, query: dict):
     return 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": page}, {}
 
 
-def _evict(fake: FakeKubernetes, namespace: str, name: str):
+def _evict(fake: FakeKubernetes, namespace: str, name: str, body):
+    """The Eviction API: 429 while a disruption budget blocks; else the pod is marked for deletion
+    with the grace period the Eviction's deleteOptions give (else its own), as the API server does."""
     key = ("", "pods", namespace, name)
     pod = fake._store.get(key)
     if pod is None:
@@ -177,7 +182,12 @@ def _evict(fake: FakeKubernetes, namespace: str, name: str):
     if not pod["metadata"].get("deletionTimestamp"):
         pod = copy.deepcopy(pod)  # stored objects are replaced, never changed: list snapshots share them
         pod["metadata"]["deletionTimestamp"] = now_rfc3339()
-        pod["metadata"]["deletionGracePeriodSeconds"] = pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        options = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
+        grace = options.get("gracePeriodSeconds")
+        if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or grace < 0):
+            return status(422, "Invalid", f"deleteOptions.gracePeriodSeconds: must be a whole number >= 0, got {grace!r}")
+        own = pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        pod["metadata"]["deletionGracePeriodSeconds"] = own if grace is None else grace
         conditions = pod.setdefault("status", {}).setdefault("conditions", [])
         conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"})
         fake._write(fake.resources[("", "pods")], key, pod)

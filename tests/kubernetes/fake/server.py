@@ -125,6 +125,7 @@ class FakeKubernetes:
         self.evictions: list[tuple[str, str]] = []  # (namespace, pod) in the order they succeeded
         self.patches: list[tuple[str, str, dict | list]] = []  # (namespace, pod, patch body) of pods
         self.on_eviction = None  # called with (namespace, name) after each accepted eviction
+        self.on_pod_patch = None  # called with (namespace, name, patch body) after each pod PATCH stored
         #: (group, plural) -> f(method, obj) before a create or update is stored: None admits it,
         #: (status, message) refuses it, as a validating admission webhook does
         self.admission: dict[tuple[str, str], object] = {}
