@@ -147,3 +147,23 @@ def test_the_draw_of_cooperating_trainers_is_reproducible():
     # a job's draw depends on its name and the seed alone, not on the jobs simulated beside it
     alone = run("kai-like", [job("job-0001", "a", 0, 1, 10)], QUOTAS, saves_on_request=0.5)
     assert alone.jobs[0].trainer.saves_on_request == ("job-0001" in first)
+
+
+def test_gpu_policys_scenario_carries_what_the_planner_decides_with(monkeypatch):
+    """Each round's scenario: every job's checkpoint interval, save time and cooperation, a
+    running job's checkpoint age and time running, a waiting job's time waiting, every team's
+    minimum runtime and the cluster's reclaim wait."""
+    from gpu_policy.sim.teams import ours
+
+    seen = []
+    real_plan = ours.plan
+    monkeypatch.setattr(ours, "plan", lambda scenario, config: seen.append(scenario) or real_plan(scenario, config))
+    run("gpu-policy", reclaim(), QUOTAS, nodes=1, saves_on_request=1.0, save_s=45, reclaim_wait_s=120,
+        min_runtime_s=10)
+    scenario = next(s for s in seen if len(s.jobs) == 2)          # the round at 4,200: a-borrow runs, b-own waits
+    a, b = sorted(scenario.jobs, key=lambda j: j.name)
+    assert (a.running, a.checkpoint_age_s, a.running_for_s, a.waiting_for_s) == (["node-0"], 600, 4200, None)
+    assert (b.running, b.checkpoint_age_s, b.running_for_s, b.waiting_for_s) == ([], None, None, 200)
+    for j in (a, b):
+        assert (j.checkpoint_every_s, j.save_s, j.saves_on_request) == (1800, 45, True)
+    assert {q.min_runtime_s for q in scenario.queues} == {10} and scenario.policy.reclaim_wait_s == 120
