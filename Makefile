@@ -122,6 +122,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/observe_scale.py
 	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
 	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-days 21,29
+	$(BIN)/python bench/teams_preemption.py --plot docs/img/teams-preemption.png
 
 clean:
 	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) $(TRAINERS_VENV) build $(DIST) *.egg-info
