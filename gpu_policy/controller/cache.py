@@ -15,15 +15,18 @@ from gpu_policy.kubernetes.read.isolate import ObjectWarning, read_one
 from gpu_policy.kubernetes.read.nodes import NodeView, read_node
 from gpu_policy.kubernetes.read.pods import PodView, read_pod
 from gpu_policy.kubernetes.read.shape import NODE, POD
+from gpu_policy.kubernetes.read.workloads import trim_train_job
 # the kinds the controller watches, as KubeClient names them (DRA_AND_POD_GROUPS: where served)
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, CONFIG_MAPS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, DRA_AND_POD_GROUPS,
     KAI_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES,
-    VOLCANO_POD_GROUPS)
+    TRAIN_JOBS, VOLCANO_POD_GROUPS)
 
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
+#: kind -> what of its objects the cache keeps: only a change of that can matter to a plan
+_TRIMS: dict[str, Callable[[dict], dict]] = {TRAIN_JOBS: trim_train_job}
 
 
 def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
@@ -38,6 +41,10 @@ def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
 def _key(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _unversioned(obj: dict) -> dict:
+    return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}}
 
 
 def _version(obj: dict) -> int | None:
@@ -61,6 +68,9 @@ class Cache:
     def replace(self, kind: str, items: list[dict] | None) -> None:
         """A LIST's answer: the kind is exactly these objects now (None: not served)."""
         self.served[kind] = items is not None
+        if kind not in self.views:  # swapped in whole: the webhook's threads read namespaces, never half a relist
+            self.objects[kind] = {_key(o): o for o in items or []}
+            return
         self.objects[kind] = {}
         if kind in self.views:
             self.views[kind] = {}
@@ -72,6 +82,8 @@ class Cache:
         An event older than the object held (a write's answer arrived first) is ignored."""
         store, key = self.objects.setdefault(kind, {}), _key(obj)
         held = store.get(key)
+        trim = _TRIMS.get(kind)
+        obj = trim(obj) if trim else obj
         if held is not None and kind_of_change != "DELETED":
             mine, theirs = _version(held), _version(obj)
             if mine is not None and theirs is not None and theirs < mine:
@@ -82,6 +94,8 @@ class Cache:
                 return self.views[kind].pop(key, None) is not None
             return held is not None
         store[key] = obj
+        if trim:
+            return held is None or _unversioned(held) != _unversioned(obj)
         if kind not in self.views:
             return True
         before = self.views[kind].get(key)
@@ -124,4 +138,5 @@ class Cache:
     list_kai_pod_groups = _listed(KAI_POD_GROUPS)
     list_volcano_pod_groups = _listed(VOLCANO_POD_GROUPS)
     list_coscheduling_pod_groups = _listed(COSCHEDULING_POD_GROUPS)
+    list_train_jobs = _listed(TRAIN_JOBS)
 

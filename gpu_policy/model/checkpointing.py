@@ -31,6 +31,32 @@ POD_INFO_ENV = "GPU_POLICY_POD_INFO"
 #: the environment variable that holds the pod's terminationGracePeriodSeconds
 GRACE_ENV = "GPU_POLICY_TERMINATION_GRACE_S"
 
+#: Kubernetes' default terminationGracePeriodSeconds: what a pod gets unless it says otherwise
+POD_GRACE_S = 30.0
+#: the contract's default `checkpoint_deadline_s`: the longest the leader waits for a trainer's
+#: answer, and the longest grace period it gives
+CHECKPOINT_DEADLINE_S = 600.0
+
+
+def answer_deadline_s(save_s: float, deadline_s: float = CHECKPOINT_DEADLINE_S) -> float:
+    """Seconds after asking a victim to checkpoint that the leader evicts it without an answer:
+    twice its save time, at least 60 s, at most `deadline_s` (the contract's)."""
+    return min(deadline_s, max(60.0, 2 * save_s))
+
+
+def eviction_grace_s(save_s: float, pod_grace_s: float = POD_GRACE_S,
+                     deadline_s: float = CHECKPOINT_DEADLINE_S) -> float:
+    """The grace period the leader gives an evicted victim: its pod's own, or long enough to
+    save on SIGTERM (`save_s` + 30 s) where that is longer, at most `deadline_s` (the contract's)."""
+    return min(deadline_s, max(pod_grace_s, save_s + 30.0))
+
+
+def checkpoint_wait_s(evict_after_s: float, save_s: float) -> float:
+    """Seconds after the plan that the leader evicts a victim it stops at its periodic
+    checkpoint (`evict_after_s`) if its `last-checkpoint` has not moved by then: the checkpoint,
+    its save and 30 s more (the contract's)."""
+    return evict_after_s + save_s + 30.0
+
 
 def rfc3339(moment: datetime) -> str:
     """`moment` in UTC as RFC 3339 in whole seconds (the contract compares whole seconds)."""
@@ -44,3 +70,4 @@ def parse_rfc3339(text: str) -> datetime:
     if moment.tzinfo is None or "T" not in text.upper():
         raise ValueError(f"must be an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text[:40]!r}")
     return moment
+

@@ -42,9 +42,10 @@ from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL
                                          UNMANAGED_QUEUE)
 from gpu_policy.kubernetes.read.nodes import NodeView
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
+from gpu_policy.kubernetes.read.progress import progress
 from gpu_policy.kubernetes.read.reservations import Reservation
 from gpu_policy.kubernetes.read.workloads import gang_trouble, with_pod_groups
-from gpu_policy.model import Job, Namespace, Node, Queue, Scenario
+from gpu_policy.model import Job, Namespace, Node, Policy, Queue, Scenario
 from gpu_policy.model.scenario_file import check_built
 
 
@@ -87,18 +88,21 @@ class Snapshot:
     incomplete: dict[str, str] = field(default_factory=dict)  # job name -> why it is not planned yet
     broken: dict[str, list[PodRef]] = field(default_factory=dict)  # broken gang -> its pods that hold GPUs
     held: dict[str, list[str]] = field(default_factory=dict)  # reserved job -> the nodes its pods already hold
+    views: dict[str, PodView] = field(default_factory=dict)  # pod uid -> the pod as this look read it
+    asked: dict[str, list[PodRef]] = field(default_factory=dict)  # job -> its pods asked to save or awaited
 
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
                    source: str, composed: ComposedNodes | None = None,
                    namespace_labels: dict[str, dict[str, str]] | None = None,
-                   pod_groups: dict[tuple[str, str, str], int] | None = None) -> Snapshot:
+                   pod_groups: dict[tuple[str, str, str], int] | None = None, policy: Policy = Policy()) -> Snapshot:
     """The scenario of one look; with `composed`, its nodes are the composable nodes as
     planned (gpu_policy.kubernetes.read.composable) and its section becomes `composable:`.
     `namespace_labels` (read when a queue chooses its users by label, `needs_namespace_list`):
     the labels of the namespaces that hold jobs go into the scenario's `namespaces:`;
-    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members)."""
+    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members);
+    `policy`: the scenario's `policy:` (the queues ConfigMap's `policy.yaml`)."""
     if composed is not None:
         nodes = composed.nodes
     warnings: list[str] = []
@@ -119,7 +123,7 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     scenario_nodes = _nodes(node_views, jobs, pods, warnings)
     _drop_bad_indices(scenario_nodes, jobs, warnings)
     scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source,
-                        namespaces=_namespaces(jobs, queues, namespace_labels or {}))
+                        namespaces=_namespaces(jobs, queues, namespace_labels or {}), policy=policy)
     if composed is not None:
         warnings += composed.warnings
     check_built(scenario, composed.section if composed is not None else None)  # a file's checks, no round trip
@@ -288,8 +292,7 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
         priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
         gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in pods),
         memory_gib=_most(p.memory_gib for p in pods), **_where_running(pods, bool(bound)),
-        submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=_checkpoint_age(pods, now),
-        **first.constraints,
+        submitted_at=_round(min(p.created for p in pods)), **progress(pods, now, bool(bound)), **first.constraints,
     )
 
 
@@ -299,12 +302,6 @@ def _where_running(pods: list[PodView], bound: bool) -> dict:
         return {"running": [], "gpu_indices": None}
     indices = [p.gpu_indices for p in pods] if all(p.gpu_indices for p in pods) else None
     return {"running": [p.node for p in pods], "gpu_indices": indices}
-
-
-def _checkpoint_age(pods: list[PodView], now: float) -> int | None:
-    """Seconds since the oldest last checkpoint of the job's pods (None: none says one)."""
-    ages = [now - p.checkpoint_at for p in pods if p.checkpoint_at is not None]
-    return max(0, round(max(ages))) if ages else None
 
 
 def _agree(name: str, pods: list[PodView], queue: str, namespace_queues: dict[str, str], known: set[str],
