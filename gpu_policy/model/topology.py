@@ -2,7 +2,9 @@
 scenario's `topology:` (widest first), the nodes that share the values of its label and of
 every wider level's label. A node without one of those labels is in no domain of that level
 (nor of any narrower one), as Kueue keeps nodes without every level's label out of its tree.
-A domain is named by its values, widest first: `b1/r2` is rack r2 of block b1, not of b2."""
+A domain is named by its values, widest first: `b1/r2` is rack r2 of block b1, not of b2. A
+level labelled `kubernetes.io/hostname` is the node itself, labelled or not (Kueue's and the
+contract's rule)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from gpu_policy.model.scenario import Scenario
 
 #: A domain's identity: the values of its level's label and of every wider level's, widest first.
 DomainKey = tuple[str, ...]
+#: The label of a level whose domains are single nodes.
+HOSTNAME = "kubernetes.io/hostname"
 
 
 @dataclass
@@ -30,7 +34,7 @@ class Domains:
         for n in s.nodes:
             values: list[str] = []
             for i, level in enumerate(s.topology):
-                value = n.labels.get(level.label)
+                value = n.labels.get(level.label, n.name if level.label == HOSTNAME else None)
                 if value is None:
                     break
                 values.append(value)
