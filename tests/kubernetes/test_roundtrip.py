@@ -41,7 +41,7 @@ def comparable(scenario, waiting: set[str] = frozenset()) -> tuple[dict, dict]:
         if job["name"] in waiting:
             job.pop("submitted_at", None)
     data["jobs"].sort(key=lambda j: j["name"])
-    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy")}, ages
+    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy", "topology")}, ages
 
 
 def ages_agree(read: dict, written: dict, elapsed: float) -> bool:
