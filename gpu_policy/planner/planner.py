@@ -18,7 +18,8 @@ from gpu_policy.planner.core.realize import realize
 from gpu_policy.planner.core.rule import PlanInputs
 from gpu_policy.planner.core.scope import Standing, scope
 from gpu_policy.planner.core.shapes import node_kinds, scenario_constraints
-from gpu_policy.planner.core.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
+from gpu_policy.planner.core.solve import FIRST_PLAN_KEPT, solve_stages
+from gpu_policy.planner.core.solvers import CUT_OFF, NOTHING, OPTIMAL, highs_available
 from gpu_policy.planner.core.telemetry import gpu_limits, with_unhealthy
 from gpu_policy.planner.ruleset import RuleSet
 from gpu_policy.planner.rules.claims import start_order as order_of_starts

@@ -21,7 +21,7 @@ from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.queues import FAIR, GUARANTEE, QueueTree
 from gpu_policy.planner.core.realize import Realized
 from gpu_policy.planner.core.scope import Standing
-from gpu_policy.planner.core.solve import NOTHING, OPTIMAL
+from gpu_policy.planner.core.solvers import NOTHING, OPTIMAL
 from gpu_policy.planner.core.telemetry import GpuLimits
 from gpu_policy.planner.ruleset import RuleSet
 
