@@ -239,3 +239,9 @@ def test_a_bad_kueue_topology_is_one_line_naming_the_object_and_field(api, kubec
     assert main(["snapshot", "--cluster", "k8s://", "--kubeconfig", kubeconfig]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpu-policy: Topology default: spec.levels[1].nodeLabel") and err.count("\n") == 1, err
+
+
+def test_topology_applies_to_k8s_clusters_only(capsys):
+    scenario = "tests/scenarios/topology-required-rack-fits.yaml"
+    assert main(["plan", "--cluster", scenario, "--topology", "default"]) == 2
+    assert capsys.readouterr().err == f"gpu-policy: --topology: applies to k8s:// clusters only, not to {scenario}\n"
