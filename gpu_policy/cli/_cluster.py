@@ -17,7 +17,7 @@ def add_cluster_options(p: argparse.ArgumentParser, required: bool = True) -> No
     p.add_argument("--queues-from", choices=("auto", "configmap", "kai"), default="auto",
                    help="where queues come from on k8s://: the gpu-policy-queues ConfigMap, KAI-Scheduler Queue "
                         "objects, or auto (the ConfigMap when it exists; default)")
-    p.add_argument("--topology", metavar="NAME", type=_topology_name,
+    p.add_argument("--topology", metavar="NAME", type=topology_name,
                    help="k8s://: the Kueue Topology whose levels gpu-policy places by, when the gpu-policy-queues "
                         "ConfigMap has no topology.yaml (default: the only one, else the one the pods name in "
                         "kai.scheduler/topology; docs/topology.md)")
@@ -26,7 +26,7 @@ def add_cluster_options(p: argparse.ArgumentParser, required: bool = True) -> No
     add_input_options(p)  # a cluster may be a scenario file
 
 
-def _topology_name(text: str) -> str:
+def topology_name(text: str) -> str:
     """An argparse type: a name a Kueue Topology can have (the settings' own check)."""
     from gpu_policy.kubernetes import KubernetesSettings
 
