@@ -22,10 +22,10 @@ from gpu_policy.errors import ClusterObjectError, InputError
 from gpu_policy.kubernetes.names import (QUEUES_CONFIGMAP, QUEUES_KEY, TERMINATING_QUEUE, UNMANAGED_QUEUE,
                                          USAGE_CONFIGMAP, USAGE_KEY)
 from gpu_policy.kubernetes.read.snapshot import Snapshot
+from gpu_policy.model import Policy, Queue
 from gpu_policy.model.checkpointing import parse_rfc3339
 from gpu_policy.model.fields import QUEUE_FIELDS, Invalid, show
 from gpu_policy.model.safe_load import MIB, InputLimits, parse_text
-from gpu_policy.model import Policy, Queue
 from gpu_policy.model.usage import UsageHistory
 
 CLOCK_SKEW_S = 60.0
