@@ -43,6 +43,13 @@ def _key(obj: dict) -> tuple[str, str]:
     return meta.get("namespace", ""), meta.get("name", "")
 
 
+def _kept(kind: str, obj: dict) -> dict:
+    """What the cache holds of `obj`: its kind's trim (`_TRIMS`), else the whole object; a LIST
+    and a WATCH event keep the same, so a relist changes nothing that no event would."""
+    trim = _TRIMS.get(kind)
+    return trim(obj) if trim else obj
+
+
 def _unversioned(obj: dict) -> dict:
     return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}}
 
@@ -69,11 +76,9 @@ class Cache:
         """A LIST's answer: the kind is exactly these objects now (None: not served)."""
         self.served[kind] = items is not None
         if kind not in self.views:  # swapped in whole: the webhook's threads read namespaces, never half a relist
-            self.objects[kind] = {_key(o): o for o in items or []}
+            self.objects[kind] = {_key(o): _kept(kind, o) for o in items or []}
             return
-        self.objects[kind] = {}
-        if kind in self.views:
-            self.views[kind] = {}
+        self.objects[kind], self.views[kind] = {}, {}
         for obj in items or []:
             self.apply(kind, "ADDED", obj)
 
@@ -83,7 +88,7 @@ class Cache:
         store, key = self.objects.setdefault(kind, {}), _key(obj)
         held = store.get(key)
         trim = _TRIMS.get(kind)
-        obj = trim(obj) if trim else obj
+        obj = _kept(kind, obj)
         if held is not None and kind_of_change != "DELETED":
             mine, theirs = _version(held), _version(obj)
             if mine is not None and theirs is not None and theirs < mine:

@@ -12,7 +12,8 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, ModelQuota, Namespace, Node, Queue
+from gpu_policy.model import (ComposableNode, ComposablePool, GpuSharing, Job, JobTopology, ModelQuota, Namespace, Node,
+                              Queue, TopologyLevel)
 from gpu_policy.model.placement import FIELD_OPERATORS, LABEL_OPERATORS, NAME_FIELD, TAINT_EFFECTS, TOLERATION_OPERATORS
 from gpu_policy.model.telemetry import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE
 
@@ -20,7 +21,8 @@ from gpu_policy.model.telemetry import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, T
 #: real cluster, low enough that no file can make the planner run out of memory.
 MAX_GPUS_PER_NODE = 1024
 MAX_REPLICAS = 100_000
-MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000, "namespaces": 100_000}
+MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000, "namespaces": 100_000,
+             "topology": 16}  # levels of the hierarchy: as many as a Kueue Topology may have
 MAX_CLUSTER_GPUS = 100_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -283,6 +285,15 @@ def _model_quotas(value: Any) -> dict[str, ModelQuota]:
     return {_within(f".{model}", _text, model): ModelQuota(**_within(f".{model}", quota, q)) for model, q in value.items()}
 
 
+def _job_topology(value: Any) -> JobTopology:
+    """`{required: LEVEL, preferred: LEVEL}`, one of them at least (the levels are checked
+    against the scenario's `topology:` once it is read)."""
+    levels = _record({"required": _text, "preferred": _text}, (), "required and/or preferred")(value)
+    if not levels:
+        raise Invalid("must name a required level, a preferred level or both")
+    return JobTopology(**levels)
+
+
 def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -352,12 +363,14 @@ JOB_FIELDS = {
     "mig_profile": optional(mig_profile_name),
     "checkpoint_every_s": optional(positive(_MAX_SECONDS)), "save_s": optional(_non_negative(_MAX_SECONDS)),
     "saves_on_request": _boolean, "running_for_s": optional(_non_negative(_MAX_SECONDS)),
-    "waiting_for_s": optional(_non_negative(_MAX_SECONDS)),
+    "waiting_for_s": optional(_non_negative(_MAX_SECONDS)), "topology": optional(_job_topology),
 }
 #: the optional `policy:` section: cluster-wide settings
 POLICY_FIELDS = {"reclaim_wait_s": _non_negative(_MAX_SECONDS), "usage_half_life_s": optional(positive(_MAX_SECONDS)),
                  "usage_weight": _non_negative(_MAX_WEIGHT)}
 NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
+#: one level of the optional `topology:` list (docs/topology.md)
+TOPOLOGY_FIELDS = {"name": _text, "label": _text}
 # the optional `composable:` section (docs/composition.md)
 POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}
 COMPOSABLE_NODE_FIELDS = {"name": _text, "max_gpus": _whole_in(0, MAX_GPUS_PER_NODE),
@@ -367,7 +380,7 @@ COMPOSABLE_FIELDS = {"attach_seconds": _non_negative(_MAX_SECONDS), "idle_detach
 #: `expect.compositions`: a node's net change in GPUs (+N attached, -N detached)
 COMPOSITION_CHANGE = _whole_in(-MAX_GPUS_PER_NODE, MAX_GPUS_PER_NODE)
 REQUIRED = {Node: ("name", "gpus"), Namespace: ("name",), Queue: ("name",), Job: ("name", "queue", "gpus"),
-            ComposablePool: ("model", "free"), ComposableNode: ("name", "max_gpus")}
+            ComposablePool: ("model", "free"), ComposableNode: ("name", "max_gpus"), TopologyLevel: ("name", "label")}
 
 
 def _percent(value: Any) -> float:

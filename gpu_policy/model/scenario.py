@@ -88,6 +88,24 @@ class Queue:
     usage_gpu_h: float = 0  # decayed past usage, GPU-hours (counted where the policy's usage_half_life_s is set)
 
 
+@dataclass(frozen=True)
+class TopologyLevel:
+    """One level of the network hierarchy (the scenario's `topology:`, widest first): the
+    nodes that share the value of `label`, and of every wider level's label, are one domain
+    of it (docs/topology.md)."""
+
+    name: str
+    label: str
+
+
+@dataclass(frozen=True)
+class JobTopology:
+    """Where a job's replicas go in the hierarchy (level names of the scenario's `topology:`)."""
+
+    required: str | None = None  # all replicas on nodes of one domain of this level
+    preferred: str | None = None  # as few domains of this level, then of each narrower one, as can hold them
+
+
 @dataclass
 class Job:
     name: str
@@ -113,6 +131,7 @@ class Job:
     saves_on_request: bool = False  # it checkpoints when asked, before it is stopped
     running_for_s: float | None = None  # seconds since it (last) started (None: unknown)
     waiting_for_s: float | None = None  # seconds it has waited (None: unknown)
+    topology: JobTopology | None = None  # required and preferred levels (rules.topology)
 
     @property
     def is_running(self) -> bool:
@@ -224,6 +243,7 @@ class Scenario:
     composable: Composable | None = None  # GPUs that can be attached to nodes (docs/composition.md)
     namespaces: list[Namespace] = field(default_factory=list)  # labels for queues' namespace selectors
     policy: Policy = field(default_factory=Policy)  # cluster-wide settings of the policy
+    topology: list[TopologyLevel] = field(default_factory=list)  # the network hierarchy, widest level first
 
     def node(self, name: str) -> Node:
         return self._nodes_by_name()[name]

@@ -8,27 +8,26 @@ Everything is checked before any solving; the first problem found raises a
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
-
-import yaml
 
 from gpu_policy.model.fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
     MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POLICY_FIELDS, POOL_FIELDS, PROFILE_FIELDS,
-    QUEUE_FIELDS, REQUIRED,
+    QUEUE_FIELDS, REQUIRED, TOPOLOGY_FIELDS,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
 from gpu_policy.model import (Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Policy, Queue,
-                              Scenario)
+                              Scenario, TopologyLevel)
 from gpu_policy.model.plan import QueueReport
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 from gpu_policy.model.scenario import API_VERSION
+from gpu_policy.model.scenario_dump import plain_data
 
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
 _TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry",
-             "policy"}
+             "policy", "topology"}
 
 
 def load_scenario(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Scenario:
@@ -70,6 +69,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         telemetry=data.get("telemetry"),
         namespaces=_build_all(data, "namespaces", Namespace, NAMESPACE_FIELDS, source),
         policy=_build_policy(data.get("policy"), source),
+        topology=_build_all(data, "topology", TopologyLevel, TOPOLOGY_FIELDS, source),
     )
     return _check_whole(scenario, data.get("composable"))
 
@@ -83,7 +83,7 @@ def _build_policy(section: Any, source: str) -> Policy:
 
 #: the sections of a scenario built in code: (section, its type, its field checks)
 _SECTIONS = (("nodes", Node, NODE_FIELDS), ("queues", Queue, QUEUE_FIELDS), ("jobs", Job, JOB_FIELDS),
-             ("namespaces", Namespace, NAMESPACE_FIELDS))
+             ("namespaces", Namespace, NAMESPACE_FIELDS), ("topology", TopologyLevel, TOPOLOGY_FIELDS))
 
 
 def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
@@ -106,7 +106,7 @@ def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
                 if value is None or (type(value) in (list, dict) and not value):
                     continue  # the field's default: what scenario_to_dict leaves out
                 try:
-                    checks[key](_plain(value))
+                    checks[key](plain_data(value))
                 except Invalid as e:
                     raise ScenarioError(scenario.source, f"{path}.{key}{e.at}", str(e)) from None
             if item.name in seen:
@@ -126,6 +126,7 @@ def _check_whole(scenario: Scenario, composable: Any) -> Scenario:
     """The checks across sections, once every item is built; `composable` is the section as read."""
     scenario.composable = _build_composable(composable, scenario)
     _check_references(scenario)
+    _check_topology(scenario)
     _check_placements(scenario)
     _check_expect(scenario)
     _check_telemetry(scenario)
@@ -223,6 +224,32 @@ def _build_composable(c: Any, s: Scenario) -> Composable | None:
                    else f"composable.pools has no model {show(node.gpu_model)}, the model of {cn.name}")
             raise ScenarioError(s.source, f"{path}.attached", f"attached GPUs go back to their model's pool, but {why}")
     return Composable(pools=pools, nodes=nodes, **settings)
+
+
+def _check_topology(s: Scenario) -> None:
+    """Levels have distinct labels; a job's levels are the scenario's, its preferred one
+    narrower than its required one (a wider one would add nothing)."""
+    seen: dict[str, int] = {}
+    for i, level in enumerate(s.topology):
+        if level.label in seen:
+            raise ScenarioError(s.source, f"topology[{i}].label",
+                                f"{show(level.label)} is already the label of {show(s.topology[seen[level.label]].name)}")
+        seen[level.label] = i
+    depth = {level.name: i for i, level in enumerate(s.topology)}
+    for i, job in enumerate(s.jobs):
+        if job.topology is None:
+            continue
+        path = f"{job_path(i, job.name)}.topology"
+        for key in ("required", "preferred"):
+            level = getattr(job.topology, key)
+            if level is not None and level not in depth:
+                known = ", ".join(depth) if depth else "none: the scenario has no topology section"
+                raise ScenarioError(s.source, f"{path}.{key}", f"names no topology level (levels: {known}), "
+                                                               f"got {show(level)}")
+        required, preferred = job.topology.required, job.topology.preferred
+        if required is not None and preferred is not None and depth[preferred] <= depth[required]:
+            raise ScenarioError(s.source, f"{path}.preferred",
+                                f"must be a level narrower than the required {show(required)}, got {show(preferred)}")
 
 
 def _check_references(s: Scenario) -> None:
@@ -373,7 +400,11 @@ def _check_expect(s: Scenario) -> None:
         for key, value in values.items():
             _field(s, f"expect.queues.{name}.{key}", value, optional(number))
     for key, value in _mapping(s, e.get("summary"), "expect.summary").items():
-        _field(s, f"expect.summary.{key}", value, number)
+        if isinstance(value, dict):  # a summary field per level (largest_free_domain_after)
+            for level, each in value.items():
+                _field(s, f"expect.summary.{key}.{level}", each, number)
+        else:
+            _field(s, f"expect.summary.{key}", value, number)
     composable = {n.name for n in s.composable.nodes} if s.composable else set()
     for name, change in _mapping(s, e.get("compositions"), "expect.compositions").items():
         if name not in composable:
@@ -436,58 +467,3 @@ def _check_telemetry(s: Scenario) -> None:
         if fault["gpu"] >= nodes[fault["node"]].gpus:
             raise ScenarioError(s.source, f"{path}.gpu",
                                 f"GPU {fault['gpu']} does not exist on {fault['node']} ({nodes[fault['node']].gpus} GPUs)")
-
-
-def scenario_to_dict(s: Scenario) -> dict:
-    """The scenario as a mapping that `parse_scenario` reads back unchanged."""
-    def plain(obj, skip_defaults: bool) -> dict:
-        out = {}
-        for f in fields(obj):
-            value = getattr(obj, f.name)
-            if skip_defaults and f.name != "name" and (value in (None, [], {}) or
-                                                       (f.name in _LEFT_OUT_AT_DEFAULT and value == f.default)):
-                continue
-            out[f.name] = _plain(value)
-        return out
-
-    out = {
-        "apiVersion": API_VERSION,
-        "kind": "Scenario",
-        "nodes": [plain(n, True) for n in s.nodes],
-        "queues": [plain(q, True) for q in s.queues],
-        "jobs": [plain(j, True) for j in s.jobs],
-    }
-    if s.composable is not None:
-        c = s.composable
-        out["composable"] = {
-            "pools": [plain(p, False) for p in c.pools],
-            "nodes": [{k: v for k, v in plain(n, False).items() if k != "attached" or v} for n in c.nodes],
-            "attach_seconds": c.attach_seconds, "idle_detach_s": c.idle_detach_s,
-            "before_preemption": c.before_preemption,
-        }
-    if s.namespaces:
-        out["namespaces"] = [plain(n, True) for n in s.namespaces]
-    if s.telemetry:
-        out["telemetry"] = s.telemetry
-    if s.policy != Policy():
-        out["policy"] = asdict(s.policy)
-    return out
-
-
-#: Fields added after 0.1.0 that a written scenario leaves out at their default, so that a
-#: snapshot reads as it did before them.
-_LEFT_OUT_AT_DEFAULT = {"saves_on_request", "min_runtime_s", "preemption_delay_s", "usage_gpu_h"}
-
-
-def _plain(value: Any) -> Any:
-    """A field's value as plain data: dataclasses (a queue's model quotas too) as mappings."""
-    if is_dataclass(value):
-        return asdict(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def dump_scenario(s: Scenario, path: str | Path) -> None:
-    """Write the scenario as YAML (no `expect:`: it described the old state)."""
-    Path(path).write_text(yaml.safe_dump(scenario_to_dict(s), sort_keys=False, default_flow_style=None))

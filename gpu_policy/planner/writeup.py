@@ -21,7 +21,7 @@ from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.queues import FAIR, GUARANTEE, QueueTree
 from gpu_policy.planner.core.realize import Realized
 from gpu_policy.planner.core.scope import Standing
-from gpu_policy.planner.core.solve import NOTHING, OPTIMAL
+from gpu_policy.planner.core.solvers import NOTHING, OPTIMAL
 from gpu_policy.planner.core.telemetry import GpuLimits
 from gpu_policy.planner.ruleset import RuleSet
 
@@ -46,7 +46,7 @@ def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Realized, layout:
     return Plan(
         jobs=g.decisions,
         queues=_queue_reports(s, st, g),
-        summary=_summary(s, st.tree, changes, st.held, g.after, judged.room),
+        summary={**_summary(s, st.tree, changes, st.held, g.after, judged.room), **rules.summarize(out.layout)},
         solver=report,
         telemetry=signals.describe() if signals else None,
         compositions=compositions,

@@ -14,7 +14,7 @@ import yaml
 
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Job, Node, Scenario
-from gpu_policy.model.scenario_file import scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
 
 
 def rfc3339(t: float) -> str:

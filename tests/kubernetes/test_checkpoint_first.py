@@ -10,6 +10,7 @@ import pytest
 from gpu_policy.actions.cycle import apply_plan_once
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Node, Policy, Queue, Scenario
+from gpu_policy.model.checkpointing import eviction_grace_s
 from tests.kubernetes.controller_harness import described, gated_pod, released
 from tests.kubernetes.objects import gpu_pod, node_object, queues_config_map, rfc3339
 
@@ -127,6 +128,14 @@ def test_every_victim_gets_time_to_save_on_sigterm(api, cluster, own, save_s, gi
     api.put(pod)
     assert results(apply_plan_once(cluster(), execute=True)[1]) == [("preempt", "a/borrow", "done")]
     assert grace_given(api, "borrow-0") == given
+
+
+def test_the_one_rule_of_the_grace_period_keeps_a_pod_s_own_longer_one():
+    """The rule the controller and the simulator share (model/checkpointing.py): only `save_s + 30`
+    is capped by checkpoint_deadline_s, a pod's own longer grace period is kept, and a save time
+    not known gives the pod's own (the simulator's copy had capped the pod's own too)."""
+    assert eviction_grace_s(1000, 900, 600) == 900 and eviction_grace_s(1000, 30, 600) == 600
+    assert eviction_grace_s(None, 5) == 5 and eviction_grace_s(0, 5) == 30 and eviction_grace_s(45, 30, 50) == 50
 
 
 def test_a_victim_whose_checkpoint_is_due_goes_once_it_has_saved(api, cluster, fake_time):

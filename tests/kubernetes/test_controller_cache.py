@@ -8,7 +8,7 @@ import pytest
 from gpu_policy import load_scenario
 from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
 from gpu_policy.kubernetes.read.look import look
-from gpu_policy.model.scenario_file import scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
 from tests.conftest import SCENARIOS, scenario_files
 from tests.kubernetes.dra_objects import load_dra, serve_taint_rules, taint_rule
 from tests.kubernetes.objects import gpu_pod, load_into

@@ -11,7 +11,8 @@ from gpu_policy.cli import main
 from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes import KubernetesCluster
 from gpu_policy.model import Job, Node, Queue, Scenario
-from gpu_policy.model.scenario_file import check_built, scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
+from gpu_policy.model.scenario_file import check_built
 from gpu_policy.telemetry import SimulatedDcgmSource, TelemetrySettings, cluster_signals
 from tests.conftest import scenario_files
 from tests.kubernetes.objects import load_into

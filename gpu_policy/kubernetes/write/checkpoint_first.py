@@ -32,17 +32,11 @@ from datetime import datetime, timezone
 from gpu_policy.kubernetes.names import CHECKPOINT_AWAITED_ANNOTATION, CHECKPOINT_REQUESTED_ANNOTATION, EVICT_BY_ANNOTATION
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.model import Job
-from gpu_policy.model.checkpointing import rfc3339
+from gpu_policy.model.checkpointing import POD_GRACE_S, answer_deadline_s, checkpoint_wait_s, eviction_grace_s, rfc3339
 from gpu_policy.model.cluster import WaitReason
 from gpu_policy.model.plan import JobDecision, Plan
 
 ASKED, AWAITED, PLAIN = "asked", "awaited", "plain"
-#: seconds an eviction's grace period gives beyond a save, and an awaited checkpoint beyond its due time
-SAVE_MARGIN_S = 30
-#: the shortest wait for a trainer's answer (the contract's max(60 s, 2 x save_s))
-LEAST_WAIT_S = 60.0
-#: a Kubernetes pod's grace period when its spec gives none
-DEFAULT_GRACE_S = 30
 #: the annotations a withdrawal removes
 WITHDRAWN = {CHECKPOINT_REQUESTED_ANNOTATION: None, CHECKPOINT_AWAITED_ANNOTATION: None, EVICT_BY_ANNOTATION: None}
 
@@ -83,10 +77,9 @@ def stamp(t: float) -> str:
 
 
 def grace_period(own: int | None, save_s: float | None, cap: float) -> int:
-    """The eviction's grace period: the pod's own (Kubernetes' 30 s when it has none), or
-    `save_s + 30` capped by `cap` where that is longer."""
-    own = DEFAULT_GRACE_S if own is None else own
-    return own if save_s is None else max(own, math.ceil(min(save_s + SAVE_MARGIN_S, cap)))
+    """The eviction's grace period in whole seconds (the contract's `eviction_grace_s`), from the
+    pod's own (Kubernetes' 30 s when it has none)."""
+    return math.ceil(eviction_grace_s(save_s, POD_GRACE_S if own is None else own, cap))
 
 
 def judge(decision: JobDecision, job: Job | None, views: list[PodView], now: float, cap: float) -> Verdict:
@@ -101,7 +94,7 @@ def judge(decision: JobDecision, job: Job | None, views: list[PodView], now: flo
         return _asked(views, save_s, now, cap, grace)
     if decision.evict_after_s is not None and views:
         since = math.floor(now)
-        deadline = since + math.ceil(decision.evict_after_s + (save_s or 0) + SAVE_MARGIN_S)
+        deadline = since + math.ceil(checkpoint_wait_s(decision.evict_after_s, save_s))
         return Verdict(AWAITED, False, since, deadline, tuple(v.ref for v in views), grace=grace)
     return Verdict(PLAIN, True, grace=grace)
 
@@ -112,7 +105,7 @@ def _asked(views: list[PodView], save_s: float | None, now: float, cap: float, g
     fresh = tuple(v.ref for v in views if v.checkpoint_requested is None)
     since = max([math.floor(v.checkpoint_requested) for v in views if v.checkpoint_requested is not None]
                 + ([math.floor(now)] if fresh else []))
-    deadline = since + min(max(LEAST_WAIT_S, 2 * (save_s or 0)), cap)
+    deadline = since + answer_deadline_s(save_s, cap)
     if fresh:
         return Verdict(ASKED, False, since, deadline, fresh, grace=grace)
     if all(v.checkpoint_at is not None and math.floor(v.checkpoint_at) >= math.floor(v.checkpoint_requested)
@@ -127,7 +120,9 @@ def _awaited(views: list[PodView], now: float, grace: dict[str, int]) -> Verdict
     """A victim awaited at its periodic checkpoint: evicted once every pod's last checkpoint is
     past the plan's time, or at its `evict-by` (pods not marked yet get the same marks)."""
     since = max(math.floor(v.checkpoint_awaited) for v in views if v.checkpoint_awaited is not None)
-    deadline = max((v.evict_by for v in views if v.evict_by is not None), default=since + SAVE_MARGIN_S)
+    # no pod says when (its evict-by was removed): as if its checkpoint were due at the plan's time
+    deadline = max((v.evict_by for v in views if v.evict_by is not None),
+                   default=since + math.ceil(checkpoint_wait_s(0.0, None)))
     fresh = tuple(v.ref for v in views if v.checkpoint_awaited is None)
     saved = all(v.checkpoint_at is not None and math.floor(v.checkpoint_at) > since for v in views)
     evict = not fresh and (saved or now >= deadline)

@@ -21,7 +21,7 @@ from gpu_policy.kubernetes.names import (ADMISSION_GATE, CHECKPOINT_EVERY_S_ANNO
                                          HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION,
                                          SAVES_ON_REQUEST_ANNOTATION)
 from gpu_policy.kubernetes.write.step_client import StepClient, Waited, newest_reason, poll
-from gpu_policy.model.checkpointing import DEFAULT_POD_INFO, GRACE_ENV, POD_INFO_DIR, POD_INFO_ENV
+from gpu_policy.model.checkpointing import DEFAULT_POD_INFO, GRACE_ENV, POD_GRACE_S, POD_INFO_DIR, POD_INFO_ENV
 
 
 def admission_labels(job: str, queue: str) -> dict[str, str]:
@@ -61,8 +61,6 @@ def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None
 
 #: the downward-API volume that shows the trainer its pod's annotations (the checkpoint request)
 POD_INFO_VOLUME = "gpu-policy-pod-info"
-#: Kubernetes' default terminationGracePeriodSeconds
-DEFAULT_GRACE_S = 30
 
 
 def with_checkpoint_protocol(pod: dict, checkpoint_every_s: float | None = None) -> dict:
@@ -83,7 +81,7 @@ def with_checkpoint_protocol(pod: dict, checkpoint_every_s: float | None = None)
     trainer = spec["containers"][0]
     mounts = [m for m in trainer.get("volumeMounts") or [] if m.get("mountPath") != POD_INFO_DIR]
     trainer["volumeMounts"] = [*mounts, {"name": POD_INFO_VOLUME, "mountPath": POD_INFO_DIR, "readOnly": True}]
-    grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    grace = spec.get("terminationGracePeriodSeconds", POD_GRACE_S)
     ours = [{"name": POD_INFO_ENV, "value": DEFAULT_POD_INFO}, {"name": GRACE_ENV, "value": str(grace)},
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]

@@ -78,17 +78,29 @@ class VictimCost(NamedTuple):
 
     tier: tuple[int, int]  # victim_tier
     minutes: int           # lost work (lost_work) in whole GPU-minutes: plans losing the same work tie
+    frees_in_s: float      # seconds until its GPUs are free (`frees_in`): among ties, the soonest first
+
+
+def frees_in(job: Job, loss: Loss) -> float:
+    """Seconds until a victim's GPUs are free for the job that takes them: the save of one that
+    saves on request, the checkpoint a deferred one is stopped at, else none (it is evicted at
+    once). Among victims that lose the same work, the one that frees its GPUs soonest goes, so
+    that the claimant waits least."""
+    if job.saves_on_request:
+        return job.save_s if job.save_s is not None else DEFAULT_SAVE_S
+    return loss.evict_after_s or 0.0
 
 
 def victim_cost(job: Job, default_age_s: float, idle: bool = False, reclaim_wait_s: float = 0.0) -> VictimCost:
     """The cost of preempting (or moving: `idle` does not matter there) `job`, as the
     program's stages and the greedy scope's rankings both count it."""
-    return VictimCost(victim_tier(job, idle), round(lost_work(job, default_age_s, reclaim_wait_s).gpu_seconds / 60))
+    loss = lost_work(job, default_age_s, reclaim_wait_s)
+    return VictimCost(victim_tier(job, idle), round(loss.gpu_seconds / 60), frees_in(job, loss))
 
 
 def victim_order_key(job: Job, cost: VictimCost) -> tuple:
-    """Among valid victims: the lowest cost (`victim_cost`), then the most recently
-    submitted (as the program breaks ties)."""
+    """Among valid victims: the lowest cost (`victim_cost`: tier, lost work, then how soon its
+    GPUs are free), then the most recently submitted (as the program breaks ties)."""
     return (*cost, -job.submitted_at, job.name)
 
 
@@ -123,14 +135,14 @@ def victim_costs(victims: list[Job], cfg: PlannerConfig, reclaim_wait_s: float =
     """Cost of preempting (or moving) each victim in the program's stages: its
     `victim_cost` minutes, so that a plan's victims lose the least work in all, and plans
     losing the same work tie; plus less than one GPU-minute over all victims that prefers
-    fewer victims, then the most recently submitted."""
+    fewer victims, then those whose GPUs are free soonest, then the most recently submitted."""
     if not victims:
         return {}
     n = len(victims)
-    recent = {j.name: r for r, j in enumerate(sorted(victims, key=lambda j: (-j.submitted_at, j.name)))}
-    minutes = {j.name: victim_cost(j, cfg.default_checkpoint_age_s, reclaim_wait_s=reclaim_wait_s).minutes
-               for j in victims}
-    return {j.name: minutes[j.name] + (1 + recent[j.name] / n) / (2 * n + 2) for j in victims}
+    cost = {j.name: victim_cost(j, cfg.default_checkpoint_age_s, reclaim_wait_s=reclaim_wait_s) for j in victims}
+    order = sorted(victims, key=lambda j: (cost[j.name].frees_in_s, -j.submitted_at, j.name))
+    rank = {j.name: r for r, j in enumerate(order)}
+    return {j.name: cost[j.name].minutes + (1 + rank[j.name] / n) / (2 * n + 2) for j in victims}
 
 
 def preemption_stages(m: PlanProgram, acc: Accounts, st: Standing, cfg: PlannerConfig, limits: GpuLimits,
