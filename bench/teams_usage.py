@@ -2,7 +2,7 @@
 usage history and without, and kai-time, in one run.
 
     .venv/bin/python bench/teams_usage.py [--trace-dir ../shared/data/philly-vc]
-        [--half-life 604800] [--weight 1] [--plot docs/img/teams-usage.png] [--json OUT.json]
+        [--half-life 604800] [--weight 1] [--seed 0] [--plot docs/img/teams-usage.png] [--json OUT.json]
 
 The run is `gpu-policy simulate teams --trace-dir DIR --nodes 96 --days 21-35 --warmup-days 7
 --usage-half-life 604800`: it prints that command's table, then the issue's targets with the
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpu_policy.cli._options import progress_bar
 from gpu_policy.extras import pyplot
 from gpu_policy.sim.teams import Protocol, compare, comparison_json, comparison_table, load_team_trace
 
@@ -95,10 +96,12 @@ def main() -> int:
     parser.add_argument("--half-life", type=float, default=604_800.0)
     parser.add_argument("--weight", type=float, default=1.0)
     parser.add_argument("--plot", default=None)
+    parser.add_argument("--seed", type=int, default=0, help="the draw of trainers that save on request")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    protocol = Protocol(usage_half_life_s=args.half_life, usage_weight=args.weight)
-    result = compare(load_team_trace(args.trace_dir), protocol.default_policies(), protocol)
+    protocol = Protocol(usage_half_life_s=args.half_life, usage_weight=args.weight, seed=args.seed)
+    result = compare(load_team_trace(args.trace_dir), protocol.default_policies(), protocol,
+                     progress_bar("% of the runs"))
     print(comparison_table(result))
     print("\ntargets (gpu-policy with history):")
     print("\n".join(targets(result)))

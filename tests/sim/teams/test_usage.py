@@ -116,15 +116,16 @@ def lighter_gets_more_jobs() -> list:
     return first + later
 
 
-@pytest.mark.parametrize("policy, half_life, a_gpus", [
-    ("gpu-policy", None, 8),                 # no history: 8 and 8
-    ("gpu-policy-no-history", DAY, 8),       # history kept, not counted
+@pytest.mark.parametrize("policy, half_life, weight, a_gpus", [
+    ("gpu-policy", None, 1.0, 8),                 # no history: 8 and 8
+    ("gpu-policy-no-history", DAY, 1.0, 8),       # history kept, not counted
+    ("gpu-policy", DAY, 0.0, 8),                  # history counted with weight 0: today's shares
     # U_a = (1 - 1/2) after a day at 16 of 16 GPUs, W = 1/2: a's weight 1/2, b's 1: 16/3 GPUs, rounded
-    ("gpu-policy", DAY, 5),
+    ("gpu-policy", DAY, 1.0, 5),
 ])
-def test_gpu_policy_with_history_gives_the_lighter_team_more(policy, half_life, a_gpus):
+def test_gpu_policy_with_history_gives_the_lighter_team_more(policy, half_life, weight, a_gpus):
     result = run(policy, lighter_gets_more_jobs(), {"a": 0, "b": 0}, usage_half_life_s=half_life,
-                 window=(DAY, DAY + 600.0))
+                 usage_weight=weight, window=(DAY, DAY + 600.0))
     held = result.ledger.held_gpu_s
     assert held["a"] / 600 == pytest.approx(a_gpus) and held["b"] / 600 == pytest.approx(16 - a_gpus)
 
