@@ -1,5 +1,9 @@
 """Each team's past GPU usage in a run, with exact exponential decay: what gpu-policy's
 scenario carries as `usage_gpu_h`, and what `kai-time` reads as KAI's normalised usage.
+The decay is the model's (`gpu_policy.model.usage.decay_factor`, what the controller keeps);
+this history keeps the whole step function rather than a running sum, because KAI's sliding
+window needs the sum as it was a week ago, and it counts usage without a half-life too (KAI's
+default: nothing decays).
 
 The GPUs a team holds (running or leaving jobs) change only at events, so usage is an
 integral of a step function: between two changes, GPUs `a` held for `dt` seconds add
@@ -15,6 +19,8 @@ import bisect
 import math
 
 import numpy as np
+
+from gpu_policy.model.usage import decay_factor
 
 
 class UsageHistory:
@@ -32,13 +38,14 @@ class UsageHistory:
 
     def decay(self, dt: float) -> float:
         """What a GPU-second is worth `dt` seconds later."""
-        return 1.0 if self.half_life_s is None else 0.5 ** (dt / self.half_life_s)
+        return decay_factor(dt, self.half_life_s)
 
     def weight(self, dt: float) -> float:
-        """Decayed GPU-seconds of one GPU held for the last `dt` seconds."""
+        """Decayed GPU-seconds of one GPU held for the last `dt` seconds: the integral of
+        `decay` over them, h / ln 2 (1 - decay(dt))."""
         if self.half_life_s is None:
             return dt
-        return self.half_life_s / math.log(2) * -math.expm1(-math.log(2) * dt / self.half_life_s)
+        return self.half_life_s / math.log(2) * (1.0 - self.decay(dt))
 
     def changed(self, t: float, team: str, delta: int) -> None:
         """From `t` on, `team` holds `delta` GPUs more (fewer, when negative)."""

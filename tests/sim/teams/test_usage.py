@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from gpu_policy.model.usage import UsageHistory as ControllerUsage
 from gpu_policy.sim.teams import POLICIES, SimConfig, measure, simulate
 from gpu_policy.sim.teams.jobs import RoundView
 from gpu_policy.sim.teams.kai_time import WINDOW_S, kai_division
@@ -48,6 +49,19 @@ def test_usage_of_several_changes_matches_a_fine_sum():
         held.append(held[-1] + delta)
     assert u.gpu_hours(9000.0)["a"] * 3600 == pytest.approx(riemann(times, held, 9000.0, 100.0, 5000.0), rel=1e-5)
     assert u.gpu_hours(2000.0)["a"] * 3600 == pytest.approx(riemann(times, held, 2000.0, 100.0, 5000.0), rel=1e-5)
+
+
+def test_the_simulated_usage_is_what_the_controller_would_keep():
+    """The same GPUs held, sampled as the controller samples them (model.usage.UsageHistory)."""
+    u = UsageHistory(["a", "b"], half_life_s=5000.0, start_s=0.0)
+    kept = ControllerUsage(0.0, 5000.0)
+    held = {"a": 0, "b": 0}
+    for t, team, delta in [(300.0, "a", 4), (900.0, "b", 8), (4000.0, "a", -4), (7000.0, "b", -3)]:
+        kept.add(held, t - kept.at)
+        u.changed(t, team, delta)
+        held[team] += delta
+    kept.add(held, 9000.0 - kept.at)
+    assert u.gpu_hours(9000.0) == pytest.approx(kept.gpu_h, rel=1e-12)
 
 
 @pytest.mark.parametrize("half_life", [None, 3000.0])
