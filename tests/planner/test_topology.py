@@ -130,11 +130,12 @@ def test_packing_puts_pooled_replicas_on_the_most_preferred_nodes_first():
 
 
 @pytest.mark.parametrize("exact_nodes", [16, 64])
-def test_a_required_block_goes_where_its_preferred_rack_holds_it(exact_nodes):
+def test_a_required_block_with_a_preferred_rack_is_the_tightest_block_on_large_clusters(exact_nodes):
     """Two blocks of three racks of four nodes: block b0 has four free nodes over two racks,
     block b1 is empty. A gang of four whole nodes that requires a block and prefers a rack
-    runs in one rack, decided whole (exact_nodes 64) and on candidate domains (16): the
-    tightest block is not the best candidate when another block has a rack for all of it."""
+    goes, on candidate domains (exact_nodes 16), to the tightest block, b0, over its two racks
+    (Kueue's best fit: preferring a block with a free rack cost allocation in `simulate
+    topology`); decided whole (64), the program's preference stage puts it in one rack of b1."""
     nodes, jobs = [], []
     for b in range(2):
         for r in range(3):
@@ -152,4 +153,10 @@ def test_a_required_block_goes_where_its_preferred_rack_holds_it(exact_nodes):
     result = plan(s, PlannerConfig(time_limit_s=600.0, exact_nodes=exact_nodes))
     assert result.job("gang").action == "start"
     d = Domains.of(s)
-    assert len({d.domain(r.node, d.level("rack")) for r in result.job("gang").replicas}) == 1
+    replicas = result.job("gang").replicas
+    blocks = {d.domain(r.node, d.level("block")) for r in replicas}
+    racks = {d.domain(r.node, d.level("rack")) for r in replicas}
+    if exact_nodes == 16:
+        assert blocks == {("b0",)} and len(racks) == 2
+    else:
+        assert blocks == {("b1",)} and len(racks) == 1
