@@ -76,9 +76,11 @@ def _apply(d: Decision, now: float, cluster: Cluster, running: dict, ends: dict,
         waiting.append(g)
         run.preemptions += 1
     waiting.sort(key=lambda g: g.arrival_s)
-    for name, nodes in d.move.items():
+    for name in d.move:  # all movers leave before any arrives: they may trade places
         g, old = running[name]
         cluster.give(old, g.gpus)
+    for name, nodes in d.move.items():
+        g, _ = running[name]
         cluster.take(nodes, g.gpus)
         running[name] = (g, nodes)
         run.moves += 1

@@ -46,3 +46,27 @@ def test_gpu_policy_keeps_required_gangs_in_one_rack_and_starts_everyone():
     assert set(run.started) == {"a", "b", "c", "d"}
     assert m.required_broken == 0
     assert m.plans == run.rounds > 0
+
+
+class _Swap:
+    """Moves the two running jobs onto each other's node in its first round, then decides nothing."""
+    name = "swap"
+
+    def __init__(self):
+        self.rounds = 0
+
+    def decide(self, view):
+        from gpu_policy.sim.topology.policy import Decision
+        self.rounds += 1
+        if self.rounds == 1:
+            return Decision(start={"x": (0,), "y": (1,)})
+        if self.rounds == 2:
+            return Decision(move={"x": (1,), "y": (0,)})
+        return Decision(start={g.name: (0,) for g in view.waiting if view.cluster.free[0] >= 8})
+
+
+def test_movers_may_trade_places_in_one_round():
+    jobs = [Gang("x", 0.0, 500.0, 1, 8), Gang("y", 0.0, 1000.0, 1, 8), Gang("z", 10.0, 100.0, 1, 8)]
+    run = simulate(_Swap(), Shape(1, 1, 2, 8), jobs, round_s=100.0)
+    assert run.moves == 2
+    assert run.started["z"].at == 1000.0  # y, moved to node 0, leaves it at 1000
