@@ -21,6 +21,7 @@ class Metrics:
     utilization: float  # time-weighted allocated share, first to last arrival
     gangs: int
     racks_per_gang: float | None  # mean racks a gang (2+ replicas) spans at its first start
+    racks_by_request: dict[str, float]  # the same per request ("required rack", ..., "none")
     required_broken: int  # jobs started outside their required level's one domain
     largest: int  # jobs asking more GPUs than one rack holds
     largest_wait_mean_s: float | None
@@ -37,6 +38,10 @@ def measure(run: Run, seed: int) -> Metrics:
     rack = shape.nodes_per("rack")
     spans = {g.name: _spans(run, g) for g in run.jobs}
     gangs = [spans[g.name]["rack"] for g in run.jobs if g.is_gang]
+    by_request: dict[str, list[int]] = {}
+    for g in run.jobs:
+        if g.is_gang:
+            by_request.setdefault(request(g), []).append(spans[g.name]["rack"])
     broken = sum(1 for g in run.jobs if g.required is not None and spans[g.name][g.required] > 1)
     largest = [_wait(run, g) for g in run.jobs if g.total_gpus > rack * shape.gpus]
     first = run.first_required_waits
@@ -46,10 +51,17 @@ def measure(run: Run, seed: int) -> Metrics:
         first_required_wait_s=None if first is None else first[0],
         allocated_while_required_waits=float(np.mean(run.required_waits)) if run.required_waits else None,
         utilization=utilization(run), gangs=len(gangs),
-        racks_per_gang=float(np.mean(gangs)) if gangs else None, required_broken=broken,
+        racks_per_gang=float(np.mean(gangs)) if gangs else None,
+        racks_by_request={k: float(np.mean(v)) for k, v in sorted(by_request.items())}, required_broken=broken,
         largest=len(largest), largest_wait_mean_s=_mean(largest), largest_wait_p95_s=_p95(largest),
         wait_mean_s=_mean([_wait(run, g) for g in run.jobs]), moves=run.moves, preemptions=run.preemptions,
         plans=int(run.stats.get("plans", run.rounds)), plan_seconds=float(run.stats.get("plan_seconds", 0.0)))
+
+
+def request(g: Gang) -> str:
+    """The job's topology request in words: "required rack, preferred ...", or "none"."""
+    parts = [f"{kind} {level}" for kind, level in (("required", g.required), ("preferred", g.preferred)) if level]
+    return ", ".join(parts) or "none"
 
 
 def _spans(run: Run, g: Gang) -> dict[str, int]:

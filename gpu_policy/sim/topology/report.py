@@ -48,6 +48,8 @@ def summary(c: Comparison) -> dict[str, dict]:
     for policy in c.protocol.policies:
         runs = c.of(policy)
         out[policy] = {k: _mean([getattr(m, k) for m in runs]) for k in _MEANS}
+        requests = sorted({k for m in runs for k in m.racks_by_request})
+        out[policy]["racks_by_request"] = {k: _mean([m.racks_by_request.get(k) for m in runs]) for k in requests}
         out[policy].update(required_broken=sum(m.required_broken for m in runs), moves=sum(m.moves for m in runs),
                            plans=sum(m.plans for m in runs),
                            plan_seconds=round(sum(m.plan_seconds for m in runs), 1))
@@ -59,7 +61,16 @@ def comparison_table(c: Comparison) -> str:
               "REQUIRED BROKEN", "LARGEST WAIT MEAN H", "P95 H", "ALL WAIT MEAN H", "MOVES", "PLANS"]
     rows = [_row(f"{m.policy} seed {m.seed}", asdict(m)) for m in c.runs]
     means = [_row(f"{policy} (mean)", s) for policy, s in summary(c).items()]
-    return f"{describe(c)}\n{text_table(header, rows)}\n\nmeans over seeds\n{text_table(header, means)}"
+    return (f"{describe(c)}\n{text_table(header, rows)}\n\nmeans over seeds\n{text_table(header, means)}\n\n"
+            f"racks per gang by request, mean over seeds\n{racks_table(c)}")
+
+
+def racks_table(c: Comparison) -> str:
+    summaries = summary(c)
+    requests = sorted({k for m in c.runs for k in m.racks_by_request})
+    rows = [[policy] + ["-" if s["racks_by_request"].get(k) is None else f"{s['racks_by_request'][k]:.2f}"
+                        for k in requests] for policy, s in summaries.items()]
+    return text_table(["POLICY"] + [k.upper() for k in requests], rows)
 
 
 def comparison_json(c: Comparison) -> dict:

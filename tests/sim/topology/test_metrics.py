@@ -70,3 +70,8 @@ def test_movers_may_trade_places_in_one_round():
     run = simulate(_Swap(), Shape(1, 1, 2, 8), jobs, round_s=100.0)
     assert run.moves == 2
     assert run.started["z"].at == 1000.0  # y, moved to node 0, leaves it at 1000
+
+
+def test_racks_by_request():
+    m = measure(simulate(BestFitPolicy(), SHAPE, JOBS, round_s=100.0), seed=0)
+    assert m.racks_by_request == {"preferred rack": 2.0, "required rack": 1.0}
