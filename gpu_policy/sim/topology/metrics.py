@@ -31,6 +31,8 @@ class Metrics:
     preemptions: int
     plans: int
     plan_seconds: float
+    slowest_plan_s: float
+    plans_at_time_limit: int  # 0: no decision depended on how busy the machine was
 
 
 def measure(run: Run, seed: int) -> Metrics:
@@ -55,7 +57,9 @@ def measure(run: Run, seed: int) -> Metrics:
         racks_by_request={k: float(np.mean(v)) for k, v in sorted(by_request.items())}, required_broken=broken,
         largest=len(largest), largest_wait_mean_s=_mean(largest), largest_wait_p95_s=_p95(largest),
         wait_mean_s=_mean([_wait(run, g) for g in run.jobs]), moves=run.moves, preemptions=run.preemptions,
-        plans=int(run.stats.get("plans", run.rounds)), plan_seconds=float(run.stats.get("plan_seconds", 0.0)))
+        plans=int(run.stats.get("plans", run.rounds)), plan_seconds=float(run.stats.get("plan_seconds", 0.0)),
+        slowest_plan_s=float(run.stats.get("slowest_plan_s", 0.0)),
+        plans_at_time_limit=int(run.stats.get("plans_at_time_limit", 0)))
 
 
 def request(g: Gang) -> str:

@@ -52,7 +52,9 @@ def summary(c: Comparison) -> dict[str, dict]:
         out[policy]["racks_by_request"] = {k: _mean([m.racks_by_request.get(k) for m in runs]) for k in requests}
         out[policy].update(required_broken=sum(m.required_broken for m in runs), moves=sum(m.moves for m in runs),
                            plans=sum(m.plans for m in runs),
-                           plan_seconds=round(sum(m.plan_seconds for m in runs), 1))
+                           plan_seconds=round(sum(m.plan_seconds for m in runs), 1),
+                           slowest_plan_s=round(max((m.slowest_plan_s for m in runs), default=0.0), 2),
+                           plans_at_time_limit=sum(m.plans_at_time_limit for m in runs))
     return out
 
 
