@@ -138,8 +138,8 @@ def run_teams(args: argparse.Namespace) -> int:
 
 
 def register_topology(kinds) -> None:
-    p = kinds.add_parser("topology", help="gangs with required and preferred topology levels on blocks of racks: "
-                                          "gpu-policy, best-fit (Kueue TAS), topology-blind")
+    p = kinds.add_parser("topology", help="gangs that ask for a rack or a block, placed by the planner, by Kueue's "
+                                          "best fit and blind to topology")
     p.add_argument("--blocks", type=number(1, 1000, whole=True), default=4, metavar="N", help="blocks (default 4)")
     p.add_argument("--racks-per-block", type=number(1, 1000, whole=True), default=8, metavar="N",
                    help="racks in a block (default 8)")
