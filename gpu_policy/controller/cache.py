@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from gpu_policy.kubernetes.names import USAGE_CONFIGMAP
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, read_one
 from gpu_policy.kubernetes.read.nodes import NodeView, read_node
 from gpu_policy.kubernetes.read.pods import PodView, read_pod
@@ -27,6 +28,9 @@ _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: (
                                                                        PODS: ("pod", POD, read_pod)}
 #: kind -> what of its objects the cache keeps: only a change of that can matter to a plan
 _TRIMS: dict[str, Callable[[dict], dict]] = {TRAIN_JOBS: trim_train_job}
+#: kind -> names of its objects that no plan reads from the cache: their changes plan nothing (the
+#: leader's usage history, which it keeps itself and writes every minute)
+_UNPLANNED: dict[str, set[str]] = {CONFIG_MAPS: {USAGE_CONFIGMAP}}
 
 
 def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
@@ -97,8 +101,10 @@ class Cache:
             store.pop(key, None)
             if kind in self.views:
                 return self.views[kind].pop(key, None) is not None
-            return held is not None
+            return held is not None and key[1] not in _UNPLANNED.get(kind, ())
         store[key] = obj
+        if key[1] in _UNPLANNED.get(kind, ()):
+            return False
         if trim:
             return held is None or _unversioned(held) != _unversioned(obj)
         if kind not in self.views:

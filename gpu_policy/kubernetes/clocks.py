@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable
 
 
@@ -15,3 +16,8 @@ class Clocks:
     wall: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+
+
+def stamp(t: float) -> str:
+    """Seconds since the epoch as RFC 3339 in UTC, to the microsecond (the API server's MicroTime)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -61,6 +61,9 @@ RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
 LEASE_NAME = "gpu-policy-planner"
 COMPOSABLE_CONFIGMAP = "gpu-policy-composable"
 COMPOSABLE_KEY = "composable.yaml"
+#: the leader's usage history (fair share over time): `{queue: {gpu_h, at}}` under its key
+USAGE_CONFIGMAP = "gpu-policy-usage"
+USAGE_KEY = "usage.yaml"
 # the admission webhook (deploy/webhook/): its Service, the Secret of its certificates, its
 # MutatingWebhookConfiguration and the one webhook in it
 WEBHOOK_SERVICE = "gpu-policy-webhook"

@@ -3,7 +3,7 @@ helper that loads a fake cluster. Reading them back (`snapshot`) must give the s
 
 Jobs go to one namespace (default "jobs") with the pod label `gpu-policy.io/queue`, one
 pod per replica, all carrying the label `gpu-policy.io/job`; queues go to the
-`gpu-policy-queues` ConfigMap.
+`gpu-policy-queues` ConfigMap, their usage to `gpu-policy-usage`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import yaml
 
 from gpu_policy.kubernetes import names
+from gpu_policy.kubernetes.clocks import stamp
 from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.model.scenario_dump import scenario_to_dict
 
@@ -92,11 +93,20 @@ def serve_composability_requests(api) -> None:
 
 
 def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
+    """The queues and the policy; the queues' usage is the usage ConfigMap's (`usage_config_map`)."""
     written = scenario_to_dict(s)
-    data = {names.QUEUES_KEY: yaml.safe_dump(written["queues"], sort_keys=False)}
+    queues = [{k: v for k, v in q.items() if k != "usage_gpu_h"} for q in written["queues"]]
+    data = {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}
     if "policy" in written:
         data[names.POLICY_KEY] = yaml.safe_dump(written["policy"], sort_keys=False)
     return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace}, "data": data}
+
+
+def usage_config_map(usage: dict[str, float], at: float, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
+    """The leader's usage history: each queue's GPU-hours as they were at `at`."""
+    entries = {queue: {"gpu_h": gpu_h, "at": stamp(at)} for queue, gpu_h in usage.items()}
+    return {"kind": "ConfigMap", "metadata": {"name": names.USAGE_CONFIGMAP, "namespace": namespace},
+            "data": {names.USAGE_KEY: yaml.safe_dump(entries, sort_keys=False)}}
 
 
 def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str, int] | None = None) -> list[dict]:
@@ -186,7 +196,8 @@ def _constraints(spec: dict, job: Job) -> None:
 def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
     """Put the scenario's nodes, queues and jobs into the fake API server; with a
     `composable:` section, its nodes labelled, its pools in the ConfigMap (the pool's free
-    GPUs plus what requests hold) and one request of gpu-policy's per node with GPUs attached."""
+    GPUs plus what requests hold) and one request of gpu-policy's per node with GPUs attached;
+    the queues' usage in the usage ConfigMap, as at `now`."""
     spots = {n.name: n for n in s.composable.nodes} if s.composable else {}
     for n in s.nodes:
         api.put(composable_node_object(n, spots[n.name].max_gpus) if n.name in spots else node_object(n))
@@ -206,6 +217,9 @@ def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
     for ns in sorted({namespace} | {j.name.partition("/")[0] for j in s.jobs if "/" in j.name} | set(labels)):
         api.put({"kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels.get(ns, {}))}})
     api.put(queues_config_map(s))
+    usage = {q.name: q.usage_gpu_h for q in s.queues if q.usage_gpu_h}
+    if usage:  # where a cluster holds it: the history the leader wrote, now
+        api.put(usage_config_map(usage, now))
     shared = {n.name: n.gpu_sharing.replicas for n in s.nodes if n.gpu_sharing}
     for job in s.jobs:
         for pod in pod_objects(job, now, namespace, shared):

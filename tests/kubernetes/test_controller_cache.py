@@ -7,6 +7,7 @@ import pytest
 
 from gpu_policy import load_scenario
 from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.controller.usage import UsageKeeper
 from gpu_policy.kubernetes.read.look import look
 from gpu_policy.model.scenario_dump import scenario_to_dict
 from tests.conftest import SCENARIOS, scenario_files
@@ -23,9 +24,9 @@ def filled(client) -> Cache:
     return cache
 
 
-def cached_look(cluster, cache):
+def cached_look(cluster, cache, usage=None):
     return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster.clocks.wall(), cluster.url,
-                cluster.device_plugin_lag, cache.bad())
+                cluster.device_plugin_lag, cache.bad(), usage)
 
 
 @pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
@@ -33,7 +34,9 @@ def test_a_snapshot_of_the_cache_is_the_one_shot_snapshot(api, cluster, path):
     load_into(api, load_scenario(path), time.time())
     k8s = cluster()
     one_shot = k8s.observe()
-    snap, warnings, bad = cached_look(k8s, filled(k8s.client))
+    # the leader's usage history, read from the usage ConfigMap on its first look
+    snap, warnings, bad = cached_look(k8s, filled(k8s.client), UsageKeeper(k8s.client, k8s.settings.namespace,
+                                                                           k8s.lease.check))
     assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
     assert warnings + snap.warnings == one_shot.warnings and bad == one_shot.object_warnings
 

@@ -4,9 +4,10 @@ snapshot of the cache is what `gpu-policy snapshot` prints.
 
 `reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
 asks the API server; the controller's cache answers from memory. Namespaces, KAI queues, the
-composable ConfigMap, ComposabilityRequests, DRA objects, PodGroups and TrainJobs are read
-only when the look needs them (a pod with resourceClaims, a pod naming a PodGroup, a JobSet's
-pod).
+composable and usage ConfigMaps, ComposabilityRequests, DRA objects, PodGroups and TrainJobs
+are read only when the look needs them (a policy that keeps usage, a pod with resourceClaims,
+a pod naming a PodGroup, a JobSet's pod). The leader passes its own usage history instead of
+the usage ConfigMap (`usage`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from gpu_policy.kubernetes.read.settle import DevicePluginLag
 from gpu_policy.kubernetes.read.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, placeable, read_each
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
-                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
+                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, USAGE_CONFIGMAP,
+                                         VOLCANO_GROUP)
 from gpu_policy.kubernetes.read.nodes import NodeView
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.kubernetes.read.queues import policy_from_config_map, queues_from_config_map, queues_from_kai
@@ -29,6 +31,7 @@ from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.read.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
                                          RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, TRAIN_JOB)
 from gpu_policy.kubernetes.read.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.read.usage import UsageLook, read_usage, with_usage
 from gpu_policy.kubernetes.read.workloads import min_members, node_counts, with_train_jobs
 from gpu_policy.model import Policy, Queue
 
@@ -50,11 +53,12 @@ class Reads(Protocol):
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
-         source: str, lag: DevicePluginLag,
-         bad: list[ObjectWarning] = ()) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
+         source: str, lag: DevicePluginLag, bad: list[ObjectWarning] = (),
+         usage: UsageLook | None = None) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
     """The snapshot of these nodes and pods; the warnings of reading the rest (one line
     each, the objects left out first); and the objects left out or left waiting (`bad`,
-    the nodes and pods that could not be read, and the pods no node could ever hold)."""
+    the nodes and pods that could not be read, and the pods no node could ever hold).
+    `usage`: the queues' usage history (the leader's); None reads the usage ConfigMap as it is."""
     bad = list(bad)
     dra = _dra(reads, pods, bad)
     if dra is not None:
@@ -64,6 +68,9 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     pod_groups = _pod_groups(reads, pods, bad)
     pods = with_train_jobs(pods, _train_jobs(reads, pods, bad))
     queues, policy, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
+    gpu_h, said = usage(policy, now) if usage is not None else _usage(reads, settings, policy, now)
+    queues, ignored = with_usage(queues, gpu_h, settings.namespace)
+    warnings += ignored + said
     warnings += dra.warnings if dra is not None else []
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
     warnings += unreadable.values()
@@ -95,6 +102,16 @@ def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tu
         return [], Policy(), [f"no queues: neither the ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
                     "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
     return queues_from_kai(kai, cluster_gpus), Policy(), []
+
+
+def _usage(reads: Reads, settings: KubernetesSettings, policy: Policy,
+           now: float) -> tuple[dict[str, float], list[str]]:
+    """A one-shot look's usage history: the usage ConfigMap as it is, decayed to `now`, read only
+    when the policy keeps usage (sets `usage_half_life_s`)."""
+    if policy.usage_half_life_s is None:
+        return {}, []
+    read = read_usage(reads.read_config_map(USAGE_CONFIGMAP), now, policy.usage_half_life_s, settings.namespace)
+    return read.history.gpu_h, [read.problem] if read.problem else []
 
 
 def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:

@@ -13,10 +13,10 @@ Writes are best effort: a failure is counted (`failed`), never raised.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
 from typing import Callable
 
 from gpu_policy.errors import ClusterUnavailable
+from gpu_policy.kubernetes.clocks import stamp
 from gpu_policy.kubernetes.transport.client import Answer, KubeClient
 from gpu_policy.kubernetes.read.pods import PodRef
 
@@ -26,10 +26,6 @@ NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes
 
 #: the codes no amount of waiting gets a pod past: a Warning (`GpuPolicyNotAdmitted`), not `GpuPolicyWaiting`
 NOT_ADMITTED = frozenset({"NoNodeFits", "NoNodeMatches", "NotAllowedInQueue", "NotManaged", "UnreadablePod"})
-
-
-def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _note(text: str) -> str:
@@ -60,7 +56,7 @@ class EventWriter:
             self.check()
             self._waiting[pod.uid] = (code, name, count + 1, now)
             self._send(lambda: self.client.patch_event(pod.namespace, name, {
-                "series": {"count": count + 1, "lastObservedTime": _stamp(now)}}))
+                "series": {"count": count + 1, "lastObservedTime": stamp(now)}}))
             return
         name = self.write(pod, reason, f"{code}: {note}", kind, "Wait")
         if name:
@@ -82,7 +78,7 @@ class EventWriter:
         name = f"{pod.name}.{uuid.uuid4().hex[:16]}"[:253]
         body = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
                 "metadata": {"name": name, "namespace": pod.namespace},
-                "eventTime": _stamp(now), "reportingController": CONTROLLER, "reportingInstance": self.instance[:128],
+                "eventTime": stamp(now), "reportingController": CONTROLLER, "reportingInstance": self.instance[:128],
                 "action": action, "reason": reason, "type": kind, "note": _note(note),
                 "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
                               "uid": pod.uid}}

@@ -25,10 +25,11 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable, Iterator
 
 from gpu_policy.errors import ClusterBusy, ClusterObjectError, GpuPolicyError
+from gpu_policy.kubernetes.clocks import stamp
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.names import LEASE_NAME
 
@@ -38,10 +39,6 @@ log = logging.getLogger(__name__)
 def new_identity() -> str:
     """Who holds the lease: host, process and a random suffix (two planners never share one)."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _moment(text) -> float | None:
@@ -173,7 +170,7 @@ class PlanningLease:
 
     def _held_spec(self, now: float, transitions: int) -> dict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.settings.lease_duration_s)),
-                "acquireTime": _stamp(now), "renewTime": _stamp(now), "leaseTransitions": transitions}
+                "acquireTime": stamp(now), "renewTime": stamp(now), "leaseTransitions": transitions}
 
     def _write(self, answer: dict | None, spec: dict, sent: float) -> bool:
         if answer is None:
@@ -186,7 +183,7 @@ class PlanningLease:
     def renew(self) -> None:
         """Write a new renewTime; a conflict means another planner took the lease over."""
         with self._lock:
-            spec = {**self._spec, "renewTime": _stamp(self._clock())}
+            spec = {**self._spec, "renewTime": stamp(self._clock())}
             sent = self._monotonic()
             answer = self.client.replace_lease(LEASE_NAME, spec, self._version)
             if answer is None:
@@ -200,7 +197,7 @@ class PlanningLease:
         if self.lost:
             return
         with self._lock:
-            spec = {**self._spec, "holderIdentity": None, "renewTime": _stamp(self._clock())}
+            spec = {**self._spec, "holderIdentity": None, "renewTime": stamp(self._clock())}
             if self.client.replace_lease(LEASE_NAME, spec, self._version) is None:
                 log.warning("could not release %s: another planner took it over", self.where)
             self.lost, self.renewed_at = "released", None

@@ -339,7 +339,9 @@ class _Candidates:
                 self.nodes[job.name] = every
                 return every
             if required:
-                keys = _choose(job, usable, self.free, self.victims, self.per_job)
+                narrower = job.topology.preferred and self.domains.level(job.topology.preferred) > level
+                spans = self.domains.of_node[self.domains.level(job.topology.preferred)] if narrower else None
+                keys = _choose(job, usable, self.free, self.victims, self.per_job, spans)
             else:
                 keys = _choose_preferred(job, usable, self.free, self.per_job)
             mine = frozenset(n for key in keys for n in usable[key])
@@ -377,16 +379,18 @@ def _kind(node, shape: Shape) -> Hashable:
 
 
 def _choose(job: Job, usable: dict, free: dict[str, int], victims: dict[str, list[tuple[int, int]]],
-            k: int) -> list:
+            k: int, preferred: dict[str, DomainKey] | None = None) -> list:
     """A job's `k` candidate domains on a large cluster (`_Candidates`): those whose free GPUs
-    hold it, tightest first (the first, the best fit, reserves them in `free`); then those
+    hold it, those holding it in the fewest domains of its `preferred` level (node -> domain)
+    first, then tightest (the first, the best fit, reserves them in `free`); then those
     where the GPUs of the lowest-priority preemptible jobs would make room (the fewest
     replicas lacking room, the lowest priority that must go, the fewest GPUs that must go)."""
     have = {key: _replicas(job, [(n, free[n]) for n in nodes]) for key, nodes in usable.items()}
-    fitting = sorted((sum(free[n] for n in usable[key]), key) for key, fit in have.items() if fit >= job.replicas)
+    fitting = sorted((_spans(job, usable[key], free, preferred), sum(free[n] for n in usable[key]), key)
+                     for key, fit in have.items() if fit >= job.replicas)
     if fitting:
-        _reserve(job, usable[fitting[0][1]], free)
-        return [key for _, key in fitting[:k]]
+        _reserve(job, usable[fitting[0][-1]], free)
+        return [key for *_, key in fitting[:k]]
     rough = []  # every preemptible job gone: the replicas still lacking room
     for key, nodes in usable.items():
         could = _replicas(job, [(n, free[n] + sum(g for _, g in victims.get(n, ()))) for n in nodes])
@@ -394,6 +398,22 @@ def _choose(job: Job, usable: dict, free: dict[str, int], victims: dict[str, lis
     rough.sort()
     ranked = [(_cheapest(job, usable[key], free, victims), key) for *_, key in rough[:4 * k]]
     return [key for _, key in sorted(ranked)[:k]]
+
+
+def _spans(job: Job, nodes: list[str], free: dict[str, int], preferred: dict[str, DomainKey] | None) -> int:
+    """The fewest domains of the preferred level (`preferred`: node -> domain; a node in none
+    counts alone) whose free GPUs among `nodes` hold the job's replicas, most first; 0 without one."""
+    if preferred is None:
+        return 0
+    by_domain: dict[Hashable, list[tuple[str, int]]] = {}
+    for n in nodes:
+        by_domain.setdefault(preferred.get(n, n), []).append((n, free[n]))
+    held = count = 0
+    for have in sorted((_replicas(job, room) for room in by_domain.values()), reverse=True):
+        if held >= job.replicas:
+            break
+        held, count = held + have, count + 1
+    return count
 
 
 def _cheapest(job: Job, nodes: list[str], free: dict[str, int], victims: dict[str, list[tuple[int, int]]]) -> tuple:
