@@ -100,7 +100,9 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
         ax.set_xticks(range(len(policies)), policies, fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylim(80, 100)
+    lowest = min((100 * m.allocated_at_first_required_wait for m in c.runs
+                  if m.allocated_at_first_required_wait is not None), default=100.0)
+    axes[0].set_ylim(min(80.0, 5 * (lowest // 5)), 100)  # no seed's dot below the axis
     s = c.protocol.shape
     fig.suptitle(f"{s.total_gpus} GPUs in {s.blocks} blocks x {s.racks_per_block} racks, {c.protocol.jobs} jobs, "
                  f"seeds {','.join(map(str, c.protocol.seeds))} (bars: mean, dots: seeds)", fontsize=9)
