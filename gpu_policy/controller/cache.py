@@ -20,8 +20,8 @@ from gpu_policy.kubernetes.read.workloads import trim_train_job
 # the kinds the controller watches, as KubeClient names them (DRA_AND_POD_GROUPS: where served)
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, CONFIG_MAPS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, DRA_AND_POD_GROUPS,
-    KAI_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES,
-    TRAIN_JOBS, VOLCANO_POD_GROUPS)
+    KAI_POD_GROUPS, KAI_QUEUES, KUEUE_TOPOLOGY_OBJECTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS, RESOURCE_SLICES, TRAIN_JOBS, VOLCANO_POD_GROUPS)
 
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
@@ -150,4 +150,5 @@ class Cache:
     list_volcano_pod_groups = _listed(VOLCANO_POD_GROUPS)
     list_coscheduling_pod_groups = _listed(COSCHEDULING_POD_GROUPS)
     list_train_jobs = _listed(TRAIN_JOBS)
+    list_kueue_topologies = _listed(KUEUE_TOPOLOGY_OBJECTS)
 

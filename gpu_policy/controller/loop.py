@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 
 from gpu_policy.actions.cycle import plan_observation
-from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES,
-                                         NODES, PODS, Cache)
+from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES,
+                                         KUEUE_TOPOLOGY_OBJECTS, NAMESPACES, NODES, PODS, Cache)
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
 from gpu_policy.controller.telemetry import TelemetryFeed
@@ -69,7 +69,9 @@ class Controller:
         self.actuator = KubernetesActuator(cluster.client, cluster.settings, self.lease.check, self.events, self.clocks,
                                            self.cache.pod, self.witness)
         self.usage = UsageKeeper(cluster.client, cluster.settings.namespace, self.lease.check)
-        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS]
+        # Kueue's Topologies where served: a change re-plans (the look decides which one is used)
+        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS,
+                 KUEUE_TOPOLOGY_OBJECTS]
         if cluster.settings.queues != "configmap":
             kinds.append(KAI_QUEUES)
         self.informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings), kinds, self.changes,

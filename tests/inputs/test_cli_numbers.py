@@ -16,7 +16,7 @@ from gpu_policy.errors import UsageError
 TEXT_SYNTAX = {("simulate teams", "--days"), ("simulate teams", "--checkpoint-every"),
                ("simulate openb", "--seeds"), ("simulate topology", "--seeds")}
 #: The argparse types that are not numbers
-OTHER_TYPES = {"output_file", "prometheus_url"}
+OTHER_TYPES = {"output_file", "prometheus_url", "topology_name"}  # types of text, not numbers
 
 
 PARSER = build_parser()  # built once: argparse parsers can parse again and again

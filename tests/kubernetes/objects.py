@@ -2,8 +2,9 @@
 helper that loads a fake cluster. Reading them back (`snapshot`) must give the scenario.
 
 Jobs go to one namespace (default "jobs") with the pod label `gpu-policy.io/queue`, one
-pod per replica, all carrying the label `gpu-policy.io/job`; queues go to the
-`gpu-policy-queues` ConfigMap, their usage to `gpu-policy-usage`.
+pod per replica, all carrying the label `gpu-policy.io/job` (and a job's topology levels in
+gpu-policy's annotations); queues, the policy and the topology levels go to the
+`gpu-policy-queues` ConfigMap, the queues' usage to `gpu-policy-usage`.
 """
 
 from __future__ import annotations
@@ -93,12 +94,14 @@ def serve_composability_requests(api) -> None:
 
 
 def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
-    """The queues and the policy; the queues' usage is the usage ConfigMap's (`usage_config_map`)."""
+    """The queues, the policy and the topology levels (the queues' usage: `usage_config_map`)."""
     written = scenario_to_dict(s)
     queues = [{k: v for k, v in q.items() if k != "usage_gpu_h"} for q in written["queues"]]
     data = {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}
     if "policy" in written:
         data[names.POLICY_KEY] = yaml.safe_dump(written["policy"], sort_keys=False)
+    if "topology" in written:
+        data[names.TOPOLOGY_KEY] = yaml.safe_dump(written["topology"], sort_keys=False)
     return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace}, "data": data}
 
 
@@ -121,7 +124,7 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str,
         labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: name}
         if job.preemptible is not None:
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
-        notes = _checkpointing(job)
+        notes = {**_checkpointing(job), **_topology(job)}
         resources: dict = {}
         if job.mig_profile:
             resources = {"limits": {f"nvidia.com/mig-{job.mig_profile}": "1"}}
@@ -177,6 +180,26 @@ def _checkpointing(job: Job) -> dict[str, str]:
     if job.saves_on_request:
         notes[names.SAVES_ON_REQUEST_ANNOTATION] = "true"
     return notes
+
+
+def _topology(job: Job) -> dict[str, str]:
+    """The job's topology levels in gpu-policy's own annotations, by level name."""
+    required, preferred = names.TOPOLOGY_ANNOTATIONS[0]
+    levels = ((required, job.topology.required), (preferred, job.topology.preferred)) if job.topology else ()
+    return {key: level for key, level in levels if level is not None}
+
+
+def serve_kueue_topologies(api, versions: tuple[str, ...] = names.KUEUE_TOPOLOGY_VERSIONS) -> None:
+    """Kueue's Topology CRD (cluster-scoped), stored at the first of `versions` and served at all
+    of them: both as Kueue 0.16 on serves it, ("v1beta1",) as Kueue 0.14 does."""
+    api.add_resource(names.KUEUE_GROUP, versions[0], names.KUEUE_TOPOLOGIES, "Topology", namespaced=False,
+                     also=versions[1:])
+
+
+def kueue_topology(name: str, labels: list[str], version: str = names.KUEUE_TOPOLOGY_VERSIONS[0]) -> dict:
+    """A Kueue Topology as an admin writes it: its levels' node labels, widest first."""
+    return {"apiVersion": f"{names.KUEUE_GROUP}/{version}", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
 
 
 def _constraints(spec: dict, job: Job) -> None:

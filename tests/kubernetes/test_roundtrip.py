@@ -44,7 +44,8 @@ def comparable(scenario, waiting: set[str] = frozenset()) -> tuple[dict, dict, d
         if job["name"] in waiting:
             job.pop("submitted_at", None)
     data["jobs"].sort(key=lambda j: j["name"])
-    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy")}, ages, usage
+    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy",
+                                     "topology")}, ages, usage
 
 
 def ages_agree(read: dict, written: dict, elapsed: float) -> bool:
