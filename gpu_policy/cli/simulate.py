@@ -1,8 +1,8 @@
 """`gpu-policy simulate KIND`: the trace simulators, one subcommand per experiment.
 
 `simulate openb` is the FGD paper's inflation experiment; `simulate teams` replays
-a multi-team workload over weeks under several scheduling policies
-(docs/simulate.md). A new experiment adds its own `register_*` function to
+a multi-team workload over weeks under several scheduling policies; `simulate topology`
+places gangs with topology requests on blocks of racks (docs/simulate.md). A new experiment adds its own `register_*` function to
 `EXPERIMENTS`.
 """
 
@@ -146,6 +146,58 @@ def run_teams(args: argparse.Namespace) -> int:
     return 0
 
 
+def register_topology(kinds) -> None:
+    p = kinds.add_parser("topology", help="gangs that ask for a rack or a block, placed by the planner, by Kueue's "
+                                          "best fit and blind to topology")
+    p.add_argument("--blocks", type=number(1, 1000, whole=True), default=4, metavar="N", help="blocks (default 4)")
+    p.add_argument("--racks-per-block", type=number(1, 1000, whole=True), default=8, metavar="N",
+                   help="racks in a block (default 8)")
+    p.add_argument("--nodes-per-rack", type=number(1, 1000, whole=True), default=8, metavar="N",
+                   help="nodes in a rack (default 8)")
+    p.add_argument("--gpus", type=number(1, 64, whole=True), default=8, metavar="N", help="GPUs per node (default 8)")
+    p.add_argument("--jobs", type=number(1, 100_000, whole=True), default=1000, metavar="N",
+                   help="jobs arriving per seed (default 1000)")
+    p.add_argument("--load", type=number(0.01, 10), default=1.1, metavar="X",
+                   help="GPUs the arrivals ask on average, as a multiple of the cluster's (default 1.1)")
+    p.add_argument("--round-every", type=number(1, 86_400), default=300.0, metavar="S",
+                   help="seconds between decision rounds (default 300)")
+    p.add_argument("--seeds", metavar="SEEDS", default="0-4",
+                   help="seeds of the arrivals' generator, as a range 0-4 or a list 1,3 (default 0-4)")
+    p.add_argument("--policies", metavar="LIST", default="gpu-policy,best-fit,topology-blind",
+                   help="comma-separated: gpu-policy, best-fit, topology-blind (default all)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--plot", metavar="OUT.png", type=output_file,
+                   help="per policy and seed: allocation at the first required wait, racks per gang, "
+                        "the largest gangs' wait (needs matplotlib)")
+    p.set_defaults(func=run_topology)
+
+
+#: Most nodes a simulated cluster may have: a bound on the time a round takes.
+MAX_TOPOLOGY_NODES = 10_000
+
+
+def run_topology(args: argparse.Namespace) -> int:
+    from gpu_policy.sim.compare import parse_seeds
+    from gpu_policy.sim.topology.cluster import Shape
+    from gpu_policy.sim.topology.compare import Protocol, compare, parse_policies
+    from gpu_policy.sim.topology.report import comparison_json, comparison_table, plot_comparison
+
+    shape = Shape(args.blocks, args.racks_per_block, args.nodes_per_rack, args.gpus)
+    if shape.nodes > MAX_TOPOLOGY_NODES:
+        raise UsageError(f"--blocks x --racks-per-block x --nodes-per-rack: at most {MAX_TOPOLOGY_NODES:,} nodes, "
+                         f"got {shape.nodes:,}")
+    protocol = Protocol(shape, args.jobs, args.load, args.round_every, tuple(parse_seeds(args.seeds)),
+                        parse_policies(args.policies))
+    if args.plot:
+        _plot_needs_matplotlib()
+    result = compare(protocol, progress_bar("runs") if sys.stderr.isatty() else None)
+    print(json.dumps(comparison_json(result), indent=2) if args.format == "json" else comparison_table(result))
+    if args.plot:
+        write_output("--plot", args.plot, lambda path: plot_comparison(result, path))
+        print(f"plot: {args.plot}", file=sys.stderr)
+    return 0
+
+
 def _plot_needs_matplotlib() -> None:
     """`--plot` is checked before the runs, not after them."""
     from gpu_policy.extras import require
@@ -154,4 +206,4 @@ def _plot_needs_matplotlib() -> None:
 
 
 #: One `register_*` per experiment under `gpu-policy simulate`.
-EXPERIMENTS = (register_openb, register_teams)
+EXPERIMENTS = (register_openb, register_teams, register_topology)
