@@ -31,6 +31,7 @@ from gpu_policy.kubernetes.read.look import look
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.write.actuator import KubernetesActuator
 from gpu_policy.kubernetes.write.events import EventWriter
+from gpu_policy.kubernetes.write.lease import Renewer
 from gpu_policy.model.cluster import Observation, Orders
 from gpu_policy.model.plan import Plan
 from gpu_policy.planner import PlannerConfig
@@ -77,7 +78,8 @@ class Controller:
         self.planned_at: float | None = None
         self.plans = 0
         self.last_error: str | None = None
-        self._renew_sent = self._next_look = float("-inf")
+        self._next_look = float("-inf")
+        self.renewer: Renewer | None = None  # the Lease's, while this replica leads
 
     # -- the loop -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -102,6 +104,7 @@ class Controller:
 
     def shut_down(self) -> None:
         self.stop.set()
+        self._stop_renewing()
         if self.leading:
             self.leading = False
             self.metrics.is_leader.set(0)
@@ -157,7 +160,7 @@ class Controller:
 
     def _until_due(self) -> float:
         now = self.clocks.monotonic()
-        s, due = self.settings, [self.lease.settings.lease_duration_s / 3 - (now - self._renew_sent)]
+        s, due = self.settings, [] if self.leading else [self._next_look - now]
         if self.dirty_since is not None:
             due.append(s.debounce_s - (now - self.dirty_since))
         if self.planned_at is not None:
@@ -166,20 +169,17 @@ class Controller:
 
     # -- leadership -----------------------------------------------------------------------------
     def _lead(self, now: float) -> None:
-        every = self.lease.settings.lease_duration_s / 3
+        """Lead while the Lease is ours (its renewer keeps it, the fence says so); else look at it
+        every third of its duration and take it once it is free or expired."""
         if self.leading:
-            if now - self._renew_sent >= every:
-                self._renew_sent = now
-                try:
-                    self.lease.renew()
-                except GpuPolicyError as e:
-                    self.lease.lost = str(e)
-            if self.lease.lost:
+            try:
+                self.lease.check()
+            except ClusterBusy:
                 self._stand_by(self.lease.lost)
             return
         if now < self._next_look:
             return
-        self._next_look = now + every
+        self._next_look = now + self.lease.settings.lease_duration_s / 3
         try:
             taken = self.lease.try_acquire()[0]
         except GpuPolicyError as e:
@@ -187,14 +187,21 @@ class Controller:
             return
         if taken:
             log.info("leading as %s", self.lease.identity)
-            self.leading, self._renew_sent, self.planned_at = True, now, None
+            self.leading, self.planned_at = True, None
+            self.renewer = self.lease.renewing()
             self.metrics.is_leader.set(1)
 
     def _stand_by(self, why: str) -> None:
         log.warning("stopped acting: %s; standing by", why)
+        self._stop_renewing(wait=False)  # a renewal in flight ends by itself; this turn does not wait for it
         self.leading = False
         self.metrics.is_leader.set(0)
         self._next_look = float("-inf")
+
+    def _stop_renewing(self, wait: bool = True) -> None:
+        if self.renewer is not None:
+            self.renewer.close(wait)
+            self.renewer = None
 
     # -- one round: look, plan, act ---------------------------------------------------------------
     def round(self) -> Plan | None:
@@ -214,7 +221,7 @@ class Controller:
         self.metrics.plan_seconds.observe(time.perf_counter() - began)
         self.plans += 1
         self.metrics.show_queues(plan.queues)
-        self._lead(self.clocks.monotonic())  # a long look and plan: renew (if due) before the first write
+        self._lead(self.clocks.monotonic())  # lost while it looked and planned: stand by before any write
         if not self.leading:
             return plan
         try:
