@@ -126,10 +126,12 @@ class Controller:
             return False
         self.dirty_since = None
         self.planned_at = now
+        self.witness.carried = []
         self.round()
-        # what arrived while this round planned has waited long enough: it is planned as soon as
-        # the debounce, counted from the round's start, allows (at once after a round that long)
-        if self.take_changes() and self.dirty_since is not None:
+        # what arrived while this round planned, and the releases it carried over, have waited long
+        # enough: the next round starts as soon as the debounce, counted from this one's start,
+        # allows (at once after a round that long)
+        if (self.take_changes() and self.dirty_since is not None) or self.witness.carried:
             self.dirty_since = now
         return True
 

@@ -40,6 +40,8 @@ class ControllerWitness(Witness):
         self.requests = RequestTracker(cache, metrics)
         #: pod uid -> its release, until it is bound or gone (the controller checks them each turn)
         self.unbound: dict[str, Released] = {}
+        #: the jobs whose releases the last round carried over to the next (its request budget was spent)
+        self.carried: list[str] = []
 
     def request_written(self, name: str, answer: dict) -> None:
         self.requests.seen(name, answer)
@@ -57,6 +59,9 @@ class ControllerWitness(Witness):
 
     def gangs_reserved(self, config_map: dict | None) -> None:
         self.cache.apply(CONFIG_MAPS, "MODIFIED", config_map)
+
+    def carried_over(self, jobs: list[str]) -> None:
+        self.carried = jobs
 
     def released(self, pod: PodRef, node: str, answer: dict) -> None:
         self.cache.apply(PODS, "MODIFIED", answer)  # seen at once: the next round does not release it again

@@ -65,7 +65,8 @@ class KubernetesCluster:
         self.settings = (settings or KubernetesSettings()).validate()
         default_namespace = None
         if api_client is None:
-            api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
+            api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url,
+                                                    self.settings.max_requests_in_flight)
         #: where a step's job lives when its name gives no namespace
         self.default_namespace = namespace or default_namespace or "default"
         self.api_client = api_client

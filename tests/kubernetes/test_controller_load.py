@@ -1,6 +1,7 @@
 """Admission under a loaded control plane (issue 42): the Lease held through a round of
 thousands of releases against an API server that answers slowly, with a standby that never
-takes over."""
+takes over; releases side by side, a bounded number at once; a burst larger than a round's
+request budget carried over to the next round, with no failure, no warning and nothing lost."""
 
 import logging
 import threading
@@ -66,3 +67,40 @@ def test_a_round_of_thousands_of_slow_releases_keeps_the_lease_and_the_standby_w
         done.set()
         leader.stop.set()
         standby.stop.set()
+
+
+def test_releases_go_out_side_by_side_at_most_max_requests_in_flight(api, cluster, fake_time):
+    cluster_of(api)
+    c = new_controller(cluster, kube={"max_requests_in_flight": 4})
+    try:
+        settle(c, fake_time, lambda: c.leading and c.plans >= 1)
+        for i in range(12):
+            api.put(gated_pod(f"p-{i}", "ab"[i % 2]))
+        sees(c, lambda: len(c.cache.views["pods"]) == 12)
+        api.latency_s, api.peak_in_flight = 0.2, 0  # each answer 0.2 s late: those sent together overlap
+        c.round()
+        assert len(released(api)) == 12
+        assert 1 < api.peak_in_flight <= 4
+    finally:
+        c.stop.set()
+
+
+def test_a_burst_beyond_the_round_budget_is_carried_over_without_a_failure(api, cluster, fake_time, caplog):
+    cluster_of(api)  # 32 GPUs: room for all
+    c = new_controller(cluster, kube={"max_requests_per_round": 21})  # a patch and an Event each: 10 pods a round
+    try:
+        settle(c, fake_time, lambda: c.leading and c.plans >= 1)
+        plans = c.plans
+        for i in range(30):
+            api.put(gated_pod(f"p-{i}", "ab"[i % 2]))
+        sees(c, lambda: len(c.cache.views["pods"]) == 30)
+        with caplog.at_level(logging.INFO):
+            settle(c, fake_time, lambda: len(released(api)) == 30)
+        assert c.plans - plans == 3  # 10 pods a round, each next round at once
+        assert all(json_patches(api, f"p-{i}") == 1 for i in range(30))  # nothing released twice, nothing lost
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text  # no failed round
+        admitted = [e for e in api.objects("events", "jobs", group="events.k8s.io")]
+        assert sorted(e["regarding"]["name"] for e in admitted) == sorted(f"p-{i}" for i in range(30))
+        assert {e["reason"] for e in admitted} == {"GpuPolicyAdmitted"}  # no pod was told it waits
+    finally:
+        c.stop.set()

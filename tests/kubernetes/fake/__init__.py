@@ -27,6 +27,8 @@ events.k8s.io/v1 events, KAI queues), and any custom resource registered with
   Retry-After; the evicted pod gets a deletionTimestamp and a DisruptionTarget condition);
 - injected faults (`inject`: any status, e.g. 429 with Retry-After, 500, 410) and RBAC
   refusals (`forbid`: 403 for a verb on a resource);
+- latency: every request but a watch served `latency_s` late, those sent side by side side by
+  side (`peak_in_flight`: the most served at once);
 - finalizers: a DELETE of an object that has some only sets its `deletionTimestamp`;
 - controllers and admission webhooks of a resource (`admission`, `after_read`), e.g. the CDI
   operator of tests/kubernetes/fake_cdi.py;

@@ -12,9 +12,11 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
+from typing import Iterator
 
 from tests.serving import serve_in_thread
 
@@ -129,6 +131,12 @@ class FakeKubernetes:
         self.admission: dict[tuple[str, str], object] = {}
         #: (group, plural) -> f() after each GET or LIST of that resource is answered: a controller's turn
         self.after_read: dict[tuple[str, str], object] = {}
+        #: seconds every request but a watch waits before it is served (an API server under load, or
+        #: API Priority and Fairness queueing); each connection is served by its own thread, so
+        #: requests sent side by side wait side by side
+        self.latency_s = 0.0
+        self.peak_in_flight = 0  # the most requests (watches aside) served at once
+        self._in_flight = 0
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -268,6 +276,20 @@ class FakeKubernetes:
         with self._cond:
             if not self._cond.wait_for(lambda: self.open_watches(plural, group) >= count, timeout_s):
                 raise TimeoutError(f"{count} watches of {plural or 'anything'} not open after {timeout_s} s")
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Serve one request (not a watch): wait `latency_s`, count it in flight meanwhile."""
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            if self.latency_s:
+                time.sleep(self.latency_s)
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     # -- faults -----------------------------------------------------------------------------------
     def inject(self, status: int, *, method: str | None = None, path: str | None = None,
