@@ -212,7 +212,7 @@ class Controller:
         try:
             snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
                                        self.cache.pod_views(), self.clocks.wall(), self.cluster.url,
-                                       self.cluster.device_plugin_lag, self.cache.bad())
+                                       self.cluster.device_plugin_lag, self.cache.bad(), self.cache.memo)
         except GpuPolicyError as e:  # a bad object or queue definition: say so, plan again on its fix
             self._failed(str(e))
             return None

@@ -19,8 +19,7 @@ from gpu_policy.model.fields import (
     MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
-from gpu_policy.model import (Composable, ComposableNode, ComposablePool, GpuSharing, Job, Namespace, Node, Queue,
-                              Scenario)
+from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Queue, Scenario
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 
 API_VERSION = "gpu-policy/v1alpha1"
@@ -75,34 +74,47 @@ _SECTIONS = (("nodes", Node, NODE_FIELDS), ("queues", Queue, QUEUE_FIELDS), ("jo
              ("namespaces", Namespace, NAMESPACE_FIELDS))
 
 
-def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
+def check_built(scenario: Scenario, composable: Any = None,
+                checked: Callable[[Any], bool] = lambda item: False) -> Scenario:
     """Validate a scenario built in code (the Kubernetes mapping builds one per look) as
     `parse_scenario` validates one read from a file, without writing it out and reading it
     back: every field that is not its default passes its field check, names are unique, and
     the cross checks (references, placements, `composable`, the section as a file has it)
-    hold. The first problem raises a ScenarioError naming the field path."""
+    hold. The first problem raises a ScenarioError naming the field path. `checked(item)`:
+    whether an item's fields passed these checks before, as it is (the controller's looks keep
+    the jobs and nodes no watch event changed): those are not checked field by field again."""
     for section, cls, checks in _SECTIONS:
         items, seen = getattr(scenario, section), set()
         if len(items) > MAX_ITEMS[section]:
             raise ScenarioError(scenario.source, section,
                                 f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
         for i, item in enumerate(items):
-            path = job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
-            for name in REQUIRED[cls]:
-                if getattr(item, name) is None:
-                    raise ScenarioError(scenario.source, f"{path}.{name}", "is required")
-            for key, value in vars(item).items():
-                if value is None or (type(value) in (list, dict) and not value):
-                    continue  # the field's default: what scenario_to_dict leaves out
-                try:
-                    checks[key](asdict(value) if isinstance(value, GpuSharing) else value)
-                except Invalid as e:
-                    raise ScenarioError(scenario.source, f"{path}.{key}{e.at}", str(e)) from None
+            if not checked(item):
+                _check_fields(scenario.source, _path(section, i, item), item, REQUIRED[cls], checks)
             if item.name in seen:
-                raise ScenarioError(scenario.source, f"{path}.name", f"duplicate name {show(item.name)}")
+                raise ScenarioError(scenario.source, f"{_path(section, i, item)}.name",
+                                    f"duplicate name {show(item.name)}")
             seen.add(item.name)
     _check_cluster_gpus(scenario.nodes, scenario.source)
     return _check_whole(scenario, composable)
+
+
+def _path(section: str, i: int, item: Any) -> str:
+    return job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
+
+
+def _check_fields(source: str, path: str, item: Any, required: Any, checks: dict) -> None:
+    """Every required field of a built item is there, and every field that is not its default passes its check."""
+    for name in required:
+        if getattr(item, name) is None:
+            raise ScenarioError(source, f"{path}.{name}", "is required")
+    for key, value in vars(item).items():
+        if value is None or (type(value) in (list, dict) and not value):
+            continue  # the field's default: what scenario_to_dict leaves out
+        try:
+            checks[key](_plain(value))  # as a file has it: a queue's model quotas, a node's sharing as mappings
+        except Invalid as e:
+            raise ScenarioError(source, f"{path}.{key}{e.at}", str(e)) from None
 
 
 def _check_cluster_gpus(nodes: list[Node], source: str) -> None:

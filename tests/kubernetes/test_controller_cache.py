@@ -9,6 +9,7 @@ from gpu_policy import load_scenario
 from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
 from gpu_policy.kubernetes.read.look import look
 from gpu_policy.model.scenario_file import scenario_to_dict
+from gpu_policy.planner import plan
 from tests.conftest import SCENARIOS, scenario_files
 from tests.kubernetes.dra_objects import load_dra, serve_taint_rules, taint_rule
 from tests.kubernetes.objects import gpu_pod, load_into
@@ -23,9 +24,9 @@ def filled(client) -> Cache:
     return cache
 
 
-def cached_look(cluster, cache):
+def cached_look(cluster, cache, memo=None):
     return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster.clocks.wall(), cluster.url,
-                cluster.device_plugin_lag, cache.bad())
+                cluster.device_plugin_lag, cache.bad(), memo)
 
 
 @pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
@@ -36,6 +37,28 @@ def test_a_snapshot_of_the_cache_is_the_one_shot_snapshot(api, cluster, path):
     snap, warnings, bad = cached_look(k8s, filled(k8s.client))
     assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
     assert warnings + snap.warnings == one_shot.warnings and bad == one_shot.object_warnings
+
+
+@pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
+def test_a_look_that_keeps_what_did_not_change_is_a_fresh_look(api, cluster, path):
+    """The controller's looks keep each job and node no watch event changed (kubernetes/read/memo.py).
+    Planned on (nothing that reads a scenario may change what is kept), then looked at again
+    after a change, the cache maps as a fresh look does, and what did not change is the very
+    object kept."""
+    load_into(api, load_scenario(path), time.time())
+    k8s = cluster()
+    cache = filled(k8s.client)
+    first = cached_look(k8s, cache, cache.memo)[0]
+    plan(first.scenario)
+    cache.apply(PODS, "ADDED", gpu_pod("jobs", "late", gpus=1))
+    kept, warnings, bad = cached_look(k8s, cache, cache.memo)
+    fresh, fresh_warnings, fresh_bad = cached_look(k8s, cache)  # a memo of its own, kept nowhere
+    assert scenario_to_dict(kept.scenario) == scenario_to_dict(fresh.scenario)
+    assert (warnings + kept.warnings, bad) == (fresh_warnings + fresh.warnings, fresh_bad)
+    assert all(a is b for a, b in zip(kept.scenario.nodes, first.scenario.nodes))  # the pod is on none of them
+    before = {id(j) for j in first.scenario.jobs}
+    again = [j for j in kept.scenario.jobs if id(j) in before]
+    assert len(again) >= len([j for j in first.scenario.jobs if not j.checkpoint_age_s]) // 2  # most jobs too
 
 
 def test_events_change_the_cache_and_only_real_changes_matter(api, cluster):

@@ -17,6 +17,7 @@ from gpu_policy.kubernetes.read.composable import ComposedNodes, compose_nodes, 
 from gpu_policy.kubernetes.read.settle import DevicePluginLag
 from gpu_policy.kubernetes.read.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, placeable, read_each
+from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
                                          QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
 from gpu_policy.kubernetes.read.nodes import NodeView
@@ -48,11 +49,12 @@ class Reads(Protocol):
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
-         source: str, lag: DevicePluginLag,
-         bad: list[ObjectWarning] = ()) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
+         source: str, lag: DevicePluginLag, bad: list[ObjectWarning] = (),
+         memo: LookMemo | None = None) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
     """The snapshot of these nodes and pods; the warnings of reading the rest (one line
     each, the objects left out first); and the objects left out or left waiting (`bad`,
-    the nodes and pods that could not be read, and the pods no node could ever hold)."""
+    the nodes and pods that could not be read, and the pods no node could ever hold).
+    `memo`: what the last look built, for the controller's looks (gpu_policy.kubernetes.read.memo)."""
     bad = list(bad)
     dra = _dra(reads, pods, bad)
     if dra is not None:
@@ -66,8 +68,8 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     warnings += unreadable.values()
     labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
     composed = _composition(reads, settings, nodes, now, lag, warnings)
-    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed, labels,
-                          pod_groups)
+    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source,
+                          memo or LookMemo(), composed, labels, pod_groups)
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
     snap.marked = _marked(pods, {**snap.pods, **snap.broken})  # a broken gang's pods: evicted, not unmarked
     return snap, [b.line() for b in bad] + warnings, bad

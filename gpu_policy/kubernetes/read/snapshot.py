@@ -30,16 +30,19 @@ person should read. It does no I/O. What it decides where the contract is silent
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from gpu_policy.kubernetes.read.composable import ComposedNodes
 from gpu_policy.kubernetes.read.constraints import selected_labels
 from gpu_policy.kubernetes.read.devices import physical_requests
 from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, QUEUE_LABEL, TERMINATING_QUEUE,
                                          UNMANAGED_QUEUE)
+from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.read.nodes import NodeView
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.kubernetes.read.reservations import Reservation
@@ -91,14 +94,15 @@ class Snapshot:
 
 def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queue],
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
-                   source: str, composed: ComposedNodes | None = None,
+                   source: str, memo: LookMemo, composed: ComposedNodes | None = None,
                    namespace_labels: dict[str, dict[str, str]] | None = None,
                    pod_groups: dict[tuple[str, str, str], int] | None = None) -> Snapshot:
     """The scenario of one look; with `composed`, its nodes are the composable nodes as
     planned (gpu_policy.kubernetes.read.composable) and its section becomes `composable:`.
     `namespace_labels` (read when a queue chooses its users by label, `needs_namespace_list`):
     the labels of the namespaces that hold jobs go into the scenario's `namespaces:`;
-    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members)."""
+    `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members);
+    `memo`: what the last look built (gpu_policy.kubernetes.read.memo), kept where unchanged."""
     if composed is not None:
         nodes = composed.nodes
     warnings: list[str] = []
@@ -111,18 +115,20 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     leaf = known - {q.parent for q in queues if q.parent}
     managed, unmanaged, terminating = _sort_pods(pods, node_views, namespace_queues, known, leaf, warnings)
     reserved = _live_reservations(reservations, managed, node_views, leaf, now, warnings)
-    found = _managed_jobs(managed, reserved, namespace_queues, known, now, unmanaged, terminating, warnings)
+    found = _managed_jobs(managed, reserved, namespace_queues, known, now, unmanaged, terminating, warnings, memo)
     jobs = found.jobs
     jobs += [_reservation_job(r) for r in reserved.values()]
     synthetic = _held_elsewhere(jobs, unmanaged, terminating)
     jobs.sort(key=lambda j: (j.submitted_at, j.name))  # oldest first: jobs without GPU indices take them in this order
-    scenario_nodes = _nodes(node_views, jobs, pods, warnings)
+    scenario_nodes = _nodes(node_views, jobs, pods, warnings, memo)
+    memo.end()
     _drop_bad_indices(scenario_nodes, jobs, warnings)
     scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source,
                         namespaces=_namespaces(jobs, queues, namespace_labels or {}))
     if composed is not None:
         warnings += composed.warnings
-    check_built(scenario, composed.section if composed is not None else None)  # a file's checks, no round trip
+    check_built(scenario, composed.section if composed is not None else None, memo.checked)  # a file's checks
+    memo.passed()
     return Snapshot(scenario, warnings, found.refs, reserved,
                     stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
                     gated=found.gated, incomplete=found.incomplete, broken=found.broken, held=found.held)
@@ -141,15 +147,18 @@ class _Managed:
 
 
 def _managed_jobs(managed: dict, reserved: dict[str, Reservation], namespace_queues: dict[str, str], known: set[str],
-                  now: float, unmanaged: list[PodView], terminating: list[PodView], warnings: list[str]) -> _Managed:
+                  now: float, unmanaged: list[PodView], terminating: list[PodView], warnings: list[str],
+                  memo: LookMemo) -> _Managed:
     """Each managed job: held by its reservation, a gang in trouble (broken: its pods join
     `terminating`; incomplete: not planned yet), or a job to plan (one `_job` cannot read
-    joins `unmanaged`)."""
+    joins `unmanaged`), kept from the last look where its pods are the same."""
     out = _Managed()
+    memo.begin("jobs", (namespace_queues, known))
     for (namespace, group), members in sorted(managed.items()):
         name = f"{namespace}/{group}"
-        waiting = sorted((p for p in members if p.gated), key=lambda p: p.name)
+        waiting = [p for p in members if p.gated]
         if waiting:
+            waiting.sort(key=lambda p: p.name)
             out.gated[name] = [p.ref for p in waiting]
         if name in reserved:  # the reservation stands for the job until all its pods hold GPUs
             out.held[name] = [p.node for p in members if p.node]
@@ -162,12 +171,15 @@ def _managed_jobs(managed: dict, reserved: dict[str, Reservation], namespace_que
         if trouble is not None:
             _gang_in_trouble(name, members, trouble, out, terminating, warnings)
             continue
-        job = _job(name, members, namespace_queues, known, now, warnings)
+        job, refs, checkpointed = memo.get("jobs", name, tuple(members),
+                                           lambda said: _job(name, members, namespace_queues, known, said), warnings)
         if job is None:
             unmanaged.extend(members)
-        else:
-            out.jobs.append(job)
-            out.refs[name] = [p.ref for p in members if p.node or not job.running]
+            continue
+        if checkpointed:  # the one field that changes with the time
+            job = dataclasses.replace(job, checkpoint_age_s=_checkpoint_age(checkpointed, now))
+        out.jobs.append(job)
+        out.refs[name] = refs
     return out
 
 
@@ -271,26 +283,31 @@ def _reservation_job(r: Reservation) -> Job:
                running=list(r.nodes), gpu_indices=r.gpu_indices)
 
 
-def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known: set[str], now: float,
-         warnings: list[str]) -> Job | None:
-    """One job from the pods of a gang; None (with a warning) when they disagree."""
+def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known: set[str],
+         warnings: list[str]) -> tuple[Job | None, list[PodRef] | None, list[PodView]]:
+    """One job from the pods of a gang, its pods as the actuator names them, and those of its
+    planned pods that say when they last checkpointed (the caller adds the age: it changes with
+    the time); None (with a warning) when the pods disagree."""
     first = pods[0]
     queue = _queue_of(first, namespace_queues, known)
     if not _agree(name, pods, queue, namespace_queues, known, warnings):
-        return None
+        return None, None, []
     bound = [p for p in pods if p.node]
     if bound and len(bound) < len(pods):
         warnings.append(f"job {name}: {len(bound)} of {len(pods)} pods are bound; planned as the bound part")
-        pods = bound
-    preemptible = [p.preemptible for p in pods if p.preemptible is not None]
-    return Job(
-        name=name, queue=queue, gpus=first.gpus, replicas=len(pods),
-        priority=max(p.priority for p in pods), preemptible=min(preemptible) if preemptible else None,
-        gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in pods),
-        memory_gib=_most(p.memory_gib for p in pods), **_where_running(pods, bool(bound)),
-        submitted_at=_round(min(p.created for p in pods)), checkpoint_age_s=_checkpoint_age(pods, now),
-        **first.constraints,
+        planned = bound
+    else:
+        planned = pods
+    preemptible = [p.preemptible for p in planned if p.preemptible is not None]
+    job = Job(
+        name=name, queue=queue, gpus=first.gpus, replicas=len(planned),
+        priority=max(p.priority for p in planned), preemptible=min(preemptible) if preemptible else None,
+        gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in planned),
+        memory_gib=_most(p.memory_gib for p in planned), **_where_running(planned, bool(bound)),
+        submitted_at=_round(min(p.created for p in planned)), **first.constraints,
     )
+    refs = [p.ref for p in pods if p.node or not job.running]
+    return job, refs, [p for p in planned if p.checkpoint_at is not None]
 
 
 def _where_running(pods: list[PodView], bound: bool) -> dict:
@@ -321,32 +338,46 @@ def _agree(name: str, pods: list[PodView], queue: str, namespace_queues: dict[st
     return True
 
 
-def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], warnings: list[str]) -> list[Node]:
+def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], warnings: list[str],
+           memo: LookMemo) -> list[Node]:
+    """The scenario's nodes, in natural order of their names; each kept from the last look where
+    its view, what its pods use there and the labels of it some job selects are the same."""
     held, need, others = _usage(jobs, pods)
     out = []
-    selected = selected_labels(jobs)
+    selected = sorted(selected_labels(jobs))
+    memo.begin("nodes", None)
     for v in sorted(views.values(), key=lambda v: _natural(v.name)):
         if v.gpus == 0 and not held[v.name] and v.max_gpus is None:
             continue  # no GPUs, and none to come: nothing to plan there
-        gpus, unhealthy, labels = v.gpus, list(v.unhealthy_gpus), {}
-        selectable = {k: v.labels[k] for k in sorted(selected) if k in v.labels}
-        if held[v.name] > v.gpus + 1e-9:
-            warnings.append(f"node {v.name}: its pods hold {held[v.name]:g} GPUs but it offers {v.gpus}: "
-                            "planned full, with no new work")
-            gpus, labels[NO_NEW_WORK_LABEL] = math.ceil(held[v.name]), "overcommitted"
-        if v.no_new_work:
-            labels[NO_NEW_WORK_LABEL] = v.no_new_work
-        if labels:
-            unhealthy = list(range(gpus))
-        labels.update(selectable)
-        capacity = {}
-        for resource, total in (("cpu", v.cpu), ("memory_gib", v.memory_gib)):
-            if total is not None:  # what non-GPU pods leave, never less than the GPU jobs there already use
-                capacity[resource] = _round(max(total - others[v.name][resource], need[v.name][resource]))
-        out.append(Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
-                        memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
-                        taints=list(v.taints), gpu_sharing=v.sharing, mig=dict(v.mig)))
+        used = (held[v.name], need[v.name]["cpu"], need[v.name]["memory_gib"], others[v.name]["cpu"],
+                others[v.name]["memory_gib"], tuple((k, v.labels[k]) for k in selected if k in v.labels))
+        node, = memo.get("nodes", v.name, (v, *used), lambda said: (_node(v, *used, said),), warnings)
+        out.append(node)
     return out
+
+
+def _node(v: NodeView, held: float, cpu_need: float, memory_need: float, cpu_others: float, memory_others: float,
+          selectable: tuple[tuple[str, str], ...], warnings: list[str]) -> Node:
+    """One node of the scenario: its view, less what its pods that ask for no GPU take, with the
+    labels of it some job selects."""
+    gpus, unhealthy, labels = v.gpus, list(v.unhealthy_gpus), {}
+    if held > v.gpus + 1e-9:
+        warnings.append(f"node {v.name}: its pods hold {held:g} GPUs but it offers {v.gpus}: "
+                        "planned full, with no new work")
+        gpus, labels[NO_NEW_WORK_LABEL] = math.ceil(held), "overcommitted"
+    if v.no_new_work:
+        labels[NO_NEW_WORK_LABEL] = v.no_new_work
+    if labels:
+        unhealthy = list(range(gpus))
+    labels.update(selectable)
+    capacity = {}
+    for resource, total, others, need in (("cpu", v.cpu, cpu_others, cpu_need),
+                                          ("memory_gib", v.memory_gib, memory_others, memory_need)):
+        if total is not None:  # what non-GPU pods leave, never less than the GPU jobs there already use
+            capacity[resource] = _round(max(total - others, need))
+    return Node(name=v.name, gpus=gpus, gpu_model=v.gpu_model, cpu=capacity.get("cpu"),
+                memory_gib=capacity.get("memory_gib"), labels=labels, unhealthy_gpus=unhealthy,
+                taints=list(v.taints), gpu_sharing=v.sharing, mig=dict(v.mig))
 
 
 def _usage(jobs: list[Job], pods: list[PodView]) -> tuple[dict, dict, dict]:
@@ -383,9 +414,9 @@ def _drop_bad_indices(nodes: list[Node], jobs: list[Job], warnings: list[str]) -
                     bad.add(node)
     for node in sorted(bad):
         warnings.append(f"node {node}: the {GPU_INDEX_ANNOTATION} annotations of its pods do not fit its GPUs: ignored")
-        for job in jobs:
-            if node in job.running:
-                job.gpu_indices = None
+        for i, job in enumerate(jobs):
+            if node in job.running:  # a new job: the last look's may be kept for the next (read.memo)
+                jobs[i] = dataclasses.replace(job, gpu_indices=None)
 
 
 def _most(values) -> float | None:
@@ -401,6 +432,7 @@ def _round(value: float | None) -> float | None:
     return int(rounded) if float(rounded).is_integer() else rounded
 
 
-def _natural(name: str) -> list:
+@lru_cache(maxsize=1 << 16)
+def _natural(name: str) -> tuple:
     """node-2 before node-10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
