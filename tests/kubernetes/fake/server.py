@@ -126,6 +126,9 @@ class FakeKubernetes:
         self.evictions: list[tuple[str, str]] = []  # (namespace, pod) in the order they succeeded
         self.patches: list[tuple[str, str, dict | list]] = []  # (namespace, pod, patch body) of pods
         self.on_eviction = None  # called with (namespace, name) after each accepted eviction
+        #: called with (the change: ADDED, MODIFIED or DELETED, the object as stored) after each change to
+        #: the store, under its lock (a benchmark's stand-in scheduler: it must not block)
+        self.on_change = None
         #: (group, plural) -> f(method, obj) before a create or update is stored: None admits it,
         #: (status, message) refuses it, as a validating admission webhook does
         self.admission: dict[tuple[str, str], object] = {}
@@ -355,6 +358,8 @@ class FakeKubernetes:
         self._store[key] = obj
         self._history_of(res).append(Change(self._version, "MODIFIED" if old else "ADDED", old, obj))
         self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change("MODIFIED" if old else "ADDED", obj)
         return obj
 
     def _remove(self, key: tuple) -> None:
@@ -368,3 +373,5 @@ class FakeKubernetes:
         gone["metadata"]["resourceVersion"] = str(self._version)
         self._history_of(self.resources[key[:2]]).append(Change(self._version, "DELETED", old, gone))
         self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change("DELETED", gone)
