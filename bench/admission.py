@@ -16,7 +16,8 @@ A burst (--burst N): N gated pods created evenly over --burst-s seconds on a clu
 for all, measured until the last is released (or --timeout). Prints, per size: the seconds from
 the last creation to the last release, the end-to-end admission rate (pods released per second,
 first creation to last release), creation -> release p50/p99, the API requests per admitted pod
-(all the controller sent meanwhile, by verb), the rounds and the failed ones, whether the leader
+(all the controller sent from the first creation until it is quiet after the last release, its
+last round's Events included, by verb), the rounds and the failed ones, whether the leader
 stopped acting, whether the standby (--standby: a second replica) ever led, and peak memory.
 
 --api-latency S: the API server answers every request (watches aside) S seconds late.
@@ -48,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu_policy.controller import Controller, ControllerSettings  # noqa: E402
 from gpu_policy.controller.metrics import Metrics  # noqa: E402
-from gpu_policy.kubernetes import KubernetesCluster, names  # noqa: E402
+from gpu_policy.kubernetes import KubernetesCluster, KubernetesSettings, names  # noqa: E402
 
 GPUS, TEAMS = 8, 4
 
@@ -216,9 +217,11 @@ class Replica:
 
 
 def replica(kubeconfig: str) -> Replica:
+    """A replica as `gpu-policy controller` runs one with its defaults (a 15 s lease), started."""
     metrics = Metrics()  # every request counted, as `gpu-policy controller` counts them
     plain = KubernetesCluster("k8s://", kubeconfig=kubeconfig)
-    cluster = KubernetesCluster("k8s://", api_client=metrics.counted_client(plain.api_client.configuration))
+    cluster = KubernetesCluster("k8s://", api_client=metrics.counted_client(plain.api_client.configuration),
+                                settings=KubernetesSettings(lease_duration_s=15.0))
     return Replica(Controller(cluster, ControllerSettings(), metrics=metrics))
 
 
@@ -229,6 +232,12 @@ def requests_by_verb(controller: Controller) -> dict[str, float]:
             if sample.name.endswith("_total"):
                 out[sample.labels["verb"]] = out.get(sample.labels["verb"], 0) + sample.value
     return out
+
+
+def _settled(controller: Controller, quiet_s: float = 1.0) -> dict[str, float]:
+    """The controller's request counts once they have not changed for `quiet_s`."""
+    time.sleep(quiet_s)
+    return requests_by_verb(controller)
 
 
 def measure(run: Run) -> dict:
@@ -257,6 +266,9 @@ def measure(run: Run) -> dict:
         parent.send("stop")
         parent.send((run.warmup, run.warmup + run.duration))
     report = parent.recv()
+    after = requests_by_verb(c)
+    while run.burst and after != (settled := _settled(c)):  # the last round's Events are sent too
+        after = settled
     after, plans = requests_by_verb(c), c.plans - plans
     for r in (leader, standby):  # the replicas first (each finishes its round, releases the Lease), then the server
         if r is not None:
