@@ -201,6 +201,8 @@ class PlanningLease:
         left = duration if last is None else last + duration - sent
         answer = self.client.replace_lease(LEASE_NAME, spec, version, deadline_s=max(left, duration / 3))
         with self._lock:
+            if self._version != version:  # taken again meanwhile (a standby that was this replica): not this answer's
+                return
             if answer is None:
                 self.lost = self.lost or "another planner wrote it"
             elif not self.lost:  # lost meanwhile (fenced, released): a late answer does not win it back
