@@ -18,9 +18,9 @@ ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null
 
 # Each test environment: its extras and its lock (kfp 2.17 pins kubernetes<31 while the
 # Airflow provider needs >=36, so each integration has its own venv)
-EXTRAS_core = dev,release
-EXTRAS_kfp = kfp,dev
-EXTRAS_airflow = airflow,dev
+EXTRAS_core = dev,release,prometheus
+EXTRAS_kfp = kfp,dev,prometheus
+EXTRAS_airflow = airflow,dev,prometheus
 # the trainer callbacks against the real Hugging Face Trainer and Lightning, on the CPU build of
 # torch this machine keeps on disk (pip takes it from there; any other torch is a CUDA download of GBs)
 EXTRAS_trainers = hf,lightning,dev
@@ -122,6 +122,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/observe_scale.py
 	$(BIN)/python bench/openb_packing.py --plot docs/img/openb-inflation.png
 	$(BIN)/python bench/teams.py --plot docs/img/teams.png --skips-days 21,29
+	$(BIN)/python bench/teams_preemption.py --plot docs/img/teams-preemption.png
 
 clean:
 	rm -rf $(VENV) $(KFP_VENV) $(AIRFLOW_VENV) $(TRAINERS_VENV) build $(DIST) *.egg-info

@@ -28,12 +28,16 @@ setup(
         "numpy>=1.24",  # the example trainer
         "kubernetes>=28",  # kfp 2.17 needs <31, the Airflow provider >=36: both work
         "prometheus-client>=0.17,<1",  # the controller's /metrics
+        "cryptography>=42",  # the admission webhook's self-signed CA and serving certificate
     ],
     extras_require={
         "highs": [],  # kept for old install commands: HiGHS is now always installed
         "kfp": ["kfp>=2.17,<3", "kfp-kubernetes>=2.17"],
         "airflow": ["apache-airflow>=3,<4", "apache-airflow-providers-cncf-kubernetes>=10", "matplotlib>=3.7"],
         "report": ["matplotlib>=3.7"],
+        # a PrometheusConnect of the user's own for DCGM telemetry (docs/telemetry.md); its core needs only
+        # requests and dateparser
+        "prometheus": ["prometheus-api-client>=0.7.2,<0.8"],
         "s3": ["s3fs>=2023.1"],  # checkpoints at s3:// URLs
         "gcs": ["gcsfs>=2023.1"],  # checkpoints at gs:// URLs
         # the trainer callbacks (docs/checkpointing.md): Hugging Face's Trainer needs accelerate

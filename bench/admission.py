@@ -45,7 +45,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+_HERE = Path(__file__).resolve().parent  # run as a script, bench/ comes first: its prometheus_client.py is not the library
+sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from gpu_policy.controller import Controller, ControllerSettings  # noqa: E402
 from gpu_policy.controller.metrics import Metrics  # noqa: E402
@@ -70,14 +71,20 @@ class Run:
     timeout: float = 300.0
 
 
+#: when the running pods started (status.startTime: each running job's running_for_s, which the look
+#: sets anew every round)
+STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+
+
 def _pod(name: str, team: str, node: str | None = None) -> dict:
     spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
     if node:
         spec["nodeName"] = node
     else:
         spec["schedulingGates"] = [{"name": names.ADMISSION_GATE}]
+    status = {"phase": "Running", "startTime": STARTED} if node else {"phase": "Pending"}
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "jobs", "labels": {names.QUEUE_LABEL: team}},
-            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+            "spec": spec, "status": status}
 
 
 def _load(api, nodes: int, pods: int) -> list[str]:

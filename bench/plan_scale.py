@@ -8,6 +8,7 @@ earlier figure in docs/benchmarks.md).
     .venv/bin/python bench/plan_scale.py --sweep 500,1000,2000,5000 --solvers highs --baseline d285a93 \
         --baseline-max-nodes 5000   # issue 26: old and new, growth exponents, same decisions
     .venv/bin/python bench/plan_scale.py --nodes 5000 --budgets 0.25,0.5,1,2   # how well plans keep a budget
+    .venv/bin/python bench/plan_scale.py --nodes 5000 --solvers highs --topology --runs 5   # issue 39
     .venv/bin/python bench/plan_scale.py --sweep 500,1000,2000,5000 --solvers highs --baseline d285a93 \
         --turns 5 --runs 3   # old and new taking turns, one process each: ratios that hold still
 
@@ -43,7 +44,7 @@ from gpu_policy import PlannerConfig, parse_scenario, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.baseline import revision, run_at_commit, run_here  # noqa: E402
-from bench.instances import scale_instance  # noqa: E402
+from bench.instances import scale_instance, without_topology  # noqa: E402
 
 try:  # as the CLI and the controller run it; a baseline from before issue 26 has no GC tuning
     from gpu_policy.planner.gc_tuning import tune_gc
@@ -103,6 +104,36 @@ def budgets(nodes: int, limits: list[float], runs: int, solver: str) -> None:
         over = max(seconds) - limit
         print(f"{limit:9.2f} {statistics.median(seconds):9.3f} {max(seconds):7.3f} {max(over, 0):8.3f}  "
               f"{'; '.join(sorted(set(ends)))}")
+
+
+def topology_cost(sizes: list[int], solver: str, runs: int, time_limit: float, gangs: bool) -> None:
+    """`--topology`: each size's instance with blocks and racks and 5% of its jobs requiring a
+    rack (`bench/instances.py`; with `gangs`, the waiting ones gangs of 2 or 4), and the same
+    instance without topology, planned in turns in this process (`runs` plans of each): the
+    medians, and the ratio with / without."""
+    config = PlannerConfig(solver=solver, time_limit_s=time_limit)
+    print(f"{solver}: the same instance with and without topology, {runs} plans each, in turns")
+    print(f"{'nodes':>6} {'jobs':>6} {'rack jobs':>9} {'with s':>8} {'without s':>9} {'ratio':>6} "
+          f"{'vars with':>9} {'vars w/o':>8}  starts with / without   status")
+    for nodes in sizes:
+        raw = scale_instance(nodes, topology=True, gangs=gangs)
+        pair = {"with": parse_scenario(raw, f"scale-{nodes}-topology"),
+                "without": parse_scenario(without_topology(raw), f"scale-{nodes}")}
+        plan(pair["without"], config)  # what a first plan loads, unmeasured
+        seconds: dict[str, list[float]] = {"with": [], "without": []}
+        results = {}
+        for _ in range(runs):
+            for label, scenario in pair.items():
+                began = time.perf_counter()
+                results[label] = plan(scenario, config)
+                seconds[label].append(time.perf_counter() - began)
+                print(".", end="", file=sys.stderr, flush=True)
+        with_s, without_s = statistics.median(seconds["with"]), statistics.median(seconds["without"])
+        asking = sum(1 for j in raw["jobs"] if "topology" in j)
+        w, o = results["with"], results["without"]
+        print(f"\n{nodes:6d} {len(raw['jobs']):6d} {asking:9d} {with_s:8.3f} {without_s:9.3f} {with_s / without_s:6.2f} "
+              f"{w.solver.variables:9d} {o.solver.variables:8d}  {w.summary['starts']:>6} / {o.summary['starts']:<6}"
+              f"        {w.solver.status}")
 
 
 def growth_exponent(rows: list[dict], low: int = 500, high: int = 5000) -> float | None:
@@ -207,6 +238,10 @@ def main() -> int:
     parser.add_argument("--plot", metavar="PNG", help="write the curve (log-log) to this file")
     parser.add_argument("--json", action="store_true", help="print one JSON line per measurement")
     parser.add_argument("--budgets", help="comma-separated time limits to measure on --nodes")
+    parser.add_argument("--topology", action="store_true",
+                        help="the instance with blocks, racks and 5%% of jobs requiring a rack, against itself without")
+    parser.add_argument("--gangs", action="store_true", help="with --topology: the waiting jobs that require a "
+                        "rack are gangs of 2 or 4")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's garbage collection settings (default: tuned as the CLI tunes them)")
     args = parser.parse_args()
@@ -222,6 +257,9 @@ def main() -> int:
         return 0
     sizes = [int(x) for x in args.sweep.split(",")] if args.sweep else [args.nodes]
     solvers = [s for s in args.solvers.split(",") if s != "highs" or pulp.HiGHS().available()]
+    if args.topology:
+        topology_cost(sizes, solvers[0], args.runs, args.time_limit, args.gangs)
+        return 0
     if args.turns:
         rows, old = in_turns(args, sizes, solvers)
         if args.plot:

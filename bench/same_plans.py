@@ -42,7 +42,8 @@ def instances():
     if SHARED.is_dir():
         files += sorted(SHARED.glob("*.yaml"))
     for path in files:
-        yield str(path.relative_to(ROOT.parent)), lambda p=path: load_scenario(p)
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else f"shared/scenarios/{path.name}"
+        yield name, lambda p=path: load_scenario(p)
     for nodes in SIZES:
         yield f"bench-{nodes}", lambda n=nodes: parse_scenario(scale_instance(n), f"bench-{n}")
     for seed in RANDOM_SEEDS:
@@ -53,6 +54,9 @@ def digest(plan) -> str:
     """The plan's decisions as one hash: jobs, queues, summary and compositions."""
     data = plan.to_dict(with_timing=False)
     kept = {k: data.get(k) for k in ("jobs", "queues", "summary", "compositions")}
+    # an optional field a revision added, left empty, is no change of decision
+    kept["jobs"] = [{k: v for k, v in job.items() if v is not None} for job in kept["jobs"]]
+    kept["queues"] = [{k: v for k, v in q.items() if v is not None} for q in kept["queues"]]
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 

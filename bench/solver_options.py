@@ -1,5 +1,5 @@
 """HiGHS's time on each solve of a plan under several option sets, to choose what the planner
-gives HiGHS (gpu_policy/planner/core/solve.py).
+gives HiGHS (gpu_policy/planner/core/solvers.py).
 
     .venv/bin/python bench/solver_options.py [--nodes 1000,5000] [--runs 5]
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import highspy
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
-from gpu_policy.planner.core import solve
+from gpu_policy.planner.core import solvers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.instances import scale_instance  # noqa: E402
@@ -49,14 +49,14 @@ def _cutoff(before: float | None, jump: bool = True) -> dict:
     """The cutoff from the solution before; `jump`: keep the feasibility jump heuristic with it."""
     if before is None:
         return {}
-    return {"objective_bound": solve._slack(before), **({} if jump else {"mip_heuristic_run_feasibility_jump": False})}
+    return {"objective_bound": solvers.slack(before), **({} if jump else {"mip_heuristic_run_feasibility_jump": False})}
 
 
 def kept_solves(nodes: int, folder: Path) -> list[tuple[Path, float | None]]:
     """Plan the `nodes`-node instance; each solve's model file and the value the solution
     before it reaches (in HiGHS's terms: no constant), None for the first."""
     kept: list[tuple[Path, float | None]] = []
-    real = solve._Highs.solve
+    real = solvers._Highs.solve
 
     def keep(driver, objective, seconds, retry=True):
         costs = driver.set_objective(objective)
@@ -65,17 +65,17 @@ def kept_solves(nodes: int, folder: Path) -> list[tuple[Path, float | None]]:
         kept.append((path, None if driver.values is None else float(costs @ driver.values)))
         return real(driver, objective, seconds, retry)
 
-    solve._Highs.solve = keep
+    solvers._Highs.solve = keep
     try:
         plan(parse_scenario(scale_instance(nodes), f"scale-{nodes}"), PlannerConfig())
     finally:
-        solve._Highs.solve = real
+        solvers._Highs.solve = real
     return kept
 
 
 def timed(path: Path, options: dict) -> tuple[float, float]:
     """CPU seconds and optimum of one solve of the model at `path` under `options`."""
-    h = solve._quiet_highs(highspy)  # the first Highs of a process prints a banner
+    h = solvers._quiet_highs(highspy)  # the first Highs of a process prints a banner
     for name, value in {"threads": 1, "random_seed": 0, "mip_rel_gap": 0.0, **options}.items():
         h.setOptionValue(name, value)
     h.readModel(str(path))
@@ -110,7 +110,7 @@ def main() -> None:
                 print(f"{nodes:>6} {name:<14} {sum(medians):7.3f}  " + " ".join(f"{m:.3f}" for m in medians))
             for k in range(len(kept)):
                 values = [optima[name][k] for name in OPTION_SETS]
-                if max(values) > solve._slack(min(values)):
+                if max(values) > solvers.slack(min(values)):
                     raise SystemExit(f"{nodes} nodes, solve {k}: the option sets end at different optima {values}")
 
 

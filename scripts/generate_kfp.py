@@ -84,6 +84,20 @@ TRAINING_POD = {"metadata": {"name": "llm-finetune-round-1"},
 def train_when_admitted():
     # created gated in the pipeline's namespace; gpu-policy's controller releases it onto a node
     run_gated_pod(pod_manifest=TRAINING_POD, job_name="llm-finetune", queue="team-a", gpus=4.0, max_wait_s=3600.0)""",
+    "run_trainjob": """from kfp import dsl
+from gpu_policy.kfp import run_trainjob
+
+TRAIN_JOB = {"metadata": {"name": "llm-pretrain"},
+             "spec": {"runtimeRef": {"name": "torch-distributed"},
+                      "trainer": {"image": "registry.example.com/ml/trainer:1.0",
+                                  "command": ["torchrun", "-m", "my_project.train"]}}}
+
+
+@dsl.pipeline(name="train-job-when-admitted")
+def train_job_when_admitted(nodes: int = 4):
+    # its 4 pods are gated; gpu-policy's controller admits them together, as one gang
+    run_trainjob(trainjob_manifest=TRAIN_JOB, job_name="llm-pretrain", queue="team-a", num_nodes=nodes,
+                 gpus_per_node=8, max_wait_s=3600.0)""",
 }
 #: What metadata.yaml says beyond the dependencies: the Kubeflow component collections' fields.
 METADATA = {
@@ -97,6 +111,9 @@ METADATA = {
     "step_may_start": {"tags": ["gpu", "control_flow"], "external_services": []},
     "run_gated_pod": {"tags": ["gpu", "scheduling", "admission", "training"], "external_services": [
         {"name": "gpu-policy's controller (deploy/): it releases the pod", "version": "==0.1.0"}]},
+    "run_trainjob": {"tags": ["gpu", "scheduling", "admission", "training", "kubeflow_trainer"], "external_services": [
+        {"name": "gpu-policy's controller (deploy/): it releases the pods", "version": "==0.1.0"},
+        {"name": "Kubeflow Trainer: TrainJob trainer.kubeflow.org/v1alpha1 with runtimePatches", "version": ">=2.2"}]},
 }
 PIPELINES = {"gpu_aware_training.yaml": build_pipeline}
 

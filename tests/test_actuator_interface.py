@@ -79,5 +79,5 @@ def test_every_reason_code_the_actuator_writes_is_a_plan_code():
                 choices = [code.body, code.orelse] if isinstance(code, ast.IfExp) else [code]
                 written |= {c.value for c in choices if isinstance(c, ast.Constant)}
     assert {"ReleaseFailed", "PinnedToOtherNode", "WaitingForGang", "NotManaged", "WaitingForComposition",
-            "UnreadablePod", "NoNodeFits"} <= written
+            "UnreadablePod", "NoNodeFits", "WaitingForCheckpoint"} <= written
     assert written <= set(CODES) and NOT_ADMITTED <= set(CODES)

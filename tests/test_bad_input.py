@@ -120,6 +120,29 @@ CASES = {
                                                r"queues\[0\]\.namespace_selector\.team: unknown field"),
     "namespaces not a list": (BASE_NODES + "queues: [{name: q1, namespaces: ml}]\njobs: []\n",
                               r"queues\[0\]\.namespaces: must be a list of namespace names"),
+    "negative usage": (BASE_NODES + "queues: [{name: q1, usage_gpu_h: -3}]\njobs: []\n",
+                       r"queues\[0\]\.usage_gpu_h: must be >= 0, got -3"),
+    "usage half-life of 0": (BASE_NODES + BASE_QUEUES + "jobs: []\npolicy: {usage_half_life_s: 0}\n",
+                             r"policy\.usage_half_life_s: must be > 0, got 0"),
+    "negative usage weight": (BASE_NODES + BASE_QUEUES + "jobs: []\npolicy: {usage_half_life_s: 60, usage_weight: -1}\n",
+                              r"policy\.usage_weight: must be >= 0, got -1"),
+    "topology level unknown": (BASE_NODES + BASE_QUEUES + "topology: [{name: rack, label: r}]\n"
+                               "jobs: [{name: j, queue: q1, gpus: 1, topology: {required: row}}]\n",
+                               r"jobs\[0\] \(name: j\)\.topology\.required: names no topology level \(levels: rack\), "
+                               r"got \"row\""),
+    "topology without levels": (BASE_NODES + BASE_QUEUES + "jobs: [{name: j, queue: q1, gpus: 1, topology: {preferred: rack}}]\n",
+                                r"jobs\[0\] \(name: j\)\.topology\.preferred: names no topology level \(levels: none"),
+    "preferred wider than required": (BASE_NODES + BASE_QUEUES + "topology: [{name: block, label: b}, {name: rack, label: r}]\n"
+                                      "jobs: [{name: j, queue: q1, gpus: 1, topology: {required: rack, preferred: block}}]\n",
+                                      r"jobs\[0\] \(name: j\)\.topology\.preferred: must be a level narrower than the "
+                                      r"required \"rack\", got \"block\""),
+    "empty job topology": (BASE_NODES + BASE_QUEUES + "topology: [{name: rack, label: r}]\n"
+                           "jobs: [{name: j, queue: q1, gpus: 1, topology: {}}]\n",
+                           r"jobs\[0\] \(name: j\)\.topology: must name a required level, a preferred level or both"),
+    "two levels, one label": (BASE_NODES + BASE_QUEUES + "topology: [{name: block, label: r}, {name: rack, label: r}]\n"
+                              "jobs: []\n", r"topology\[1\]\.label: \"r\" is already the label of \"block\""),
+    "topology level without label": (BASE_NODES + BASE_QUEUES + "topology: [{name: rack}]\njobs: []\n",
+                                     r"topology\[0\]\.label: is required"),
     "duplicate namespace": (BASE_NODES + BASE_QUEUES + "jobs: []\nnamespaces: [{name: a}, {name: a}]\n",
                             r"namespaces\[1\]\.name: duplicate name \"a\""),
 }

@@ -4,7 +4,6 @@ embedded cluster. Most plans with compositions here are made by hand (tests/comp
 the planner's own decisions are tested in tests/planner/test_composition.py."""
 
 import json
-import re
 
 import pytest
 import yaml
@@ -18,7 +17,7 @@ from gpu_policy.actions.cycle import apply_plan_once, wait_for_step
 from gpu_policy.model.composition import attachable, describe, detachable, node_takes, uses_new_gpus
 from gpu_policy.model.plan import Composition
 from gpu_policy.presentation.render import layout_before_after, plan_table
-from gpu_policy.model.scenario_file import scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
 from tests.compose_helpers import composed_plan
 from tests.conftest import SCENARIOS
 

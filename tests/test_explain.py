@@ -110,3 +110,13 @@ def test_progress_goes_to_stderr_only_when_slow(capsys):
     assert "explain: plan 1 of at most 40" in capsys.readouterr().err
     assert run(args, clock=lambda: 0.0) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_delayed_job_is_told_when_time_lets_it_start():
+    """A job its queue's preemption delay holds back: explain names the seconds left, and the
+    scenario it planned to confirm them has every known wait grown by them."""
+    s = load_scenario(next(p for p in scenario_files() if p.name == "preemption-delay.yaml"))
+    out = explain(s, "b-eager")
+    assert out.code == "PreemptionDelay"
+    time = next(c for c in out.changes if c.kind == "time")
+    assert time.size == 240 and next(j for j in time.scenario.jobs if j.name == "b-eager").waiting_for_s == 300

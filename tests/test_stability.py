@@ -122,8 +122,20 @@ def test_composable_clusters_settle_without_ping_pong(seed):
     assert acted == TWO_ROUNDS.get(seed, [])
 
 
-#: Clusters that settle in two rounds, each with what the second round does. Seed 31: the
-#: first plan lets q0 swap its low-priority job for a higher-priority one (inside a queue, the
-#: queue ending lower) instead of reclaiming that job for q1; where the first plan places the
-#: work, q1 then finds room to swap j7 for its own higher-priority j8, and nothing after.
-TWO_ROUNDS = {31: [(2, [("j7", "preempt"), ("j8", "start")])]}
+#: Clusters that settle in two rounds, each with what the second round does. Seed 65: q0
+#: (fair share 0) could swap its low-priority job for a higher-priority one inside the queue,
+#: ending lower, but in the first plan q1 may still take GPUs from q0, and a swap never rides
+#: on GPUs another queue may take (rules.inside.inside_victims); once q1 holds its share, the
+#: second plan makes the swap, and nothing after.
+TWO_ROUNDS = {65: [(2, [("j2", "start"), ("j4", "preempt")])]}
+
+
+def test_applying_a_plan_keeps_the_policy_and_the_namespaces():
+    """Planning the applied scenario again plans by the same rules: a policy (usage, reclaim
+    wait) or namespaces lost on the way would change the next plan, not the cluster."""
+    s = parse_scenario({"nodes": [{"name": "n", "gpus": 4}], "namespaces": [{"name": "ml", "labels": {"team": "a"}}],
+                        "policy": {"usage_half_life_s": 3600, "reclaim_wait_s": 60},
+                        "queues": [{"name": "a", "usage_gpu_h": 3, "namespace_selector": {"matchLabels": {"team": "a"}}}],
+                        "jobs": [{"name": "ml/j", "queue": "a", "gpus": 2}]})
+    after = apply_plan(s, settled_plan(s))
+    assert after.policy == s.policy and after.namespaces == s.namespaces and after.queues == s.queues

@@ -114,8 +114,9 @@ def wait_for_step(cluster: ActingCluster, job: Job, config: PlannerConfig | None
     (bounded). Each round looks at the cluster again, so GPUs freed meanwhile (a job that
     finished, a victim evicted) are seen. Each round carries out the plan (`execute`, as for
     `apply_plan_once`): evictions, GPUs attached and detached, and, once the step may start,
-    its reservation. A step that starts on GPUs being attached then waits for them, within
-    the same `max_wait_s`, saying what it waits for (`progress`, default: the log)."""
+    its reservation. A step the plan starts on the GPUs of victims asked to checkpoint first
+    waits for them like any other step. A step that starts on GPUs being attached then waits
+    for them, within the same `max_wait_s`, saying what it waits for (`progress`, default: the log)."""
     for name, value, least in (("max_wait_s", max_wait_s, 0.0), ("poll_interval_s", poll_interval_s, 1e-3)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value <= MAX_WAIT_S:
             raise UsageError(f"{name}: must be a number of seconds from {least:g} to {MAX_WAIT_S:,}, got {value!r}")
@@ -127,8 +128,11 @@ def wait_for_step(cluster: ActingCluster, job: Job, config: PlannerConfig | None
         with _acting(cluster, execute):
             obs = observe(cluster, telemetry, settings)
             decision = step_observation(obs, job, config)
-            decision.outcomes = cluster.actuator.carry_out(decision.plan, obs, Orders(execute, step=job)).outcomes
+            acted = cluster.actuator.carry_out(decision.plan, obs, Orders(execute, step=job))
+            decision.outcomes = acted.outcomes
         decision.attempts = attempts
+        for held in acted.waiting:  # it starts on GPUs whose victims are still saving: not yet
+            decision.hold(f"{held.why.code}: {held.why.text}")
         waiter = cluster.attach_waiter(decision.plan, obs, job, decision.outcomes) if decision.can_start and execute \
             else None
         if waiter is not None:

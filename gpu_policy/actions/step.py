@@ -14,14 +14,11 @@ import math
 from dataclasses import dataclass, field
 
 from gpu_policy.errors import ScenarioError, job_path
-from gpu_policy.kubernetes.names import HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL
+from gpu_policy.kubernetes.names import GPU_TOLERATIONS, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL
 from gpu_policy.model import Job, Scenario
 from gpu_policy.model.plan import Plan
 from gpu_policy.planner import PlannerConfig, plan
 from gpu_policy.model.signals import ClusterSignals
-
-#: GPU nodes are commonly tainted so that only GPU work lands there (NVIDIA's GPU operator does it).
-GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 @dataclass

@@ -15,9 +15,10 @@ MODULES = {
     "hooks": ["gpu_policy.airflow.hooks.dcgm", "gpu_policy.airflow.hooks.cluster"],
     "operators": ["gpu_policy.airflow.operators.telemetry", "gpu_policy.airflow.operators.plan",
                   "gpu_policy.airflow.operators.training", "gpu_policy.airflow.operators.pod",
-                  "gpu_policy.airflow.operators.gated_pod",
+                  "gpu_policy.airflow.operators.gated_pod", "gpu_policy.airflow.operators.trainjob",
                   "gpu_policy.airflow.operators.apply"],
     "sensors": ["gpu_policy.airflow.sensors.plan"],
+    "triggers": ["gpu_policy.airflow.triggers.admission"],
 }
 
 

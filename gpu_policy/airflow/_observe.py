@@ -9,6 +9,7 @@ the live cluster of a cncf-kubernetes connection (`kubernetes_conn_id`, default
 from __future__ import annotations
 
 import logging
+import math
 from contextlib import contextmanager
 
 from airflow.exceptions import AirflowException
@@ -122,6 +123,16 @@ def check_job_args(owner: str, gpus: float, replicas: int, priority: int) -> Non
         raise AirflowException(f"{owner}: `replicas` must be a whole number >= 1, got {replicas!r}")
     if not isinstance(priority, int):
         raise AirflowException(f"{owner}: `priority` must be a whole number, got {priority!r}")
+
+
+def check_seconds(owner: str, positive: dict[str, float], at_least_0: dict[str, float] | None = None) -> None:
+    """Non-templated durations, checked in __init__: finite numbers of seconds, above 0
+    (`positive`) or at least 0 (`at_least_0`); one message naming the argument."""
+    for values, least in ((positive, "> 0"), (at_least_0 or {}, ">= 0")):
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (value == 0 and least == "> 0"):
+                raise AirflowException(f"{owner}: `{name}` must be a number of seconds {least}, got {value!r}")
 
 
 def check_execute_plan(owner: str, execute_plan) -> bool | None:

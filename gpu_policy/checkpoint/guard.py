@@ -26,11 +26,10 @@ from typing import Callable, Protocol
 
 from gpu_policy.checkpoint.pod_info import PodInfoFile
 from gpu_policy.errors import UsageError
-from gpu_policy.model.checkpointing import (CHECKPOINT_REQUESTED, DEFAULT_POD_INFO, GRACE_ENV, POD_INFO_ENV,
-                                            parse_rfc3339)
+from gpu_policy.model.checkpointing import (CHECKPOINT_REQUESTED, DEFAULT_POD_INFO, GRACE_ENV, POD_GRACE_S,
+                                            POD_INFO_ENV, parse_rfc3339)
 
 log = logging.getLogger(__name__)
-DEFAULT_GRACE_S = 30.0
 #: seconds between looks at the annotations file while paused (the kubelet refreshes it
 #: within its sync period, about a minute: a second adds nothing to that and costs a stat)
 DEFAULT_POLL_S = 1.0
@@ -46,7 +45,7 @@ class PodNotes(Protocol):
 def _grace_from_environment() -> float:
     text = os.environ.get(GRACE_ENV)
     if text is None:
-        return DEFAULT_GRACE_S
+        return float(POD_GRACE_S)
     try:
         value = float(text)
     except ValueError:

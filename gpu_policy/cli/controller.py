@@ -28,6 +28,15 @@ def register(sub) -> None:
                    help="with no change, plan the cached cluster again every S seconds (default 60; no LIST)")
     c.add_argument("--bind-timeout", type=positive(float, 86400), default=120.0, metavar="S",
                    help="report a released pod not bound within S seconds (default 120; it is never deleted)")
+    c.add_argument("--webhook", action="store_true",
+                   help="also serve the admission webhook, POST /mutate-pods over TLS, for clusters that do not "
+                        "serve MutatingAdmissionPolicy (deploy/webhook/; every replica serves it)")
+    c.add_argument("--webhook-port", type=number(0, 65535, whole=True), default=9443, metavar="PORT",
+                   help="HTTPS port of the webhook (default 9443; 0: any free port)")
+    c.add_argument("--webhook-certificates", choices=("self-signed", "cert-manager"), default="self-signed",
+                   help="self-signed (default): keep a CA and serving certificate in the Secret gpu-policy-webhook-tls "
+                        "and its CA in the configuration's caBundle; cert-manager: only read what cert-manager "
+                        "writes there (deploy/webhook/cert-manager/)")
     add_solver_options(c)
     add_telemetry_options(c, without="none, plans on allocations alone and detaches no idle GPU")
     c.set_defaults(func=run)
@@ -56,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
     controller = Controller(cluster, ControllerSettings(debounce_s=args.debounce, resync_s=args.resync,
                                                         bind_timeout_s=args.bind_timeout), planner_config(args),
                             metrics=metrics, telemetry=telemetry)
+    webhook = _webhook(args, cluster, controller) if args.webhook else None
     try:
-        server = serve(controller.metrics, args.metrics_port, controller.ready)
+        server = serve(controller.metrics, args.metrics_port,
+                       lambda: controller.ready() and (webhook is None or webhook.ready()))
     except OSError as e:
         raise GpuPolicyError(f"--metrics-port: cannot listen on {args.metrics_port}: {e.strerror or e}") from None
     print(f"gpu-policy controller: metrics on port {server.server_address[1]}", file=sys.stderr, flush=True)
@@ -69,4 +80,28 @@ def run(args: argparse.Namespace) -> int:
         controller.run()
     finally:
         server.shutdown()
+        if webhook is not None:
+            webhook.shutdown()
     return 0
+
+
+def _webhook(args: argparse.Namespace, cluster, controller):
+    """The admission webhook, listening, its certificates checked in a thread (docs/kubernetes.md,
+    "The admission webhook")."""
+    from gpu_policy.controller.cache import NAMESPACES
+    from gpu_policy.controller.webhook import Webhook
+    from gpu_policy.controller.webhook_tls import TlsKeeper, WebhookSettings
+    from gpu_policy.kubernetes.transport.webhook import WebhookClient
+
+    settings = WebhookSettings(port=args.webhook_port, self_signed=args.webhook_certificates == "self-signed")
+    client = WebhookClient(cluster.api_client, cluster.url, cluster.settings)
+    keeper = TlsKeeper(client, cluster.settings.namespace, settings, cluster.clocks.wall)
+    webhook = Webhook(keeper, settings, lambda: controller.cache.objects.get(NAMESPACES),
+                      cluster.settings.gpu_resource, controller.metrics.registry)
+    try:
+        port = webhook.start()
+    except OSError as e:
+        raise GpuPolicyError(f"--webhook-port: cannot listen on {args.webhook_port}: {e.strerror or e}") from None
+    print(f"gpu-policy controller: admission webhook on port {port} (https, POST /mutate-pods)", file=sys.stderr,
+          flush=True)
+    return webhook

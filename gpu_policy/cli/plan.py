@@ -15,7 +15,7 @@ from gpu_policy.cli._options import (add_solver_options, add_telemetry_options, 
                                      telemetry_settings, write_output)
 from gpu_policy.errors import UsageError
 from gpu_policy.presentation.render import plan_table
-from gpu_policy.model.scenario_file import dump_scenario
+from gpu_policy.model.scenario_dump import dump_scenario
 
 
 def register(sub) -> None:

@@ -15,7 +15,7 @@ import sys
 from gpu_policy.cli._options import (add_input_options, input_limits, number, output_file, positive, progress_bar,
                                      write_output)
 from gpu_policy.errors import UsageError
-from gpu_policy.sim.teams.compare import DAY_S, MAX_DAY, MAX_NODES
+from gpu_policy.sim.teams.compare import DAY_S, MAX_DAY, MAX_NODES, MAX_SEED
 
 def register(sub) -> None:
     sim = sub.add_parser("simulate", help="trace simulators: placement policies on a GPU trace")
@@ -97,6 +97,17 @@ def register_teams(kinds) -> None:
                    help="seconds a restarted job holds its GPUs before it makes progress (default 60)")
     p.add_argument("--round-every", type=number(1, DAY_S), default=300.0, metavar="S",
                    help="seconds between decision rounds (default 300)")
+    p.add_argument("--save-s", type=number(0, DAY_S), default=None, metavar="S",
+                   help="seconds every job takes to save a checkpoint (default 20 + 5 per GPU)")
+    p.add_argument("--saves-on-request", type=number(0, 1), default=0.5, metavar="SHARE",
+                   help="share of jobs whose trainer saves when asked and on SIGTERM (default 0.5)")
+    p.add_argument("--seed", type=number(0, MAX_SEED, whole=True), default=0, metavar="N",
+                   help="seeds the draw of the trainers that save on request (default 0)")
+    p.add_argument("--reclaim-wait", type=number(0, DAY_S), default=300.0, metavar="S",
+                   help="gpu-policy's policy.reclaim_wait_s: seconds a stop may wait for the victim's "
+                        "checkpoint (default 300)")
+    p.add_argument("--min-runtime", type=number(0, DAY_S), default=0.0, metavar="S",
+                   help="every team's min_runtime_s: no job is a victim before it has run this long (default 0)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--plot", metavar="OUT.png", type=output_file,
                    help="each team's GPUs over time and queueing delays (needs matplotlib)")
@@ -110,7 +121,9 @@ def run_teams(args: argparse.Namespace) -> int:
 
     protocol = Protocol(nodes=args.nodes, days=parse_days(args.days), warmup_days=args.warmup_days,
                         checkpoint_every_s=parse_checkpoint(args.checkpoint_every),
-                        restart_cost_s=args.restart_cost, round_s=args.round_every)
+                        restart_cost_s=args.restart_cost, round_s=args.round_every, save_s=args.save_s,
+                        saves_on_request=args.saves_on_request, seed=args.seed,
+                        reclaim_wait_s=args.reclaim_wait, min_runtime_s=args.min_runtime)
     protocol.check()
     policies = parse_policies(args.policies)
     if args.plot:

@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from gpu_policy.cli._cluster import add_cluster_options, observed_line, open_from_args
-from gpu_policy.model.scenario_file import scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
 
 
 def register(sub) -> None:

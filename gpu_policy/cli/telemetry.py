@@ -17,6 +17,9 @@ def register(sub) -> None:
     tm.add_argument("--scenario", metavar="FILE", help="a scenario: simulate its telemetry, or name the jobs")
     add_cluster_options(tm, required=False)
     add_telemetry_options(tm)
+    tm.add_argument("--prometheus-client", metavar="MODULE:FUNCTION",
+                    help="read through the prometheus_api_client.PrometheusConnect that your FUNCTION returns (your "
+                         "auth, headers, TLS, proxy) instead of --prometheus URL (docs/telemetry.md)")
     tm.set_defaults(func=run_table)
     ex = sub.add_parser("dcgm-exporter-sim", help="serve a scenario's simulated DCGM metrics for Prometheus")
     ex.add_argument("scenario", help="scenario file (its telemetry: section sets the profiles)")
@@ -35,17 +38,31 @@ def run_table(args: argparse.Namespace) -> int:
 
     if args.scenario and args.cluster:
         raise UsageError("telemetry: give --scenario FILE or --cluster CLUSTER, not both")
+    if args.prometheus_client and (args.prometheus or args.prometheus_insecure):
+        raise UsageError("telemetry: give --prometheus URL or --prometheus-client, not both (your client's own "
+                         "session decides TLS)")
     cluster = open_from_args(args, args.cluster or args.scenario) if args.cluster or args.scenario else None
-    if not args.prometheus and not (cluster and cluster.simulated_telemetry):
+    if not (args.prometheus or args.prometheus_client) and not (cluster and cluster.simulated_telemetry):
         raise UsageError("telemetry: give --prometheus URL, or a --scenario FILE to simulate "
                          "(a live cluster's telemetry needs --prometheus)")
     scenario = cluster.observe().scenario if cluster else None
     settings = telemetry_settings(args)
-    source = dcgm_source(args.prometheus, scenario, settings)
+    source = _own_client(args.prometheus_client, settings) if args.prometheus_client else \
+        dcgm_source(args.prometheus, scenario, settings)
     known = scenario or Scenario(nodes=[], queues=[], jobs=[])  # no scenario: signals per GPU only
     signals = cluster_signals(source.collect(settings), known, settings)
     print(telemetry_table(signals, scenario))
     return 0
+
+
+def _own_client(reference: str, settings):
+    """The source reading through the PrometheusConnect that `reference` ('module:function',
+    the caller's own code: its module is trusted, as whoever runs the command chose it) returns."""
+    from gpu_policy.checkpoint.budget import resolve
+    from gpu_policy.telemetry import PrometheusDcgmSource
+
+    build = resolve(reference, "--prometheus-client", trusted_modules=[str(reference).partition(":")[0]])
+    return PrometheusDcgmSource(build(), settings)
 
 
 def run_exporter(args: argparse.Namespace) -> int:

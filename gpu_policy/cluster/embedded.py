@@ -12,7 +12,8 @@ from gpu_policy.model.composition import describe
 from gpu_policy.model import Job, Scenario
 from gpu_policy.model.plan import Plan
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits
-from gpu_policy.model.scenario_file import dump_scenario, load_scenario, parse_scenario_text
+from gpu_policy.model.scenario_dump import dump_scenario
+from gpu_policy.model.scenario_file import load_scenario, parse_scenario_text
 
 
 class ScenarioCluster:

@@ -17,15 +17,18 @@ from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.read.nodes import NodeView, read_node
 from gpu_policy.kubernetes.read.pods import PodView, read_pod
 from gpu_policy.kubernetes.read.shape import NODE, POD
+from gpu_policy.kubernetes.read.workloads import trim_train_job
 # the kinds the controller watches, as KubeClient names them (DRA_AND_POD_GROUPS: where served)
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, CONFIG_MAPS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, DRA_AND_POD_GROUPS,
     KAI_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES,
-    VOLCANO_POD_GROUPS)
+    TRAIN_JOBS, VOLCANO_POD_GROUPS)
 
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
+#: kind -> what of its objects the cache keeps: only a change of that can matter to a plan
+_TRIMS: dict[str, Callable[[dict], dict]] = {TRAIN_JOBS: trim_train_job}
 
 
 def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
@@ -40,6 +43,17 @@ def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
 def _key(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _kept(kind: str, obj: dict) -> dict:
+    """What the cache holds of `obj`: its kind's trim (`_TRIMS`), else the whole object; a LIST
+    and a WATCH event keep the same, so a relist changes nothing that no event would."""
+    trim = _TRIMS.get(kind)
+    return trim(obj) if trim else obj
+
+
+def _unversioned(obj: dict) -> dict:
+    return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}}
 
 
 def _version(obj: dict) -> int | None:
@@ -66,13 +80,13 @@ class Cache:
     def replace(self, kind: str, items: list[dict] | None) -> None:
         """A LIST's answer: the kind is exactly these objects now (None: not served)."""
         self.served[kind] = items is not None
-        self.objects[kind] = {}
-        if kind in self.views:
-            self.views[kind], self._order[kind], self._bad[kind] = {}, [], set()
+        if kind not in self.views:  # swapped in whole: the webhook's threads read namespaces, never half a relist
+            self.objects[kind] = {_key(o): _kept(kind, o) for o in items or []}
+            return
+        self.objects[kind], self.views[kind], self._order[kind], self._bad[kind] = {}, {}, [], set()
         for obj in items or []:
             self.apply(kind, "ADDED", obj, listed=True)
-        if kind in self.views:
-            self._order[kind] = sorted(self.views[kind])
+        self._order[kind] = sorted(self.views[kind])
 
     def apply(self, kind: str, kind_of_change: str, obj: dict, listed: bool = False) -> bool:
         """One WATCH event (or a write's answer; `listed`: an object of a LIST, put in order
@@ -80,6 +94,8 @@ class Cache:
         write's answer arrived first) is ignored."""
         store, key = self.objects.setdefault(kind, {}), _key(obj)
         held = store.get(key)
+        trim = _TRIMS.get(kind)
+        obj = _kept(kind, obj)
         if held is not None and kind_of_change != "DELETED":
             mine, theirs = _version(held), _version(obj)
             if mine is not None and theirs is not None and theirs < mine:
@@ -95,6 +111,8 @@ class Cache:
                 return gone is not None
             return held is not None
         store[key] = obj
+        if trim:
+            return held is None or _unversioned(held) != _unversioned(obj)
         if kind not in self.views:
             return True
         before = self.views[kind].get(key)
@@ -143,4 +161,5 @@ class Cache:
     list_kai_pod_groups = _listed(KAI_POD_GROUPS)
     list_volcano_pod_groups = _listed(VOLCANO_POD_GROUPS)
     list_coscheduling_pod_groups = _listed(COSCHEDULING_POD_GROUPS)
+    list_train_jobs = _listed(TRAIN_JOBS)
 

@@ -64,7 +64,7 @@ class Controller:
         self.stop = threading.Event()
         self.events = EventWriter(cluster.client, self.lease.identity, self.clocks.wall, self.lease.check,
                                   self.settings.resync_s, self.metrics.event_failures.inc)
-        self.witness = ControllerWitness(self.cache, self.metrics, self.clocks)
+        self.witness = ControllerWitness(self.cache, self.metrics, self.clocks, config)
         self.actuator = KubernetesActuator(cluster.client, cluster.settings, self.lease.check, self.events, self.clocks,
                                            self.cache.pod, self.witness)
         kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS]
@@ -76,6 +76,7 @@ class Controller:
         self.leading = False
         self.dirty_since: float | None = None
         self.planned_at: float | None = None
+        self.recheck_at: float | None = None  # a victim's checkpoint deadline: plan again then (monotonic)
         self.plans = 0
         self.last_error: str | None = None
         self._next_look = float("-inf")
@@ -122,9 +123,10 @@ class Controller:
             return False
         self._check_binding(now)
         changed = self.dirty_since is not None and now - self.dirty_since >= self.settings.debounce_s
-        if not changed and self.planned_at is not None and now - self.planned_at < self.settings.resync_s:
+        due = self.recheck_at is not None and now >= self.recheck_at
+        if not (changed or due) and self.planned_at is not None and now - self.planned_at < self.settings.resync_s:
             return False
-        self.dirty_since = None
+        self.dirty_since = self.recheck_at = None
         self.planned_at = now
         self.witness.carried = []
         self.round()
@@ -167,6 +169,8 @@ class Controller:
             due.append(s.debounce_s - (now - self.dirty_since))
         if self.planned_at is not None:
             due.append(s.resync_s - (now - self.planned_at))
+        if self.recheck_at is not None:
+            due.append(self.recheck_at - now)
         return max(0.0, min(due + [1.0]))
 
     # -- leadership -----------------------------------------------------------------------------
@@ -241,6 +245,8 @@ class Controller:
 
     def _act(self, plan: Plan, obs: Observation) -> None:
         acted = self.actuator.carry_out(plan, obs, Orders(execute=True, admit=True))
+        if acted.recheck_in_s is not None:  # a victim's deadline: no change may come before it
+            self.recheck_at = self.clocks.monotonic() + acted.recheck_in_s
         self.metrics.pending.clear()
         for w in acted.waiting:
             self.metrics.pending.labels(w.queue, w.why.code).inc(len(w.pods))

@@ -53,6 +53,16 @@ class Metrics:
                                           ["state"], registry=r)
         self.compositions = Counter("gpu_policy_compositions", "Attaches and detaches written, by result",
                                     ["action", "result"], registry=r)
+        # preemption that loses no work (gpu_policy.kubernetes.write.checkpoint_first)
+        self.checkpoint_requests = Counter("gpu_policy_checkpoint_requests",
+                                           "Victims asked to checkpoint, by how it ended: saved, deadline, withdrawn",
+                                           ["result"], registry=r)
+        self.lost_work = Histogram("gpu_policy_preemption_lost_gpu_seconds",
+                                   "GPU-seconds of work the plan counted lost, per victim evicted", registry=r,
+                                   buckets=(0, 60, 300, 900, 3600, 4 * 3600, 16 * 3600, 64 * 3600, 256 * 3600))
+        self.reclaim_wait = Histogram("gpu_policy_reclaim_wait_seconds",
+                                      "From the plan that preempted for a job to its release", registry=r,
+                                      buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 3600))
 
     def show_queues(self, queues) -> None:
         """The queue gauges from a plan's QueueReports (gauges of vanished queues go)."""

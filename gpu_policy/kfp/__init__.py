@@ -20,7 +20,8 @@ from gpu_policy import DEFAULT_IMAGE
 from gpu_policy.kfp import functions
 from gpu_policy.kfp._image import WHEEL_BASE_IMAGE, component_options
 
-NAMES = ("collect_gpu_telemetry", "plan_gpu_allocation", "checkpointed_train_step", "step_may_start", "run_gated_pod")
+NAMES = ("collect_gpu_telemetry", "plan_gpu_allocation", "checkpointed_train_step", "step_may_start", "run_gated_pod",
+         "run_trainjob")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Components:
     checkpointed_train_step: Any
     step_may_start: Any
     run_gated_pod: Any
+    run_trainjob: Any
 
 
 def components(image: str | None = None, *, wheel: str | None = None) -> Components:
@@ -51,6 +53,8 @@ plan_gpu_allocation = _default.plan_gpu_allocation
 checkpointed_train_step = _default.checkpointed_train_step
 step_may_start = _default.step_may_start
 run_gated_pod = _default.run_gated_pod
+run_trainjob = _default.run_trainjob
 
 __all__ = ["DEFAULT_IMAGE", "WHEEL_BASE_IMAGE", "Components", "checkpointed_train_step",
-           "collect_gpu_telemetry", "components", "plan_gpu_allocation", "run_gated_pod", "step_may_start"]
+           "collect_gpu_telemetry", "components", "plan_gpu_allocation", "run_gated_pod", "run_trainjob",
+           "step_may_start"]

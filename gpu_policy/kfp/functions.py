@@ -12,7 +12,7 @@ from kfp.dsl import Artifact, Input, Output
 
 
 def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", scenario_yaml: str = "",
-                          prometheus_url: str = "", window_s: float = 600.0) -> str:
+                          prometheus_url: str = "", window_s: float = 600.0, prometheus_client: str = "") -> str:
     """Collect DCGM GPU telemetry and judge it: idle, unhealthy and busy GPUs, memory headroom.
 
     Args:
@@ -22,6 +22,9 @@ def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", 
             when given it replaces `cluster`, and its telemetry section is simulated unless a Prometheus URL is given.
         prometheus_url: A Prometheus that scrapes dcgm-exporter; empty for simulated telemetry (embedded cluster only).
         window_s: Seconds of telemetry judged (idle means below 5% for the whole window).
+        prometheus_client: 'module:function' of your code that returns a prometheus_api_client PrometheusConnect
+            (your auth, headers, TLS, proxy), instead of prometheus_url; its module must be under a trusted
+            prefix ($GPU_POLICY_TRUSTED_MODULES in your image).
 
     Returns:
         Output: One line: what was seen, or why monitoring is unavailable (never a failure).
@@ -30,12 +33,18 @@ def collect_gpu_telemetry(telemetry: Output[Artifact], cluster: str = "k8s://", 
 
     from gpu_policy.cluster import ScenarioCluster, open_cluster
     from gpu_policy.actions.cycle import observe
-    from gpu_policy.errors import GpuPolicyError
-    from gpu_policy.telemetry import TelemetrySettings
+    from gpu_policy.checkpoint.budget import resolve
+    from gpu_policy.errors import GpuPolicyError, UsageError
+    from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings
 
+    settings = TelemetrySettings(window_s=window_s)
     try:
+        if prometheus_client and prometheus_url:
+            raise UsageError("give prometheus_url or prometheus_client, not both")
+        prometheus = PrometheusDcgmSource(resolve(prometheus_client, "prometheus_client")(), settings) \
+            if prometheus_client else prometheus_url or None
         source = ScenarioCluster.from_text(scenario_yaml, "scenario_yaml") if scenario_yaml else open_cluster(cluster)
-        obs = observe(source, prometheus_url or None, TelemetrySettings(window_s=window_s))
+        obs = observe(source, prometheus, settings)
     except GpuPolicyError as e:
         raise SystemExit(f"gpu-policy: {e}") from None
     if obs.signals is None:
@@ -218,9 +227,8 @@ def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cl
             decision = wait_for_step(ScenarioCluster.from_text(scenario_yaml, "scenario_yaml"), job, execute=False)
             print(f"{'start' if decision.can_start else 'not yet'}: {decision.reason}")
             return outputs(decision.can_start, (decision.nodes or [""])[0], decision.reason, "")
-        from gpu_policy.kubernetes.write.gated_step import await_finish, open_step_client, run_gated
-
-        from gpu_policy.kubernetes.write.gated_step import with_checkpoint_protocol
+        from gpu_policy.kubernetes.write.gated_step import await_finish, run_gated, with_checkpoint_protocol
+        from gpu_policy.kubernetes.write.step_client import open_step_client
 
         client, namespace = open_step_client(cluster)
         pod = {**pod_manifest, "metadata": {"namespace": namespace, **(pod_manifest.get("metadata") or {})}}
@@ -237,3 +245,54 @@ def run_gated_pod(pod_manifest: dict, job_name: str, queue: str, gpus: float, cl
     if phase != "Succeeded":
         raise SystemExit(f"gpu-policy: pod {admission.pod} ended {phase}, not Succeeded")
     return outputs(True, admission.node, admission.reason, phase)
+
+
+def run_trainjob(trainjob_manifest: dict, job_name: str, queue: str, cluster: str = "k8s://", num_nodes: int = 0,
+                 gpus_per_node: int = 0, max_wait_s: float = 3600.0, poll_interval_s: float = 10.0,
+                 run_timeout_s: float = 86400.0) -> NamedTuple(
+        "TrainJobRun", [("released", bool), ("node", str), ("reason", str), ("phase", str)]):
+    """Run a Kubeflow Trainer TrainJob whose pods gpu-policy's controller admits together, as one gang.
+
+    Args:
+        trainjob_manifest: The TrainJob (trainer.kubeflow.org/v1alpha1) as a manifest: metadata.name, spec.runtimeRef,
+            spec.trainer; metadata.namespace defaults to the pipeline's. gpu-policy adds one runtimePatches entry that
+            gates its trainer pods and labels them with the job and queue.
+        job_name: The training job its pods belong to (the label gpu-policy.io/job).
+        queue: The team (queue) the job runs for (the label gpu-policy.io/queue).
+        cluster: The cluster: k8s:// (the pod's service account) or k8s://CONTEXT.
+        num_nodes: Nodes (pods) of the TrainJob, its spec.trainer.numNodes; 0 keeps the manifest's.
+        gpus_per_node: GPUs each pod asks for, in spec.trainer.resourcesPerNode; 0 keeps the manifest's.
+        max_wait_s: Seconds to wait for the release of all its pods; then the task fails with gpu-policy's last
+            reason and the TrainJob stays queued (a retry of the task waits for the same TrainJob).
+        poll_interval_s: Seconds between looks at the TrainJob, its pods and their Events.
+        run_timeout_s: Seconds the released TrainJob may run before the task stops waiting for it.
+
+    Returns:
+        released: Whether the controller released all the TrainJob's pods.
+        node: The nodes they were released onto, comma-separated, in the pods' order.
+        reason: gpu-policy's reason, from the newest Event about its pods.
+        phase: How the TrainJob ended (Complete).
+    """
+    from collections import namedtuple
+
+    from gpu_policy.errors import GpuPolicyError
+    from gpu_policy.kubernetes.write.step_client import open_step_client
+    from gpu_policy.kubernetes.write.trainjob_step import admitted_train_job, await_gang_release, await_train_job_end
+
+    try:
+        body = admitted_train_job(trainjob_manifest, job_name, queue, num_nodes, gpus_per_node)
+        client, namespace = open_step_client(cluster)
+        meta = body["metadata"] = {"namespace": namespace, **body["metadata"]}
+        client.create_train_job(meta["namespace"], body)
+        admission = await_gang_release(client, meta["namespace"], meta["name"], max_wait_s, poll_interval_s,
+                                       progress=print)
+        if not admission.released:
+            raise SystemExit(f"gpu-policy: {admission.line()}: not admitted within {max_wait_s:g} s")
+        end = await_train_job_end(client, meta["namespace"], meta["name"], run_timeout_s, poll_interval_s,
+                                  progress=print)
+    except GpuPolicyError as e:
+        raise SystemExit(f"gpu-policy: {e}") from None
+    if end.phase != "Complete":
+        raise SystemExit(f"gpu-policy: {end.line()}" + ("" if end.phase else f": not ended within {run_timeout_s:g} s"))
+    outputs = namedtuple("TrainJobRun", ["released", "node", "reason", "phase"])
+    return outputs(True, ",".join(admission.nodes), admission.reason, end.phase)

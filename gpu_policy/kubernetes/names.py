@@ -26,8 +26,14 @@ CHECKPOINT_REQUESTED_ANNOTATION = checkpointing.CHECKPOINT_REQUESTED
 SAVES_ON_REQUEST_ANNOTATION = checkpointing.SAVES_ON_REQUEST
 CHECKPOINT_EVERY_S_ANNOTATION = checkpointing.CHECKPOINT_EVERY_S
 PREEMPTED_ANNOTATION = "gpu-policy.io/preempted"
+#: on a victim the plan stops at its periodic checkpoint due soon (a plan's `evict_after_s`), written by the
+#: controller: the time of the plan that chose so, and the time it is evicted at the latest (RFC 3339 UTC)
+CHECKPOINT_AWAITED_ANNOTATION = "gpu-policy.io/checkpoint-awaited"
+EVICT_BY_ANNOTATION = "gpu-policy.io/evict-by"
 #: the scheduling gate that holds a GPU pod until gpu-policy places it (spec "Admission")
 ADMISSION_GATE = "gpu-policy.io/admission"
+#: on a namespace: "true" makes its GPU pods gpu-policy's (they are created gated)
+MANAGED_NAMESPACE_LABEL = "gpu-policy.io/managed"
 #: on a gang's pods: how many pods the gang has (it waits until that many exist)
 REPLICAS_ANNOTATION = "gpu-policy.io/replicas"
 #: "true" on the pods of an Indexed batch Job: they are one gang (a batch Job's pods are otherwise independent)
@@ -38,6 +44,9 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 SHARED_RESOURCE_SUFFIX = ".shared"  # NVIDIA's device plugin renames shared GPUs `<resource>.shared` (renameByDefault)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint GPU nodes commonly carry and GPU pods tolerate
+#: what a step's pods tolerate: GPU nodes are commonly tainted so that only GPU work lands there
+#: (NVIDIA's GPU operator does it)
+GPU_TOLERATIONS = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
 UNHEALTHY_GPUS_ANNOTATION = "gpu-policy.io/unhealthy-gpus"  # our extension: GPU indices that take no new work
 NO_NEW_WORK_LABEL = "gpu-policy.io/no-new-work"  # in a snapshot only: why a node takes no new work
 COMPOSABLE_LABEL = "gpu-policy.io/composable"  # "true": composition may attach GPUs to the node
@@ -47,10 +56,18 @@ MAX_GPUS_ANNOTATION = "gpu-policy.io/max-gpus"  # the most GPUs a composable nod
 DEFAULT_NAMESPACE = "gpu-policy"
 QUEUES_CONFIGMAP = "gpu-policy-queues"
 QUEUES_KEY = "queues.yaml"
+POLICY_KEY = "policy.yaml"  # in the queues ConfigMap: the scenario's `policy:` mapping
 RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
 LEASE_NAME = "gpu-policy-planner"
 COMPOSABLE_CONFIGMAP = "gpu-policy-composable"
 COMPOSABLE_KEY = "composable.yaml"
+# the admission webhook (deploy/webhook/): its Service, the Secret of its certificates, its
+# MutatingWebhookConfiguration and the one webhook in it
+WEBHOOK_SERVICE = "gpu-policy-webhook"
+WEBHOOK_TLS_SECRET = "gpu-policy-webhook-tls"
+WEBHOOK_CONFIGURATION = "gpu-policy-admission"
+WEBHOOK_NAME = "pods.gpu-policy.io"
+WEBHOOK_PATH = "/mutate-pods"
 
 # the CDI operator's ComposabilityRequest (CoHDI/composable-resource-operator, cluster-scoped)
 CRO_GROUP, CRO_VERSION, CRO_PLURAL = "cro.hpsys.ibm.ie.com", "v1alpha1", "composabilityrequests"
@@ -79,10 +96,15 @@ COSCHEDULING_GROUP, COSCHEDULING_VERSION = "scheduling.x-k8s.io", "v1alpha1"  # 
 POD_GROUP_KEYS = ((KAI_GROUP, "annotations", "pod-group-name"),
                   (VOLCANO_GROUP, "annotations", "scheduling.k8s.io/group-name"),
                   (COSCHEDULING_GROUP, "labels", "scheduling.x-k8s.io/pod-group"))
+#: the label a JobSet puts on every pod of it; a Kubeflow Trainer TrainJob's JobSet is named as the TrainJob
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 #: the label a training operator puts on every pod of its job (Kubeflow's training jobs, JobSets): one gang
-TRAINING_JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
+TRAINING_JOB_LABELS = ("training.kubeflow.org/job-name", JOBSET_LABEL)
 RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL = "ray.io/cluster", "ray.io/group", "ray.io/node-type"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # on an Indexed Job's pods
+
+# Kubeflow Trainer's TrainJob (namespaced): its pods are one gang of `spec.trainer.numNodes`
+TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS, TRAINJOB_KIND = "trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"
 
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"

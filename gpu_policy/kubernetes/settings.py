@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, fields
 
 from gpu_policy.kubernetes.names import DEFAULT_NAMESPACE
+from gpu_policy.model.checkpointing import CHECKPOINT_DEADLINE_S
 
 
 @dataclass
@@ -84,6 +85,11 @@ class KubernetesSettings:
     eviction_deadline_s: float = 60.0
     """Seconds within which an eviction that a PodDisruptionBudget refuses (429) is retried;
     after that it is reported as blocked, never forced."""
+    checkpoint_deadline_s: float = CHECKPOINT_DEADLINE_S
+    """Seconds at most between asking a victim to checkpoint and evicting it without its answer
+    (else `max(60, 2 x its save time)`), and the longest grace period an eviction gives for a save
+    (`save_s + 30`; a pod's own longer one is kept). Ten minutes: a large model's save takes
+    minutes, and the job waiting for the GPUs should not wait much longer than that."""
 
     composition_deadline_s: float = 300.0
     """Seconds a ComposabilityRequest has, after gpu-policy changed its size, to be complete

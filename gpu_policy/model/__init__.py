@@ -9,7 +9,9 @@ everything else is imported from its module.
 """
 
 from gpu_policy.model.scenario import (EPS, NON_PREEMPTIBLE_PRIORITY, TERMINATING_QUEUE, Composable, ComposableNode,
-                                       ComposablePool, GpuSharing, Job, ModelQuota, Namespace, Node, Queue, Scenario, gpus_fit)
+                                       ComposablePool, GpuSharing, Job, JobTopology, ModelQuota, Namespace, Node, Policy,
+                                       Queue, Scenario, TopologyLevel, gpus_fit)
 
 __all__ = ["EPS", "NON_PREEMPTIBLE_PRIORITY", "TERMINATING_QUEUE", "Composable", "ComposableNode", "ComposablePool",
-           "GpuSharing", "Job", "ModelQuota", "Namespace", "Node", "Queue", "Scenario", "gpus_fit"]
+           "GpuSharing", "Job", "JobTopology", "ModelQuota", "Namespace", "Node", "Policy", "Queue", "Scenario",
+           "TopologyLevel", "gpus_fit"]

@@ -30,6 +30,6 @@ def apply_plan(s: Scenario, plan: Plan) -> Scenario:
     if telemetry and telemetry.get("jobs"):  # a preempted job's profile no longer describes a GPU
         gone = {d.name for d in plan.jobs if d.action == "preempt"}
         telemetry = {**telemetry, "jobs": {j: p for j, p in telemetry["jobs"].items() if j not in gone}}
-    after = Scenario(nodes=list(s.nodes), queues=list(s.queues), jobs=jobs, expect=None, source=s.source,
-                     telemetry=telemetry, composable=s.composable)
+    after = dataclasses.replace(s, nodes=list(s.nodes), queues=list(s.queues), jobs=jobs, expect=None,
+                                telemetry=telemetry)
     return apply_compositions(after, plan)

@@ -31,6 +31,37 @@ POD_INFO_ENV = "GPU_POLICY_POD_INFO"
 #: the environment variable that holds the pod's terminationGracePeriodSeconds
 GRACE_ENV = "GPU_POLICY_TERMINATION_GRACE_S"
 
+#: Kubernetes' default terminationGracePeriodSeconds (whole seconds): what a pod gets unless it says otherwise
+POD_GRACE_S = 30
+#: the contract's default `checkpoint_deadline_s`: the longest the leader waits for a trainer's
+#: answer, and the longest grace period it gives for a save
+CHECKPOINT_DEADLINE_S = 600.0
+#: seconds the contract allows beyond a save: in an eviction's grace period, and after an awaited checkpoint
+SAVE_MARGIN_S = 30.0
+#: the shortest wait for a trainer's answer to a request
+LEAST_ANSWER_WAIT_S = 60.0
+
+
+def answer_deadline_s(save_s: float | None, deadline_s: float = CHECKPOINT_DEADLINE_S) -> float:
+    """Seconds after asking a victim to checkpoint that the leader evicts it without an answer:
+    twice its save time (None: not known), at least 60 s, capped by `deadline_s` (the contract's)."""
+    return min(deadline_s, max(LEAST_ANSWER_WAIT_S, 2 * (save_s or 0.0)))
+
+
+def eviction_grace_s(save_s: float | None, pod_grace_s: float = POD_GRACE_S,
+                     deadline_s: float = CHECKPOINT_DEADLINE_S) -> float:
+    """The grace period the leader gives an evicted victim: the larger of its pod's own and the
+    time to save on SIGTERM (`save_s` + 30 s, that one capped by `deadline_s`); the pod's own
+    when its save time is not known (the contract's: a pod's own longer one is kept)."""
+    return pod_grace_s if save_s is None else max(pod_grace_s, min(save_s + SAVE_MARGIN_S, deadline_s))
+
+
+def checkpoint_wait_s(evict_after_s: float, save_s: float | None) -> float:
+    """Seconds after the plan that the leader evicts a victim it stops at its periodic
+    checkpoint (`evict_after_s`) if its `last-checkpoint` has not moved by then: the checkpoint,
+    its save (None: not known) and 30 s more (the contract's)."""
+    return evict_after_s + (save_s or 0.0) + SAVE_MARGIN_S
+
 
 def rfc3339(moment: datetime) -> str:
     """`moment` in UTC as RFC 3339 in whole seconds (the contract compares whole seconds)."""
@@ -44,3 +75,4 @@ def parse_rfc3339(text: str) -> datetime:
     if moment.tzinfo is None or "T" not in text.upper():
         raise ValueError(f"must be an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text[:40]!r}")
     return moment
+

@@ -43,9 +43,11 @@ class ClusterSource(Protocol):
 
 @dataclass
 class Outcome:
-    """What carrying out one decision did: `action` is preempt, move, unmark, reserve, release,
-    attach or detach (then `job` names the node); `result` done, dry run, blocked, gone,
-    skipped, requested or failed; `pods` the objects it touched."""
+    """What carrying out one decision did: `action` is preempt, move, unmark, withdraw, reserve,
+    release, attach or detach (then `job` names the node); `result` done, dry run, blocked, gone,
+    skipped, requested or failed, and for a victim not evicted yet asked (to checkpoint, this
+    round), awaited (at its periodic checkpoint, from this round) or waiting (for either);
+    `pods` the objects it touched."""
 
     job: str
     action: str
@@ -113,11 +115,13 @@ class Waiting:
 
 @dataclass
 class Acted:
-    """What carrying out one plan did: an outcome per action, and (when admitting) the gated jobs
-    that still wait."""
+    """What carrying out one plan did: an outcome per action, the gated jobs that still wait (when
+    admitting; else the pipeline step, when it waits for a victim's checkpoint), and when to
+    plan again though nothing changes (`recheck_in_s`, seconds: a victim's deadline; None: no need)."""
 
     outcomes: list[Outcome] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
+    recheck_in_s: float | None = None
 
 
 class Actuator(Protocol):

@@ -12,7 +12,8 @@ import math
 import reprlib
 from typing import Any, Callable
 
-from gpu_policy.model import ComposableNode, ComposablePool, GpuSharing, Job, ModelQuota, Namespace, Node, Queue
+from gpu_policy.model import (ComposableNode, ComposablePool, GpuSharing, Job, JobTopology, ModelQuota, Namespace, Node,
+                              Queue, TopologyLevel)
 from gpu_policy.model.placement import FIELD_OPERATORS, LABEL_OPERATORS, NAME_FIELD, TAINT_EFFECTS, TOLERATION_OPERATORS
 from gpu_policy.model.telemetry import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, TEMPERATURE
 
@@ -20,7 +21,8 @@ from gpu_policy.model.telemetry import ENGINE_ACTIVE, FB_FREE, FB_USED, POWER, T
 #: real cluster, low enough that no file can make the planner run out of memory.
 MAX_GPUS_PER_NODE = 1024
 MAX_REPLICAS = 100_000
-MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000, "namespaces": 100_000}
+MAX_ITEMS = {"nodes": 100_000, "queues": 2_000, "jobs": 100_000, "pools": 1_000, "namespaces": 100_000,
+             "topology": 16}  # levels of the hierarchy: as many as a Kueue Topology may have
 MAX_CLUSTER_GPUS = 100_000
 MAX_DEPARTMENT_DEPTH = 32
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -31,6 +33,7 @@ _MAX_GPUS_OF_QUEUE = 1e9     # deserved, limit
 MAX_CPU = 1e6               # cores
 _MAX_SECONDS = 1e11          # about 3,000 years
 _MAX_WEIGHT = 1e6
+_MAX_USAGE_GPU_H = 1e12      # GPU-hours: 100,000 GPUs for over a million years
 
 
 class Invalid(Exception):
@@ -282,6 +285,15 @@ def _model_quotas(value: Any) -> dict[str, ModelQuota]:
     return {_within(f".{model}", _text, model): ModelQuota(**_within(f".{model}", quota, q)) for model, q in value.items()}
 
 
+def _job_topology(value: Any) -> JobTopology:
+    """`{required: LEVEL, preferred: LEVEL}`, one of them at least (the levels are checked
+    against the scenario's `topology:` once it is read)."""
+    levels = _record({"required": _text, "preferred": _text}, (), "required and/or preferred")(value)
+    if not levels:
+        raise Invalid("must name a required level, a preferred level or both")
+    return JobTopology(**levels)
+
+
 def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -336,6 +348,8 @@ QUEUE_FIELDS = {
     "limit": optional(_non_negative(_MAX_GPUS_OF_QUEUE)), "over_quota_weight": _non_negative(_MAX_WEIGHT),
     "priority": _priority, "namespaces": optional(_list_of(_text, "namespace names")),
     "namespace_selector": optional(_namespace_selector), "models": _model_quotas,
+    "min_runtime_s": _non_negative(_MAX_SECONDS), "preemption_delay_s": _non_negative(_MAX_SECONDS),
+    "usage_gpu_h": _non_negative(_MAX_USAGE_GPU_H),
 }
 JOB_FIELDS = {
     "name": _text, "queue": _text, "gpus": job_gpus, "replicas": _whole_in(1, MAX_REPLICAS),
@@ -347,8 +361,16 @@ JOB_FIELDS = {
     "node_affinity": optional(_non_empty(_items(_affinity_term, "node-affinity terms"))),
     "tolerations": _items(_checked_toleration, "tolerations"),
     "mig_profile": optional(mig_profile_name),
+    "checkpoint_every_s": optional(positive(_MAX_SECONDS)), "save_s": optional(_non_negative(_MAX_SECONDS)),
+    "saves_on_request": _boolean, "running_for_s": optional(_non_negative(_MAX_SECONDS)),
+    "waiting_for_s": optional(_non_negative(_MAX_SECONDS)), "topology": optional(_job_topology),
 }
+#: the optional `policy:` section: cluster-wide settings
+POLICY_FIELDS = {"reclaim_wait_s": _non_negative(_MAX_SECONDS), "usage_half_life_s": optional(positive(_MAX_SECONDS)),
+                 "usage_weight": _non_negative(_MAX_WEIGHT)}
 NAMESPACE_FIELDS = {"name": _text, "labels": _labels}
+#: one level of the optional `topology:` list (docs/topology.md)
+TOPOLOGY_FIELDS = {"name": _text, "label": _text}
 # the optional `composable:` section (docs/composition.md)
 POOL_FIELDS = {"model": _text, "free": _whole_in(0, MAX_CLUSTER_GPUS)}
 COMPOSABLE_NODE_FIELDS = {"name": _text, "max_gpus": _whole_in(0, MAX_GPUS_PER_NODE),
@@ -358,7 +380,7 @@ COMPOSABLE_FIELDS = {"attach_seconds": _non_negative(_MAX_SECONDS), "idle_detach
 #: `expect.compositions`: a node's net change in GPUs (+N attached, -N detached)
 COMPOSITION_CHANGE = _whole_in(-MAX_GPUS_PER_NODE, MAX_GPUS_PER_NODE)
 REQUIRED = {Node: ("name", "gpus"), Namespace: ("name",), Queue: ("name",), Job: ("name", "queue", "gpus"),
-            ComposablePool: ("model", "free"), ComposableNode: ("name", "max_gpus")}
+            ComposablePool: ("model", "free"), ComposableNode: ("name", "max_gpus"), TopologyLevel: ("name", "label")}
 
 
 def _percent(value: Any) -> float:

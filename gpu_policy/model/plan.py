@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from gpu_policy.model.scenario_file import API_VERSION
+from gpu_policy.model.scenario import API_VERSION
 
 
 @dataclass(slots=True)
@@ -25,6 +25,7 @@ class JobDecision:
     replicas: list[Placement] = field(default_factory=list)
     reason: str = ""
     code: str = ""  # the reason's stable code (gpu_policy.planner.codes.CODES); "" for keep
+    evict_after_s: float | None = None  # a preempt or move at the victim's checkpoint due in this many seconds
 
 
 @dataclass
@@ -51,6 +52,20 @@ class QueueReport:
     allocated_after: float
     parent: str | None = None
     limit: float | None = None
+    usage_gpu_h: float | None = None  # past usage, with a department's queues', where fair share counts it
+    fair_share_without_usage: int | None = None  # the fair share had past usage not counted
+
+    @property
+    def fair_share_words(self) -> str:
+        """Its fair share in words, with what past usage changed."""
+        return fair_share_words(self.fair_share, self.fair_share_without_usage)
+
+
+def fair_share_words(fair: int, without_usage: int | None) -> str:
+    """A fair share in words: '2', or '2 (4 without its past usage)' where usage changed it."""
+    if without_usage is None or without_usage == fair:
+        return str(fair)
+    return f"{fair} ({without_usage} without its past usage)"
 
 
 @dataclass

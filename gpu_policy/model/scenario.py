@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: The apiVersion of the files gpu-policy reads and writes: scenarios and plans.
+API_VERSION = "gpu-policy/v1alpha1"
+
 #: Jobs at or above this priority are non-preemptible unless they say otherwise.
 NON_PREEMPTIBLE_PRIORITY = 100
 
@@ -80,6 +83,27 @@ class Queue:
     namespaces: list[str] | None = None  # who may use it (gpu_policy.model.placement.may_use); None: anyone
     namespace_selector: dict | None = None  # {matchLabels: {...}} on the namespace's labels
     models: dict[str, ModelQuota] = field(default_factory=dict)  # GPU model -> its quota (rules.model_limits)
+    min_runtime_s: float = 0  # its jobs are no victims before they have run this long (rules.protection)
+    preemption_delay_s: float = 0  # its waiting jobs make nobody a victim before they have waited this long
+    usage_gpu_h: float = 0  # decayed past usage, GPU-hours (counted where the policy's usage_half_life_s is set)
+
+
+@dataclass(frozen=True)
+class TopologyLevel:
+    """One level of the network hierarchy (the scenario's `topology:`, widest first): the
+    nodes that share the value of `label`, and of every wider level's label, are one domain
+    of it (docs/topology.md)."""
+
+    name: str
+    label: str
+
+
+@dataclass(frozen=True)
+class JobTopology:
+    """Where a job's replicas go in the hierarchy (level names of the scenario's `topology:`)."""
+
+    required: str | None = None  # all replicas on nodes of one domain of this level
+    preferred: str | None = None  # as few domains of this level, then of each narrower one, as can hold them
 
 
 @dataclass
@@ -102,6 +126,12 @@ class Job:
     node_affinity: list[dict] | None = None  # required terms, ORed (gpu_policy.model.placement)
     tolerations: list[dict] = field(default_factory=list)
     mig_profile: str | None = None  # one MIG slice of this profile per replica; `gpus` is its share of a GPU
+    checkpoint_every_s: float | None = None  # its periodic checkpoint interval (next due: every - age)
+    save_s: float | None = None  # seconds it needs to save a checkpoint
+    saves_on_request: bool = False  # it checkpoints when asked, before it is stopped
+    running_for_s: float | None = None  # seconds since it (last) started (None: unknown)
+    waiting_for_s: float | None = None  # seconds it has waited (None: unknown)
+    topology: JobTopology | None = None  # required and preferred levels (rules.topology)
 
     @property
     def is_running(self) -> bool:
@@ -188,6 +218,20 @@ class Namespace:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """Cluster-wide settings of the policy (the scenario's `policy:` section)."""
+
+    reclaim_wait_s: float = 0  # a preemption may wait this long for a victim's due checkpoint
+    usage_half_life_s: float | None = None  # fair share over time: past usage (queues' usage_gpu_h) counts
+    usage_weight: float = 1.0  # how strongly past usage lowers a queue's part of the surplus
+
+    @property
+    def counts_usage(self) -> bool:
+        """Whether queues' past usage changes their fair shares (docs/policy.md, "Fair share over time")."""
+        return self.usage_half_life_s is not None and self.usage_weight > 0
+
+
 @dataclass
 class Scenario:
     nodes: list[Node]
@@ -198,6 +242,8 @@ class Scenario:
     telemetry: dict | None = None  # simulated DCGM profiles (docs/telemetry.md)
     composable: Composable | None = None  # GPUs that can be attached to nodes (docs/composition.md)
     namespaces: list[Namespace] = field(default_factory=list)  # labels for queues' namespace selectors
+    policy: Policy = field(default_factory=Policy)  # cluster-wide settings of the policy
+    topology: list[TopologyLevel] = field(default_factory=list)  # the network hierarchy, widest level first
 
     def node(self, name: str) -> Node:
         return self._nodes_by_name()[name]

@@ -8,23 +8,26 @@ Everything is checked before any solving; the first problem found raises a
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 from gpu_policy.model.fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
-    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POOL_FIELDS, PROFILE_FIELDS, QUEUE_FIELDS, REQUIRED,
+    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POLICY_FIELDS, POOL_FIELDS, PROFILE_FIELDS,
+    QUEUE_FIELDS, REQUIRED, TOPOLOGY_FIELDS,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
-from gpu_policy.model import Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Queue, Scenario
+from gpu_policy.model import (Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Policy, Queue,
+                              Scenario, TopologyLevel)
+from gpu_policy.model.plan import QueueReport
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
+from gpu_policy.model.scenario import API_VERSION
+from gpu_policy.model.scenario_dump import plain_data
 
-API_VERSION = "gpu-policy/v1alpha1"
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
-_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry"}
+_TOP_KEYS = {"apiVersion", "kind", "nodes", "queues", "jobs", "namespaces", "composable", "expect", "telemetry",
+             "policy", "topology"}
 
 
 def load_scenario(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Scenario:
@@ -65,32 +68,44 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         source=source,
         telemetry=data.get("telemetry"),
         namespaces=_build_all(data, "namespaces", Namespace, NAMESPACE_FIELDS, source),
+        policy=_build_policy(data.get("policy"), source),
+        topology=_build_all(data, "topology", TopologyLevel, TOPOLOGY_FIELDS, source),
     )
     return _check_whole(scenario, data.get("composable"))
 
 
+def _build_policy(section: Any, source: str) -> Policy:
+    """The `policy:` section (absent: every default)."""
+    if section is None:
+        return Policy()
+    return Policy(**_checked_fields(section, POLICY_FIELDS, (), "policy", source))
+
+
 #: the sections of a scenario built in code: (section, its type, its field checks)
 _SECTIONS = (("nodes", Node, NODE_FIELDS), ("queues", Queue, QUEUE_FIELDS), ("jobs", Job, JOB_FIELDS),
-             ("namespaces", Namespace, NAMESPACE_FIELDS))
+             ("namespaces", Namespace, NAMESPACE_FIELDS), ("topology", TopologyLevel, TOPOLOGY_FIELDS))
 
 
 def check_built(scenario: Scenario, composable: Any = None,
-                checked: Callable[[Any], bool] = lambda item: False) -> Scenario:
+                unchecked: Callable[[Any], tuple[str, ...] | None] = lambda item: None) -> Scenario:
     """Validate a scenario built in code (the Kubernetes mapping builds one per look) as
     `parse_scenario` validates one read from a file, without writing it out and reading it
     back: every field that is not its default passes its field check, names are unique, and
     the cross checks (references, placements, `composable`, the section as a file has it)
-    hold. The first problem raises a ScenarioError naming the field path. `checked(item)`:
-    whether an item's fields passed these checks before, as it is (the controller's looks keep
-    the jobs and nodes no watch event changed): those are not checked field by field again."""
+    hold. The first problem raises a ScenarioError naming the field path. `unchecked(item)`: the
+    fields of an item still to check, None for all (the controller's looks keep the jobs and
+    nodes no watch event changed, their fields checked once; a kept job's ages change)."""
     for section, cls, checks in _SECTIONS:
         items, seen = getattr(scenario, section), set()
         if len(items) > MAX_ITEMS[section]:
             raise ScenarioError(scenario.source, section,
                                 f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
         for i, item in enumerate(items):
-            if not checked(item):
-                _check_fields(scenario.source, _path(section, i, item), item, REQUIRED[cls], checks)
+            fields = unchecked(item)
+            if fields is None:
+                _check_fields(scenario.source, section, i, item, REQUIRED[cls], checks)
+            elif fields:
+                _check_fields(scenario.source, section, i, item, (), checks, fields)
             if item.name in seen:
                 raise ScenarioError(scenario.source, f"{_path(section, i, item)}.name",
                                     f"duplicate name {show(item.name)}")
@@ -103,18 +118,20 @@ def _path(section: str, i: int, item: Any) -> str:
     return job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
 
 
-def _check_fields(source: str, path: str, item: Any, required: Any, checks: dict) -> None:
-    """Every required field of a built item is there, and every field that is not its default passes its check."""
+def _check_fields(source: str, section: str, i: int, item: Any, required: Any, checks: dict,
+                  only: Any = None) -> None:
+    """Every required field of a built item (`section`[`i`]) is there, and every field (of
+    `only`, when given) that is not its default passes its check."""
     for name in required:
         if getattr(item, name) is None:
-            raise ScenarioError(source, f"{path}.{name}", "is required")
-    for key, value in vars(item).items():
+            raise ScenarioError(source, f"{_path(section, i, item)}.{name}", "is required")
+    for key, value in vars(item).items() if only is None else ((k, getattr(item, k)) for k in only):
         if value is None or (type(value) in (list, dict) and not value):
             continue  # the field's default: what scenario_to_dict leaves out
         try:
-            checks[key](_plain(value))  # as a file has it: a queue's model quotas, a node's sharing as mappings
+            checks[key](plain_data(value))  # as a file has it: a queue's model quotas, a node's sharing as mappings
         except Invalid as e:
-            raise ScenarioError(source, f"{path}.{key}{e.at}", str(e)) from None
+            raise ScenarioError(source, f"{_path(section, i, item)}.{key}{e.at}", str(e)) from None
 
 
 def _check_cluster_gpus(nodes: list[Node], source: str) -> None:
@@ -127,6 +144,7 @@ def _check_whole(scenario: Scenario, composable: Any) -> Scenario:
     """The checks across sections, once every item is built; `composable` is the section as read."""
     scenario.composable = _build_composable(composable, scenario)
     _check_references(scenario)
+    _check_topology(scenario)
     _check_placements(scenario)
     _check_expect(scenario)
     _check_telemetry(scenario)
@@ -226,6 +244,32 @@ def _build_composable(c: Any, s: Scenario) -> Composable | None:
     return Composable(pools=pools, nodes=nodes, **settings)
 
 
+def _check_topology(s: Scenario) -> None:
+    """Levels have distinct labels; a job's levels are the scenario's, its preferred one
+    narrower than its required one (a wider one would add nothing)."""
+    seen: dict[str, int] = {}
+    for i, level in enumerate(s.topology):
+        if level.label in seen:
+            raise ScenarioError(s.source, f"topology[{i}].label",
+                                f"{show(level.label)} is already the label of {show(s.topology[seen[level.label]].name)}")
+        seen[level.label] = i
+    depth = {level.name: i for i, level in enumerate(s.topology)}
+    for i, job in enumerate(s.jobs):
+        if job.topology is None:
+            continue
+        path = f"{job_path(i, job.name)}.topology"
+        for key in ("required", "preferred"):
+            level = getattr(job.topology, key)
+            if level is not None and level not in depth:
+                known = ", ".join(depth) if depth else "none: the scenario has no topology section"
+                raise ScenarioError(s.source, f"{path}.{key}", f"names no topology level (levels: {known}), "
+                                                               f"got {show(level)}")
+        required, preferred = job.topology.required, job.topology.preferred
+        if required is not None and preferred is not None and depth[preferred] <= depth[required]:
+            raise ScenarioError(s.source, f"{path}.preferred",
+                                f"must be a level narrower than the required {show(required)}, got {show(preferred)}")
+
+
 def _check_references(s: Scenario) -> None:
     queues = {q.name: q for q in s.queues}
     for i, q in enumerate(s.queues):
@@ -263,18 +307,18 @@ def _check_placements(s: Scenario) -> None:
     per_gpu: dict[tuple[str, int], float] = {}
     slices: dict[tuple[str, str], int] = defaultdict(int)
     for i, job in enumerate(s.jobs):
-        path = job_path(i, job.name)
-        _check_replicas(s, path, job)
+        _check_replicas(s, i, job)  # job_path(i, ...) is written out only in an error: 21,000 jobs a look
         for r, node_name in enumerate(job.running):
             if node_name not in nodes:
-                raise ScenarioError(s.source, f"{path}.running[{r}]", f"unknown node {show(node_name)}")
+                raise ScenarioError(s.source, f"{job_path(i, job.name)}.running[{r}]",
+                                    f"unknown node {show(node_name)}")
             node = nodes[node_name]
-            _check_slice(s, f"{path}.running[{r}]", job, node, slices)
+            _check_slice(s, i, r, job, node, slices)
             load[node_name]["gpus"] += job.gpus
             load[node_name]["cpu"] += job.cpu or 0
             load[node_name]["memory_gib"] += job.memory_gib or 0
             if job.gpu_indices is not None:
-                _check_indices(s, f"{path}.gpu_indices[{r}]", job, node, job.gpu_indices[r], per_gpu)
+                _check_indices(s, i, r, job, node, job.gpu_indices[r], per_gpu)
     _check_room(s, nodes, load)
 
 
@@ -289,18 +333,19 @@ def _check_node_gpus(s: Scenario) -> None:
             raise ScenarioError(s.source, f"nodes[{i}].mig", "a node's GPUs are MIG slices or shared, not both")
 
 
-def _check_replicas(s: Scenario, path: str, job: Job) -> None:
+def _check_replicas(s: Scenario, i: int, job: Job) -> None:
     """A running job names one node per replica (a gang all or none) and GPU indices for each."""
     if job.mig_profile and job.gpus > 1:
-        raise ScenarioError(s.source, f"{path}.gpus", f"a MIG slice is at most one GPU, got {show(job.gpus)}")
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpus",
+                            f"a MIG slice is at most one GPU, got {show(job.gpus)}")
     if len(job.running) > job.replicas:
-        raise ScenarioError(s.source, f"{path}.running",
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.running",
                             f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
     if job.running and len(job.running) < job.replicas:
-        raise ScenarioError(s.source, f"{path}.running",
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.running",
                             f"a gang runs all {job.replicas} replicas or none, got {len(job.running)} nodes")
     if job.gpu_indices is not None and len(job.gpu_indices) != len(job.running):
-        raise ScenarioError(s.source, f"{path}.gpu_indices",
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices",
                             f"must have one entry per running replica ({len(job.running)}), "
                             f"got {len(job.gpu_indices)}")
 
@@ -317,10 +362,12 @@ def _check_room(s: Scenario, nodes: dict[str, Node], load: dict[str, dict[str, f
                                     f"{used[resource]:g} {resource} of {capacity:g}")
 
 
-def _check_slice(s: Scenario, path: str, job: Job, node: Node, slices: dict[tuple[str, str], int]) -> None:
+def _check_slice(s: Scenario, i: int, r: int, job: Job, node: Node,
+                 slices: dict[tuple[str, str], int]) -> None:
     """A MIG job runs on a slice of its profile that the node has; other jobs not on MIG GPUs."""
     if not job.mig_profile and not node.mig:
         return
+    path = f"{job_path(i, job.name)}.running[{r}]"
     if not job.mig_profile:
         raise ScenarioError(s.source, path, f"node {show(node.name)} has MIG slices only; the job asks for none")
     slices[node.name, job.mig_profile] += 1
@@ -329,22 +376,25 @@ def _check_slice(s: Scenario, path: str, job: Job, node: Node, slices: dict[tupl
                                             f"{job.mig_profile} slices; its running jobs use more")
 
 
-def _check_indices(s: Scenario, path: str, job: Job, node: Node, idx: list[int],
+def _check_indices(s: Scenario, i: int, r: int, job: Job, node: Node, idx: list[int],
                    per_gpu: dict[tuple[str, int], float]) -> None:
     want = 1 if job.is_fractional else int(job.gpus)
     if len(idx) != want or len(set(idx)) != len(idx):
-        raise ScenarioError(s.source, path, f"must list {want} distinct GPU indices, got {show(idx)}")
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
+                            f"must list {want} distinct GPU indices, got {show(idx)}")
     for g in idx:
         if g >= node.gpus:
-            raise ScenarioError(s.source, path, f"GPU {g} does not exist on {node.name} ({node.gpus} GPUs)")
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
+                                f"GPU {g} does not exist on {node.name} ({node.gpus} GPUs)")
         share = job.gpus if job.is_fractional else 1.0
         per_gpu[(node.name, g)] = per_gpu.get((node.name, g), 0.0) + share
         if per_gpu[(node.name, g)] > 1 + 1e-9:
-            raise ScenarioError(s.source, path, f"GPU {g} of {node.name} is already fully used")
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
+                                f"GPU {g} of {node.name} is already fully used")
 
 
-#: The queue fields of a plan that `expect.queues` may pin (numbers, or null for `limit`).
-_EXPECT_QUEUE_FIELDS = ("deserved", "fair_share", "pending_demand", "allocated_before", "allocated_after", "limit")
+#: The queue fields of a plan that `expect.queues` may pin (numbers, or null where a field may be absent).
+_EXPECT_QUEUE_FIELDS = tuple(f.name for f in fields(QueueReport) if f.name not in ("name", "parent"))
 
 
 def _mapping(s: Scenario, value: Any, path: str) -> dict:
@@ -374,7 +424,11 @@ def _check_expect(s: Scenario) -> None:
         for key, value in values.items():
             _field(s, f"expect.queues.{name}.{key}", value, optional(number))
     for key, value in _mapping(s, e.get("summary"), "expect.summary").items():
-        _field(s, f"expect.summary.{key}", value, number)
+        if isinstance(value, dict):  # a summary field per level (largest_free_domain_after)
+            for level, each in value.items():
+                _field(s, f"expect.summary.{key}.{level}", each, number)
+        else:
+            _field(s, f"expect.summary.{key}", value, number)
     composable = {n.name for n in s.composable.nodes} if s.composable else set()
     for name, change in _mapping(s, e.get("compositions"), "expect.compositions").items():
         if name not in composable:
@@ -437,50 +491,3 @@ def _check_telemetry(s: Scenario) -> None:
         if fault["gpu"] >= nodes[fault["node"]].gpus:
             raise ScenarioError(s.source, f"{path}.gpu",
                                 f"GPU {fault['gpu']} does not exist on {fault['node']} ({nodes[fault['node']].gpus} GPUs)")
-
-
-def scenario_to_dict(s: Scenario) -> dict:
-    """The scenario as a mapping that `parse_scenario` reads back unchanged."""
-    def plain(obj, skip_defaults: bool) -> dict:
-        out = {}
-        for f in fields(obj):
-            value = getattr(obj, f.name)
-            if skip_defaults and f.name != "name" and value in (None, [], {}):
-                continue
-            out[f.name] = _plain(value)
-        return out
-
-    out = {
-        "apiVersion": API_VERSION,
-        "kind": "Scenario",
-        "nodes": [plain(n, True) for n in s.nodes],
-        "queues": [plain(q, True) for q in s.queues],
-        "jobs": [plain(j, True) for j in s.jobs],
-    }
-    if s.composable is not None:
-        c = s.composable
-        out["composable"] = {
-            "pools": [plain(p, False) for p in c.pools],
-            "nodes": [{k: v for k, v in plain(n, False).items() if k != "attached" or v} for n in c.nodes],
-            "attach_seconds": c.attach_seconds, "idle_detach_s": c.idle_detach_s,
-            "before_preemption": c.before_preemption,
-        }
-    if s.namespaces:
-        out["namespaces"] = [plain(n, True) for n in s.namespaces]
-    if s.telemetry:
-        out["telemetry"] = s.telemetry
-    return out
-
-
-def _plain(value: Any) -> Any:
-    """A field's value as plain data: dataclasses (a queue's model quotas too) as mappings."""
-    if is_dataclass(value):
-        return asdict(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def dump_scenario(s: Scenario, path: str | Path) -> None:
-    """Write the scenario as YAML (no `expect:`: it described the old state)."""
-    Path(path).write_text(yaml.safe_dump(scenario_to_dict(s), sort_keys=False, default_flow_style=None))

@@ -18,7 +18,8 @@ from gpu_policy.planner.core.realize import realize
 from gpu_policy.planner.core.rule import PlanInputs
 from gpu_policy.planner.core.scope import Standing, scope
 from gpu_policy.planner.core.shapes import node_kinds, scenario_constraints
-from gpu_policy.planner.core.solve import CUT_OFF, FIRST_PLAN_KEPT, NOTHING, OPTIMAL, highs_available, solve_stages
+from gpu_policy.planner.core.solve import FIRST_PLAN_KEPT, solve_stages
+from gpu_policy.planner.core.solvers import CUT_OFF, NOTHING, OPTIMAL, highs_available
 from gpu_policy.planner.core.telemetry import gpu_limits, with_unhealthy
 from gpu_policy.planner.ruleset import RuleSet
 from gpu_policy.planner.rules.claims import start_order as order_of_starts
@@ -124,7 +125,7 @@ def _decide(s: Scenario, cfg: PlannerConfig, signals: ClusterSignals | None, lay
     if not order and waiting:
         report.status = CUT_OFF
     report.build_seconds = built
-    outcome = realize(m, s, grown, sc, order, mix)
+    outcome = realize(m, s, grown, sc, order, mix, rules.node_order)
     rules.decide(m, outcome.layout, report.status in (OPTIMAL, NOTHING))
     return write_plan(s, st, m, outcome, layout, limits, kinds, report, signals, rules, refused)
 
@@ -140,7 +141,8 @@ def _standing(s: Scenario, capacity: int, kinds, refused: dict[str, str]) -> tup
     waiting: list[Job] = []
     for job in s.jobs:
         (running if job.running else waiting).append(job)
-    st = Standing(tree, Shares.of(s, fair_shares(s, capacity, demands), demands), *held(tree, running))
+    plain = fair_shares(s, capacity, demands, with_usage=False) if s.policy.counts_usage else None
+    st = Standing(tree, Shares.of(s, fair_shares(s, capacity, demands), demands, plain), *held(tree, running))
     waiting = [j for j in waiting if j.name not in refused and could_fit(j)]
     return st, waiting, order_of_starts(tree, st.shares, st.held, waiting)
 

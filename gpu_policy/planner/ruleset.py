@@ -30,6 +30,9 @@ class RuleSet:
     def __init__(self, rules: list[Rule]):
         self.rules = rules
         self.victims = next((r for r in rules if isinstance(r, Victims)), None)
+        self.keying = [rule for rule in rules if type(rule).victim_key is not Rule.victim_key]
+        self.confining = [rule for rule in rules if type(rule).confine is not Rule.confine]
+        self.grouping = [rule for rule in rules if type(rule).pool_group is not Rule.pool_group]
 
     @classmethod
     def for_plan(cls, inputs: PlanInputs) -> RuleSet:
@@ -53,12 +56,17 @@ class RuleSet:
         verdicts = [rule.may_take(victim, claimant, givers) for rule in self.rules]
         return True in verdicts and False not in verdicts
 
-    @staticmethod
-    def victim_key(job: Job) -> Hashable:
-        """What `may_take` reads of a victim: its queue, its priority and whether it is
-        preemptible (which its priority and its own `preemptible` decide: read as given, it
-        costs no property)."""
-        return (job.queue, job.priority, job.preemptible)
+    def victim_key(self, job: Job) -> Hashable:
+        """What `may_take` and `may_move` read of a victim: its queue, its priority and whether
+        it is preemptible (which its priority and its own `preemptible` decide: read as given,
+        it costs no property), and what the rules that read more say (`Rule.victim_key`)."""
+        if not self.keying:
+            return (job.queue, job.priority, job.preemptible)
+        return (job.queue, job.priority, job.preemptible, *(rule.victim_key(job) for rule in self.keying))
+
+    def may_move(self, job: Job | None, claimant: Job | None) -> bool:
+        """No rule forbids moving `job` (None: any) for `claimant` (None: any)."""
+        return all(rule.may_move(job, claimant) is not False for rule in self.rules)
 
     def victim_cost(self, victim: Job, st: Standing, limits: GpuLimits) -> tuple:
         return self.victims.cost(victim, st, limits)
@@ -85,6 +93,20 @@ class RuleSet:
     def detail(self) -> set[str]:
         return set().union(*(rule.detail() for rule in self.rules))
 
+    def pool_group(self, node: str) -> Hashable:
+        """What keeps a pooled node apart (`Rule.pool_group`): None where no rule says anything."""
+        groups = tuple(rule.pool_group(node) for rule in self.grouping)
+        return None if all(g is None for g in groups) else groups
+
+    def confine(self, job: Job) -> frozenset[str] | None:
+        """The nodes every rule that confines `job` lets it use (None: no rule confines it)."""
+        found = None
+        for rule in self.confining:
+            mine = rule.confine(job)
+            if mine is not None:
+                found = mine if found is None else found & mine
+        return found
+
     def grow_kinds(self, kinds: Counter[NodeKind], constraints: frozenset | None) -> Counter[NodeKind]:
         for rule in self.rules:
             kinds = rule.grow_kinds(kinds, constraints)
@@ -110,6 +132,13 @@ class RuleSet:
 
     def report(self, changes: list[JobDecision], jobs: Mapping[str, Job]) -> list[Composition]:
         return [item for rule in self.rules for item in rule.report(changes, jobs)]
+
+    def summarize(self, after: Layout) -> dict:
+        return {key: value for rule in self.rules for key, value in rule.summarize(after).items()}
+
+    def node_order(self, layout: Layout) -> Mapping[str, float] | None:
+        """What packing prefers first (`Rule.node_order`): the first rule's that has a say."""
+        return next((order for rule in self.rules if (order := rule.node_order(layout)) is not None), None)
 
     # -- the reasons ----------------------------------------------------------------------------
 

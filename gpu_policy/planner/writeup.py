@@ -15,12 +15,13 @@ from gpu_policy.model.layout import Layout, spare_resources
 from gpu_policy.model.plan import JobDecision, Placement, Plan, QueueReport, SolverReport
 from gpu_policy.model.signals import ClusterSignals
 from gpu_policy.planner.core.codes import Reason
+from gpu_policy.planner.core.fair_share import queue_usage
 from gpu_policy.planner.core.judged import FreeRoom, Judged
 from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.queues import FAIR, GUARANTEE, QueueTree
 from gpu_policy.planner.core.realize import Realized
 from gpu_policy.planner.core.scope import Standing
-from gpu_policy.planner.core.solve import NOTHING, OPTIMAL
+from gpu_policy.planner.core.solvers import NOTHING, OPTIMAL
 from gpu_policy.planner.core.telemetry import GpuLimits
 from gpu_policy.planner.ruleset import RuleSet
 
@@ -44,14 +45,24 @@ def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Realized, layout:
     compositions = rules.report(changes, g.jobs)
     return Plan(
         jobs=g.decisions,
-        queues=[QueueReport(q.name, q.deserved, st.shares.fair[q.name], g.pending[q.name], st.held[q.name],
-                            g.after[q.name], q.parent, q.limit)
-                for q in s.queues],
-        summary=_summary(s, st.tree, changes, st.held, g.after, judged.room),
+        queues=_queue_reports(s, st, g),
+        summary={**_summary(s, st.tree, changes, st.held, g.after, judged.room), **rules.summarize(out.layout)},
         solver=report,
         telemetry=signals.describe() if signals else None,
         compositions=compositions,
     )
+
+
+def _queue_reports(s: Scenario, st: Standing, g: _Gathered) -> list[QueueReport]:
+    """What the plan says of each queue; its past usage and the fair share it would have
+    without it only where the policy counts usage."""
+    plain = st.shares.without_usage
+    usage = None if plain is None else queue_usage(s)
+    return [QueueReport(q.name, q.deserved, st.shares.fair[q.name], g.pending[q.name], st.held[q.name],
+                        g.after[q.name], q.parent, q.limit,
+                        usage_gpu_h=None if usage is None else usage[q.name],
+                        fair_share_without_usage=None if plain is None else plain[q.name])
+            for q in s.queues]
 
 
 def _on(var) -> bool:

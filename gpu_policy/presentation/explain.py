@@ -3,9 +3,11 @@ where it runs and what would stop it; every change is found and confirmed by pla
 changed scenario, so an answer never claims more than the planner would do.
 
 Kinds of change tried for a waiting job, each searched for its smallest size by bisection:
-more free GPUs on one node (a new empty node of k GPUs of a model the job accepts), another
-job leaving (a running one finishing, a waiting one withdrawn), its queue's (or a
-department's) limit raised to L, its queue's deserved quota raised to D. For a running job:
+more free GPUs on one node (a new empty node of k GPUs of a model the job accepts, in the
+domain closest to holding it where the job requires a topology level), another job leaving
+(a running one finishing, a waiting one withdrawn), the jobs that leave the closest domain
+for a job that requires one (`NoDomainFits`), its queue's (or a department's) limit raised
+to L, its queue's deserved quota raised to D. For a running job:
 the fewest GPUs asked by its own queue (one priority higher) or by another queue for which
 the planner would stop it. The number of plans is bounded (`max_plans`)."""
 
@@ -19,7 +21,10 @@ from typing import Callable
 from gpu_policy.model import placement
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.model.apply import apply_plan
+from gpu_policy.model.layout import running_layout
 from gpu_policy.model.plan import JobDecision, Plan
+from gpu_policy.model.topology import Domains
 from gpu_policy.planner import PlannerConfig, plan, start_order
 
 #: A name no scenario uses, for the node and the jobs an explanation adds.
@@ -30,7 +35,7 @@ _PROBE = "explain-probe"
 class Change:
     """One change to the cluster that the planner confirms makes the difference."""
 
-    kind: str   # free_gpus | job_leaves | limit | deserved | queue_users | claim
+    kind: str   # free_gpus | job_leaves | domain | limit | deserved | queue_users | claim | time
     size: float  # GPUs added, freed, the new limit or quota, the claim's GPUs
     text: str
     scenario: Scenario = field(repr=False, compare=False)  # the changed scenario, as planned
@@ -149,7 +154,8 @@ def _with_jobs(s: Scenario, jobs: list[Job]) -> Scenario:
 
 def _what_starts(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
     found = []
-    for search in (_queue_opened, _limit_raised, _free_gpus, _job_leaves, _deserved_raised):
+    for search in (_queue_opened, _limit_raised, _time_passes, _domain_freed, _free_gpus, _job_leaves,
+                   _deserved_raised):
         if prober.spent:
             break
         found += search(s, job, base, prober)
@@ -216,10 +222,57 @@ def _queue_opened(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Cha
                    opened)]
 
 
-def _model_for(s: Scenario, job: Job) -> Node:
+def _closest_domain(s: Scenario, job: Job, base: Plan) -> tuple[str, list[str]] | None:
+    """For a job that requires a topology level: the domain of it with the most free GPUs the
+    job could use after the plan `base`, as (its name, its nodes the job fits), or None."""
+    if not job.topology or job.topology.required is None:
+        return None
+    d = Domains.of(s)
+    free = {name: len(nl.free_indices()) for name, nl in running_layout(apply_plan(s, base)).nodes.items()}
+    fits = {n.name for n in s.nodes if job.fits_model(n) and placement.admits(n, placement.constraints_of(job))}
+    domains = [(sum(free[n] for n in nodes if n in fits), key, [n for n in nodes if n in fits])
+               for key, nodes in d.nodes[d.level(job.topology.required)].items()]
+    domains = [x for x in domains if x[2]]
+    if not domains:
+        return None
+    _, key, nodes = max(domains, key=lambda x: x[0])
+    return f"{job.topology.required} {Domains.name(key)}", nodes
+
+
+def _domain_freed(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
+    """For a job that waits for a domain (`NoDomainFits`): the fewest running jobs of the
+    closest domain, lowest priority and smallest first, whose end lets it start there."""
+    if base.job(job.name).code != "NoDomainFits" or (closest := _closest_domain(s, job, base)) is None:
+        return []
+    where, nodes = closest
+    inside = set(nodes)
+    held = sorted((j for j in s.jobs if j.is_running and j.name != job.name and inside.intersection(j.running)),
+                  key=lambda j: (j.priority, j.total_gpus, j.name))
+
+    def changed(k: int) -> Scenario:
+        gone = {j.name for j in held[:k]}
+        return _with_jobs(s, [j for j in s.jobs if j.name not in gone])
+
+    best = prober.smallest(1, len(held), changed, job.name, ("start",)) if held else None
+    if not best:
+        return []
+    gone = held[:best[0]]
+    names = ", ".join(j.name for j in gone[:4]) + (f" and {len(gone) - 4} more" if len(gone) > 4 else "")
+    return [Change("domain", sum(j.total_gpus for j in gone),
+                   f"starts in {where}, the closest to holding it, when {names} "
+                   f"({_gpus(sum(j.total_gpus for j in gone))}) {'leaves' if len(gone) == 1 else 'leave'} it",
+                   best[1])]
+
+
+def _model_for(s: Scenario, job: Job, base: Plan | None = None) -> Node:
     """The node a new node copies: the largest one of a model the job accepts and whose
     placement constraints admit it (its CPUs and memory raised to what the job asks), else a
-    bare node of the job's first model labelled as its node selector and affinity ask."""
+    bare node of the job's first model labelled as its node selector and affinity ask. For a
+    job that requires a topology level (and `base`, its plan), one of the domain closest to
+    holding it, so that the new node joins that domain."""
+    closest = _closest_domain(s, job, base) if base is not None else None
+    if closest is not None:
+        s = dataclasses.replace(s, nodes=[n for n in s.nodes if n.name in set(closest[1])])
     fits = [n for n in s.nodes if job.fits_model(n) and placement.admits(n, placement.constraints_of(job))]
     if fits:
         like = max(fits, key=lambda n: (n.gpus, n.name))
@@ -250,7 +303,7 @@ def _labels_asked(job: Job) -> dict[str, str]:
 
 def _free_gpus(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
     """The fewest free GPUs on one more node that let the job start."""
-    like = _model_for(s, job)
+    like = _model_for(s, job, base)
     per = 1 if job.is_fractional else int(job.gpus)
 
     def changed(k: int) -> Scenario:
@@ -295,6 +348,32 @@ def _job_leaves(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Chang
     return found
 
 
+def _time_passes(s: Scenario, job: Job, base: Plan, prober: Prober) -> list[Change]:
+    """For a job its queue's preemption delay holds back, or whose victims their minimum
+    runtime protects: the fewest seconds after which it starts, if nothing else changes (every
+    known wait and run time grows by them), among the moments a delay or a minimum runtime ends."""
+    if base.job(job.name).code not in ("PreemptionDelay", "MinRuntime"):
+        return []
+    queues = {q.name: q for q in s.queues}
+    ends = {queues[job.queue].preemption_delay_s - job.waiting_for_s} if job.waiting_for_s is not None else set()
+    ends |= {queues[j.queue].min_runtime_s - j.running_for_s for j in s.jobs if j.running and j.running_for_s is not None}
+    for seconds in sorted(t for t in ends if t > 0):
+        if prober.spent:
+            break
+        changed = _with_jobs(s, [_older(j, seconds) for j in s.jobs])
+        if prober.action(changed, job.name) == "start":
+            return [Change("time", seconds, f"starts in {seconds:.0f} s, when its queue's preemption delay or the "
+                                            "minimum runtime of the jobs it would take has passed", changed)]
+    return []
+
+
+def _older(job: Job, seconds: float) -> Job:
+    """`job` `seconds` later: its known run and wait times grown by them."""
+    return dataclasses.replace(
+        job, running_for_s=None if job.running_for_s is None else job.running_for_s + seconds,
+        waiting_for_s=None if job.waiting_for_s is None else job.waiting_for_s + seconds)
+
+
 # ---- a running job: why it runs and what would stop it ----------------------------------
 
 def _why_it_runs(job: Job, base: Plan) -> str:
@@ -302,7 +381,7 @@ def _why_it_runs(job: Job, base: Plan) -> str:
     kind = "non-preemptible" if not job.is_preemptible else f"preemptible, priority {job.priority}"
     share = ("within" if q.allocated_after <= q.fair_share else "above")
     return (f"runs ({kind}); {q.name} holds {q.allocated_after:g} GPUs after the plan, {share} its fair share of "
-            f"{q.fair_share} (deserved {q.deserved:g})")
+            f"{q.fair_share_words} (deserved {q.deserved:g})")
 
 
 def _what_stops(s: Scenario, job: Job, prober: Prober) -> list[Change]:

@@ -30,10 +30,14 @@ def _num(x: float | None) -> str:
 
 
 def queue_table(plan: Plan) -> str:
+    """One row per queue; where past usage counts, its GPU-hours and the fair share without it."""
+    usage = any(q.usage_gpu_h is not None for q in plan.queues)
     rows = [[q.name if not q.parent else f"{q.parent}/{q.name}", _num(q.deserved), _num(q.limit),
-             str(q.fair_share), _num(q.pending_demand), _num(q.allocated_before), _num(q.allocated_after)]
+             str(q.fair_share), *([_num(q.usage_gpu_h), _num(q.fair_share_without_usage)] if usage else []),
+             _num(q.pending_demand), _num(q.allocated_before), _num(q.allocated_after)]
             for q in plan.queues]
-    return text_table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "PENDING", "BEFORE", "AFTER"], rows)
+    return text_table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", *(["USAGE GPU-H", "WITHOUT USAGE"] if usage else []),
+                       "PENDING", "BEFORE", "AFTER"], rows)
 
 
 def _count(n: int, noun: str) -> str:

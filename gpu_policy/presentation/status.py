@@ -26,6 +26,8 @@ class QueueStatus:
     borrowed: float  # allocated beyond its fair share: what reclaim may take back
     pending: float  # GPUs its waiting jobs ask
     pending_by_code: dict[str, float] = field(default_factory=dict)  # waiting GPUs per reason code
+    usage_gpu_h: float | None = None  # past usage, where fair share counts it
+    fair_share_without_usage: int | None = None
 
 
 @dataclass
@@ -66,7 +68,7 @@ def cluster_status(s: Scenario, result: Plan, planned_at: float) -> Status:
     reports = {q.name: q for q in result.queues}
     queues = [QueueStatus(name, parents[name], depth, r.deserved, r.limit, r.fair_share, r.allocated_before,
                           max(0.0, r.allocated_before - r.fair_share), r.pending_demand,
-                          dict(sorted(by_code[name].items())))
+                          dict(sorted(by_code[name].items())), r.usage_gpu_h, r.fair_share_without_usage)
               for name, depth in _tree(s) for r in [reports[name]]]
     ordered = start_order(s)
     named = {j.name for j in ordered}
@@ -100,10 +102,14 @@ def _num(x: float | None) -> str:
 
 
 def status_text(st: Status) -> str:
-    """The status as aligned text: queues, waiting jobs, the plan made now."""
+    """The status as aligned text: queues (with past usage where it counts), waiting jobs, the
+    plan made now."""
+    usage = any(q.usage_gpu_h is not None for q in st.queues)
     queues = text_table(
-        ["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "ALLOCATED", "BORROWED", "PENDING", "PENDING BY REASON"],
-        [["  " * q.depth + q.name, _num(q.deserved), _num(q.limit), str(q.fair_share), _num(q.allocated),
+        ["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", *(["USAGE GPU-H", "WITHOUT USAGE"] if usage else []),
+         "ALLOCATED", "BORROWED", "PENDING", "PENDING BY REASON"],
+        [["  " * q.depth + q.name, _num(q.deserved), _num(q.limit), str(q.fair_share),
+          *([_num(q.usage_gpu_h), _num(q.fair_share_without_usage)] if usage else []), _num(q.allocated),
           _num(q.borrowed), _num(q.pending), ", ".join(f"{c} {g:g}" for c, g in q.pending_by_code.items())]
          for q in st.queues])
     waiting = text_table(["#", "JOB", "QUEUE", "GPUS", "NEXT PLAN", "CODE"],

@@ -4,11 +4,12 @@ Queries (PromQL; see docs/telemetry.md): a range query over the window for
 DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_XID_ERRORS, instant queries for memory,
 engine activity, power and temperature, and ``timestamp(DCGM_FI_DEV_GPU_UTIL)``
 for how fresh each GPU's data is. A GPU is identified by (Hostname or hostname,
-gpu). Answers are untrusted: every request is bounded in time, size and depth
-(`gpu_policy.telemetry.http`), retried with backoff, and the whole collection
-has one deadline; NaN, infinite and DCGM-blank values count as missing. When
-it fails, `TelemetryUnavailable` says why in one line, with the URL's secrets
-redacted.
+gpu). Answers are untrusted: given a URL, every request is bounded in time, size
+and depth (`gpu_policy.telemetry.http`); given a `PrometheusConnect`, its queries
+run through it (`gpu_policy.telemetry.client`), within its read timeout. Either
+way each query is retried with backoff, the whole collection has one deadline,
+and NaN, infinite and DCGM-blank values count as missing. When it fails,
+`TelemetryUnavailable` says why in one line, with the URL's secrets redacted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import time
 from typing import Any, Callable
 
 from gpu_policy.backoff import Backoff
-from gpu_policy.errors import GpuPolicyError
+from gpu_policy.errors import GpuPolicyError, UsageError
+from gpu_policy.telemetry.client import client_result
 from gpu_policy.telemetry.http import HttpFailure, get_json, redact_url
 from gpu_policy.model.telemetry import (
     ENGINE_ACTIVE, FB_FREE, FB_USED, GPU_UTIL, INSTANT_SERIES, POWER, TEMPERATURE, XID_ERRORS, GpuKey, GpuReading,
@@ -92,12 +94,20 @@ def _range(samples: Any) -> list[tuple[float, float | None]]:
 
 
 class PrometheusDcgmSource:
-    """Reads dcgm-exporter series from Prometheus at `url` (credentials in the URL are
-    sent as Basic auth and redacted everywhere else)."""
+    """Reads dcgm-exporter series from Prometheus: `prometheus` is its URL (read by gpu-policy's
+    bounded client; credentials in the URL are sent as Basic auth and redacted everywhere
+    else), or a `PrometheusConnect` of the caller's (prometheus-api-client), whose queries run
+    through it with its own auth, headers, TLS and proxy."""
 
-    def __init__(self, url: str, settings: TelemetrySettings | None = None, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic):
-        self.url = url.rstrip("/")
+    def __init__(self, prometheus, settings: TelemetrySettings | None = None,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+        if isinstance(prometheus, str):
+            self.client, self.url = None, prometheus.rstrip("/")
+        elif callable(getattr(prometheus, "custom_query", None)) and isinstance(getattr(prometheus, "url", None), str):
+            self.client, self.url = prometheus, prometheus.url.rstrip("/")
+        else:
+            raise UsageError(f"prometheus: must be a URL or a prometheus_api_client.PrometheusConnect, "
+                             f"got {type(prometheus).__name__}")
         self.settings = settings or TelemetrySettings()
         self._sleep, self._clock = sleep, clock
         self._deadline = math.inf
@@ -148,12 +158,7 @@ class PrometheusDcgmSource:
                 problem = f"did not finish within the {s.total_timeout_s:g} s of a collection"
                 break
             try:
-                answer = get_json(self.url, f"/api/v1/{endpoint}", params, timeout_s=min(s.timeout_s, left),
-                                  max_bytes=s.max_answer_bytes, verify_tls=s.verify_tls)
-                if not isinstance(answer, dict) or answer.get("status") != "success" or not isinstance(
-                        answer.get("data"), dict):
-                    raise _Malformed(f"the answer is not a successful query result: {str(answer)[:80]}")
-                return _series(answer["data"].get("result"), key)
+                return _series(self._result(endpoint, params, min(s.timeout_s, left), s), key)
             except HttpFailure as e:
                 problem = e.problem
                 if not e.retry:
@@ -162,3 +167,13 @@ class PrometheusDcgmSource:
                 problem = f"sent malformed data (_Malformed: {str(e)[:120]})"
         raise TelemetryUnavailable(f"Prometheus at {self.shown_url} {problem} for {what} "
                                    f"after {attempt + 1} attempt{'s' if attempt else ''}")
+
+    def _result(self, endpoint: str, params: dict[str, str], timeout_s: float, s: TelemetrySettings) -> Any:
+        """The `data.result` of one query, through the caller's client or the bounded one."""
+        if self.client is not None:
+            return client_result(self.client, endpoint, params, timeout_s)
+        answer = get_json(self.url, f"/api/v1/{endpoint}", params, timeout_s=timeout_s, max_bytes=s.max_answer_bytes,
+                          verify_tls=s.verify_tls)
+        if not isinstance(answer, dict) or answer.get("status") != "success" or not isinstance(answer.get("data"), dict):
+            raise _Malformed(f"the answer is not a successful query result: {str(answer)[:80]}")
+        return answer["data"].get("result")

@@ -1,5 +1,6 @@
 """Airflow on SQLite in a temporary AIRFLOW_HOME, set before Airflow is imported."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,12 +10,18 @@ from pathlib import Path
 import pytest
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
+#: DAGs only the tests run (against the fake API server): a second DAG bundle, so dag.test() finds them
+TEST_DAGS = Path(__file__).resolve().parent / "dags"
 _HOME = tempfile.mkdtemp(prefix="gpu-policy-airflow-")
 os.environ.setdefault("AIRFLOW_HOME", _HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS))
 os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_HOME}/airflow.db")
 os.environ.setdefault("GPU_POLICY_REPORT_DIR", f"{_HOME}/reports")
+os.environ.setdefault("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+    {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle", "kwargs": {}},
+    {"name": "test-dags", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+     "kwargs": {"path": str(TEST_DAGS)}}]))
 
 
 @pytest.fixture(scope="session")

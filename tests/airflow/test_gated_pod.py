@@ -12,7 +12,8 @@ from airflow.exceptions import AirflowException  # noqa: E402
 from kubernetes.client import ApiClient  # noqa: E402
 
 from gpu_policy.airflow.operators.gated_pod import GatedKubernetesPodOperator  # noqa: E402
-from gpu_policy.kubernetes.write.gated_step import CONTROLLER, STEP_PERMISSIONS  # noqa: E402
+from gpu_policy.kubernetes.write.events import CONTROLLER  # noqa: E402
+from tests.kubernetes.test_gated_step import POD_STEP  # noqa: E402
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, FRACTION_ANNOTATION, HOSTNAME_LABEL, JOB_LABEL,  # noqa: E402
                                          QUEUE_LABEL, REPLICAS_ANNOTATION)
 from tests.kubernetes.fake_api import FakeKubernetes  # noqa: E402
@@ -101,7 +102,7 @@ def test_the_step_proceeds_once_released_and_says_why(live):
     assert admission["reason"] == "node-3; team-b 14 -> 16 GPUs" and pod["metadata"]["name"] == "train-1"
     assert {r.path for r in live.requests} == {"/api/v1/namespaces/ml/pods/train-1",
                                                "/apis/events.k8s.io/v1/namespaces/ml/events"}
-    assert live.permissions_used() <= {(p.verb, p.group, p.resource) for p in STEP_PERMISSIONS}
+    assert live.permissions_used() <= POD_STEP
 
 
 def test_a_step_not_released_in_time_fails_with_the_reason(live):

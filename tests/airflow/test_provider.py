@@ -14,7 +14,7 @@ def test_entry_point_and_modules():
     points = [e for e in entry_points(group="apache_airflow_provider") if e.value == "gpu_policy.airflow:get_provider_info"]
     assert len(points) == 1 and points[0].load()() == get_provider_info()
     info = get_provider_info()
-    for kind in ("hooks", "operators", "sensors"):
+    for kind in ("hooks", "operators", "sensors", "triggers"):
         for module in info[kind][0]["python-modules"]:
             assert importlib.import_module(module).__all__
     hook = info["connection-types"][0]["hook-class-name"]

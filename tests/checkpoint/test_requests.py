@@ -151,7 +151,9 @@ def test_a_trainer_process_answers_pauses_and_is_stopped_or_released(tmp_path):
                                  "--steps", "50", "--step-seconds", "0.002", "--checkpoint-every", "1e6",
                                  "--notes", str(notes)], stdout=subprocess.PIPE,
                                 env={**ENV, "GPU_POLICY_POD_INFO": str(world.folder / "annotations")})
-        wait_for(notes.exists, what="the answer on the pod")
+        # a whole line: FileNotes' open(..., "a") makes the file before its line is written, and a loaded
+        # machine lets the test read it in between
+        wait_for(lambda: notes.exists() and notes.read_text().endswith("\n"), timeout=60, what="the answer on the pod")
         assert datetime.fromisoformat(json.loads(notes.read_text())["at"]) >= ASKED  # at or after the request
         return world, proc, notes
 

@@ -11,7 +11,8 @@ import pytest
 kfp = pytest.importorskip("kfp", reason="kfp is not installed here; `make test` runs these in .venv-kfp")
 
 from gpu_policy.kfp import run_gated_pod  # noqa: E402
-from gpu_policy.kubernetes.write.gated_step import CONTROLLER, STEP_PERMISSIONS  # noqa: E402
+from gpu_policy.kubernetes.write.events import CONTROLLER  # noqa: E402
+from tests.kubernetes.test_gated_step import POD_STEP  # noqa: E402
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL,  # noqa: E402
                                          REPLICAS_ANNOTATION)
 from tests.kubernetes.fake_api import FakeKubernetes  # noqa: E402
@@ -66,7 +67,7 @@ def test_the_pod_is_created_gated_released_and_run(live, capsys):
         "pod team-a/train-1: released onto node-2 (GpuPolicyAdmitted: node-2; team-a 0 -> 2 GPUs)"]
     assert {r.path for r in live.requests} == {"/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-a/pods/train-1",
                                               "/apis/events.k8s.io/v1/namespaces/team-a/events"}
-    assert live.permissions_used() == {(p.verb, p.group, p.resource) for p in STEP_PERMISSIONS}
+    assert live.permissions_used() == POD_STEP
 
 
 def test_a_trainer_that_saves_on_request_is_declared_and_shown_its_annotations(live):

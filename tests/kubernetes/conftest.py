@@ -7,7 +7,8 @@ import time
 import pytest
 
 from gpu_policy.kubernetes import PERMISSIONS, KubernetesCluster, KubernetesSettings
-from gpu_policy.kubernetes.write.gated_step import STEP_PERMISSIONS
+from gpu_policy.kubernetes.transport.webhook import WEBHOOK_PERMISSIONS
+from gpu_policy.kubernetes.write.step_client import STEP_PERMISSIONS
 from tests.kubernetes.fake_api import FakeKubernetes
 
 
@@ -84,8 +85,8 @@ class FakeTime:
 
 
 def declared() -> set[tuple[str, str, str]]:
-    """What the controller's and the pipeline steps' code declares it sends."""
-    return {(p.verb, p.group, p.resource) for p in PERMISSIONS | STEP_PERMISSIONS}
+    """What the controller's (its webhook's too) and the pipeline steps' code declares it sends."""
+    return {(p.verb, p.group, p.resource) for p in PERMISSIONS | STEP_PERMISSIONS | WEBHOOK_PERMISSIONS}
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import yaml
 
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Job, Node, Scenario
-from gpu_policy.model.scenario_file import scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
 
 
 def rfc3339(t: float) -> str:
@@ -92,9 +92,11 @@ def serve_composability_requests(api) -> None:
 
 
 def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
-    queues = scenario_to_dict(s)["queues"]
-    return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace},
-            "data": {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}}
+    written = scenario_to_dict(s)
+    data = {names.QUEUES_KEY: yaml.safe_dump(written["queues"], sort_keys=False)}
+    if "policy" in written:
+        data[names.POLICY_KEY] = yaml.safe_dump(written["policy"], sort_keys=False)
+    return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace}, "data": data}
 
 
 def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str, int] | None = None) -> list[dict]:
@@ -109,7 +111,7 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str,
         labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: name}
         if job.preemptible is not None:
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
-        notes = {}
+        notes = _checkpointing(job)
         resources: dict = {}
         if job.mig_profile:
             resources = {"limits": {f"nvidia.com/mig-{job.mig_profile}": "1"}}
@@ -143,12 +145,28 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str,
                 notes[names.GPU_INDEX_ANNOTATION] = ",".join(map(str, job.gpu_indices[r]))
             if job.checkpoint_age_s is not None:
                 notes[names.LAST_CHECKPOINT_ANNOTATION] = rfc3339(now - job.checkpoint_age_s)
-        meta = {"name": f"{name}-{r}", "namespace": namespace, "labels": labels,
-                "creationTimestamp": rfc3339(job.submitted_at)}
+            if job.running_for_s is not None:
+                status["startTime"] = rfc3339(now - job.running_for_s)
+        # a waiting job's age is its pods' (the mapping reads both from creationTimestamp)
+        created = now - job.waiting_for_s if job.waiting_for_s is not None and not job.running else job.submitted_at
+        meta = {"name": f"{name}-{r}", "namespace": namespace, "labels": labels, "creationTimestamp": rfc3339(created)}
         if notes:
             meta["annotations"] = notes
         pods.append({"kind": "Pod", "metadata": meta, "spec": spec, "status": status})
     return pods
+
+
+def _checkpointing(job: Job) -> dict[str, str]:
+    """The annotations a trainer's pod declares: its checkpoint interval, its last save's time,
+    whether it saves on request."""
+    notes = {}
+    if job.checkpoint_every_s is not None:
+        notes[names.CHECKPOINT_EVERY_S_ANNOTATION] = f"{job.checkpoint_every_s:g}"
+    if job.save_s is not None:
+        notes[names.CHECKPOINT_SAVE_S_ANNOTATION] = f"{job.save_s:g}"
+    if job.saves_on_request:
+        notes[names.SAVES_ON_REQUEST_ANNOTATION] = "true"
+    return notes
 
 
 def _constraints(spec: dict, job: Job) -> None:

@@ -78,6 +78,21 @@ def test_a_gang_is_released_whole_once_all_its_pods_exist(api, cluster, fake_tim
         c.stop.set()
 
 
+def test_a_broken_gang_is_evicted_whole_and_the_controller_goes_on(api, cluster, fake_time):
+    cluster_of(api)
+    for i in range(4):  # a gang of 4: two run, two replacements wait gated (the others were evicted)
+        pod = gated_pod(f"g-{i}", "a", gpus=8, job="g", replicas=4, **({"nodeName": f"n{i + 1}"} if i < 2 else {}))
+        if i < 2:
+            pod["spec"]["schedulingGates"], pod["status"] = [], {"phase": "Running"}
+        api.put(pod)
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: len(api.evictions) == 2)  # no job of the plan: evicted, and the loop goes on
+        assert sorted(name for _, name in api.evictions) == ["g-0", "g-1"]
+    finally:
+        c.stop.set()
+
+
 def test_a_gang_that_does_not_fit_whole_stays_gated_whole(api, cluster, fake_time):
     cluster_of(api, nodes=3)
     for i in range(4):

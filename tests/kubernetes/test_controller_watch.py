@@ -94,7 +94,8 @@ def test_dra_kinds_and_pod_groups_are_listed_once_then_watched(api, cluster, fak
         # the kinds the cluster does not serve: said once each, never watched nor asked again
         skipped = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
         assert sorted(skipped) == [f"the cluster does not serve {k}: not watched (restart gpu-policy once it does)"
-                                   for k in ("composability_requests", "coscheduling_pod_groups", "device_taint_rules")]
+                                   for k in ("composability_requests", "coscheduling_pod_groups", "device_taint_rules",
+                                             "train_jobs")]
         assert api.watch_connections("podgroups", "scheduling.x-k8s.io") == 0
         gated_dra_pod(api, "train", "a", 4)
         settle(c, fake_time, lambda: "train" in released(api))

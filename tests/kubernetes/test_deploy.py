@@ -1,7 +1,8 @@
 """deploy/: it renders with kustomize, every object validates against the Kubernetes API of
 the versions it is for, the RBAC is exactly the contract's list and covers every request the
 code declares, the controller runs hardened from the project's image installing nothing, the
-admission policy gates exactly the pods the contract names, and the queues example stays out
+admission policy gates exactly the pods the contract names, deploy/webhook/ installs the webhook
+in its place with the same match and only its by-name rights, and the queues example stays out
 of `kubectl apply -k`. Each client method sends exactly the request its declaration names
 (the fake server's log); every test's requests stay within the declarations."""
 
@@ -17,14 +18,23 @@ from gpu_policy.cli import build_parser
 from gpu_policy.kubernetes import PERMISSIONS, Permission
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.transport.kinds import KINDS
-from gpu_policy.kubernetes.names import ADMISSION_GATE, FRACTION_ANNOTATION
+from gpu_policy.kubernetes.names import ADMISSION_GATE, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET
 from gpu_policy.kubernetes.read.queues import queues_from_config_map
+from gpu_policy.kubernetes.transport.webhook import WEBHOOK_PERMISSIONS
+from tests.kubernetes.admission_cases import DEPLOY, PODS, pod, policy_matches
 from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
+from tests.kubernetes.fake.patch import json_patch
+from tests.kubernetes.fake_trainer import serve_train_jobs
 from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+#: the webhook folders serve every Kubernetes gpu-policy supports (scheduling gates: beta in 1.29, GA in 1.30)
+WEBHOOK_VERSIONS = tuple(f"1.{minor}.0" for minor in range(29, 38))
 #: what each folder installs, and the Kubernetes versions its objects must validate against
-VARIANTS = {"": ("1.36.0", "1.37.0"), "kubernetes-1.35": ("1.34.0", "1.35.0")}
+VARIANTS = {"": ("1.36.0", "1.37.0"), "kubernetes-1.35": ("1.34.0", "1.35.0"), "webhook": WEBHOOK_VERSIONS,
+            "webhook/cert-manager": WEBHOOK_VERSIONS}
+WEBHOOK_VARIANTS = ("webhook", "webhook/cert-manager")
+#: kinds of another project's CRDs (cert-manager's), which kubernetes-validate has no schema for
+FOREIGN_GROUPS = ("cert-manager.io/",)
 #: the contract's list (spec "Permissions"), verb by verb; True: in gpu-policy's namespace only
 CONTRACT = {
     ("", "nodes", False): {"get", "list", "watch"},
@@ -44,18 +54,28 @@ CONTRACT = {
                       "devicetaintrules")},
     **{(group, "podgroups", False): {"list", "watch"}
        for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
+    # issue 43: a TrainJob's numNodes sizes the gang of its pods
+    ("trainer.kubeflow.org", "trainjobs", False): {"list", "watch"},
 }
 
 
 def kustomize(folder: Path) -> list[dict]:
     """What `kubectl kustomize` renders, for the features deploy/ uses: `resources` (files and
-    folders with their own kustomization.yaml) and `images` (newName, newTag, digest)."""
+    folders with their own kustomization.yaml), `patches` (inline JSON 6902, by kind and name)
+    and `images` (newName, newTag, digest)."""
     spec = yaml.safe_load((folder / "kustomization.yaml").read_text())
-    assert set(spec) <= {"apiVersion", "kind", "resources", "images"}, f"{folder}: a feature this renderer lacks"
+    assert set(spec) <= {"apiVersion", "kind", "resources", "patches", "images"}, \
+        f"{folder}: a feature this renderer lacks"
     objects = []
     for entry in spec["resources"]:
         path = (folder / entry).resolve()
         objects += kustomize(path) if path.is_dir() else [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for patch in spec.get("patches", []):
+        assert set(patch) == {"target", "patch"} and set(patch["target"]) == {"kind", "name"}, folder
+        targets = [i for i, o in enumerate(objects)
+                   if (o["kind"], o["metadata"]["name"]) == (patch["target"]["kind"], patch["target"]["name"])]
+        assert len(targets) == 1, f"{folder}: a patch's target {patch['target']} is not one object"
+        objects[targets[0]] = json_patch(objects[targets[0]], yaml.safe_load(patch["patch"]))
     for image in spec.get("images", []):
         new = image.get("newName", image["name"]) + (f"@{image['digest']}" if "digest" in image
                                                      else f":{image['newTag']}" if "newTag" in image else "")
@@ -111,7 +131,8 @@ def _files(folder: Path) -> set[Path]:
 def test_every_object_validates_against_the_kubernetes_api(variant, version):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     for obj in rendered(variant):
-        kubernetes_validate.validate(obj, version, strict=True)  # raises naming the object and the field
+        if not obj["apiVersion"].startswith(FOREIGN_GROUPS):
+            kubernetes_validate.validate(obj, version, strict=True)  # raises naming the object and the field
 
 
 def test_the_validation_is_real():
@@ -151,12 +172,37 @@ def contract() -> set[Permission]:
             for verb in verbs}
 
 
+def by_name(variant: str) -> tuple[set[Permission], list[dict]]:
+    """The grants of the roles named gpu-policy-webhook (by resourceNames), and their rules."""
+    roles = [r for r in by_kind("ClusterRole", variant) + by_kind("Role", variant)
+             if r["metadata"]["name"] == "gpu-policy-webhook"]
+    return ({Permission(verb, group, resource, own_namespace=role["kind"] == "Role")
+             for role in roles for rule in role["rules"] for group in rule["apiGroups"]
+             for resource in rule["resources"] for verb in rule["verbs"]}, [r for role in roles for r in role["rules"]])
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_rbac_is_exactly_the_contract_s_list(variant):
-    assert granted(variant) == contract()
+    webhook, _ = by_name(variant)
+    assert granted(variant) - webhook == contract()
     text = (DEPLOY / "base" / "rbac.yaml").read_text()
     assert "*" not in text and "secrets" not in text
-    assert [r["metadata"]["namespace"] for r in by_kind("Role", variant)] == ["gpu-policy"]
+    assert [r["metadata"]["namespace"] for r in by_kind("Role", variant)] == \
+           ["gpu-policy"] * (2 if variant in WEBHOOK_VARIANTS else 1)
+
+
+def test_the_webhook_s_rights_are_the_contract_s_by_name_and_declared_by_the_code():
+    """Self-signed: the Secret get/update, the configuration get/patch, each by its name, exactly
+    what the code declares; with cert-manager only the Secret's get (cert-manager writes the rest)."""
+    grants, rules = by_name("webhook")
+    assert grants == WEBHOOK_PERMISSIONS == {
+        Permission("get", "", "secrets", True), Permission("update", "", "secrets", True),
+        Permission("get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        Permission("patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations")}
+    assert sorted(r["resourceNames"] for r in rules) == [[WEBHOOK_CONFIGURATION], [WEBHOOK_TLS_SECRET]]
+    grants, rules = by_name("webhook/cert-manager")
+    assert grants == {Permission("get", "", "secrets", True)}
+    assert [r["resourceNames"] for r in rules] == [[WEBHOOK_TLS_SECRET]]
 
 
 def test_every_request_the_code_declares_is_granted():
@@ -180,19 +226,20 @@ def test_every_grant_but_the_contract_s_spare_ones_is_declared_by_the_code():
     assert granted() - PERMISSIONS == CONTRACT_ONLY
 
 
-def test_bindings_give_the_roles_to_gpu_policy_s_account():
-    account = by_kind("ServiceAccount")[0]["metadata"]
-    for binding in by_kind("ClusterRoleBinding") + by_kind("RoleBinding"):
-        assert binding["roleRef"]["name"] == "gpu-policy"
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bindings_give_the_roles_to_gpu_policy_s_account(variant):
+    account = by_kind("ServiceAccount", variant)[0]["metadata"]
+    for binding in by_kind("ClusterRoleBinding", variant) + by_kind("RoleBinding", variant):
+        assert binding["roleRef"]["name"] == binding["metadata"]["name"] in ("gpu-policy", "gpu-policy-webhook")
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
                                         "namespace": account["namespace"]}]
-    (deployment,) = by_kind("Deployment")
+    (deployment,) = by_kind("Deployment", variant)
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
 
 
 # -- the controller ------------------------------------------------------------------------------
-def controller_container() -> tuple[dict, dict]:
-    (deployment,) = by_kind("Deployment")
+def controller_container(variant: str = "") -> tuple[dict, dict]:
+    (deployment,) = by_kind("Deployment", variant)
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     return pod, container
@@ -208,10 +255,50 @@ def test_the_controller_runs_the_project_s_image_and_installs_nothing():
 
 
 @pytest.mark.skipif(not controller_landed(), reason="the controller (`gpu-policy controller`) has not landed")
-def test_the_controller_s_arguments_are_the_cli_s():
-    _, container = controller_container()
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_controller_s_arguments_are_the_cli_s(variant):
+    _, container = controller_container(variant)
     args = build_parser().parse_args(container["command"][1:] + container["args"])
     assert args.command == "controller"
+    assert args.webhook == (variant in WEBHOOK_VARIANTS)
+    if args.webhook:
+        assert args.webhook_certificates == ("cert-manager" if "cert-manager" in variant else "self-signed")
+        assert {"name": "webhook", "containerPort": args.webhook_port} in container["ports"]
+
+
+@pytest.mark.parametrize("variant", WEBHOOK_VARIANTS)
+def test_the_webhook_is_the_policy_s_mutation_for_older_kubernetes(variant):
+    """Pod CREATEs in managed namespaces, the policy's match conditions word for word, refused
+    when it cannot be called, 5 s; the Service reaches the controller's webhook port; no
+    MutatingAdmissionPolicy beside it."""
+    objects = rendered(variant)
+    assert not [o for o in objects if o["kind"].startswith("MutatingAdmissionPolicy")]
+    (configuration,) = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+    (hook,) = configuration["webhooks"]
+    policy, binding = policies()[""]
+    assert configuration["metadata"]["name"] == WEBHOOK_CONFIGURATION
+    assert hook["rules"] == [dict(r, scope="Namespaced") for r in policy["spec"]["matchConstraints"]["resourceRules"]]
+    assert hook["namespaceSelector"] == binding["spec"]["matchResources"]["namespaceSelector"]
+    assert hook["matchConditions"] == policy["spec"]["matchConditions"]
+    assert (hook["failurePolicy"], hook["sideEffects"], hook["timeoutSeconds"]) == ("Fail", "None", 5)
+    assert hook["admissionReviewVersions"] == ["v1"]
+    service = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "gpu-policy-webhook")
+    assert hook["clientConfig"]["service"] == {"name": "gpu-policy-webhook", "namespace": "gpu-policy",
+                                               "path": "/mutate-pods", "port": 443}
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
+    (deployment,) = by_kind("Deployment", variant)
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    secrets = [o for o in objects if o["kind"] == "Secret"]
+    if "cert-manager" in variant:  # cert-manager writes the Secret and injects the CA
+        assert not secrets
+        assert configuration["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from":
+                                                            "gpu-policy/gpu-policy-webhook"}
+        (certificate,) = [o for o in objects if o["kind"] == "Certificate"]
+        assert certificate["spec"]["secretName"] == WEBHOOK_TLS_SECRET
+        assert "gpu-policy-webhook.gpu-policy.svc" in certificate["spec"]["dnsNames"]
+    else:  # created empty, filled by the controller
+        assert [(s["metadata"]["name"], s["type"], s["data"]) for s in secrets] == [
+            (WEBHOOK_TLS_SECRET, "kubernetes.io/tls", {"tls.crt": "", "tls.key": "", "ca.crt": ""})]
 
 
 def test_the_controller_is_hardened():
@@ -266,39 +353,12 @@ def test_the_policy_adds_only_our_gate_in_managed_namespaces():
         'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "%s"}]}}' % ADMISSION_GATE)
 
 
-def _container(requests=None, limits=None) -> dict:
-    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None}
-    return {"name": "c", "image": "x", **({"resources": resources} if resources else {})}
-
-
-GPU = {"nvidia.com/gpu": "1"}
-PODS = {  # name: (pod spec and annotations, whether the policy gates it)
-    "gpu request": ({"containers": [_container(requests={**GPU, "cpu": "1"})]}, {}, True),
-    "gpu limit only": ({"containers": [_container(limits=GPU)]}, {}, True),
-    "second container": ({"containers": [_container(), _container(limits=GPU)]}, {}, True),
-    "init container": ({"containers": [_container()], "initContainers": [_container(requests=GPU)]}, {}, True),
-    "fraction": ({"containers": [_container(requests={"cpu": "1"})]}, {FRACTION_ANNOTATION: "0.5"}, True),
-    "cpu only": ({"containers": [_container(requests={"cpu": "1"}, limits={"memory": "1Gi"})]}, {"a": "b"}, False),
-    "no resources": ({"containers": [_container()]}, {}, False),
-    "zero gpus": ({"containers": [_container(requests={"nvidia.com/gpu": "0"})]}, {}, False),
-    "created bound": ({"containers": [_container(limits=GPU)], "nodeName": "node-1"}, {}, False),
-    "bound fraction": ({"containers": [_container()], "nodeName": "node-1"}, {FRACTION_ANNOTATION: "0.5"}, False),
-    "empty node name": ({"containers": [_container(limits=GPU)], "nodeName": ""}, {}, True),
-}
-
-
 @pytest.mark.parametrize("case", PODS)
 def test_the_policy_matches_exactly_the_contract_s_pods(case):
     """The match conditions evaluated by a CEL interpreter (cel-python) on the pods of each kind."""
-    celpy = pytest.importorskip("celpy")
-    spec, annotations, gated = PODS[case]
-    pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-           "metadata": {"name": "p", "namespace": "ml", **({"annotations": annotations} if annotations else {})}}
-    policy, _ = policies()[""]
-    env = celpy.Environment()
-    results = [bool(env.program(env.compile(c["expression"])).evaluate({"object": celpy.json_to_cel(pod)}))
-               for c in policy["spec"]["matchConditions"]]
-    assert all(results) == gated, results
+    pytest.importorskip("celpy")
+    results = policy_matches(pod(case))
+    assert all(results) == PODS[case][2], results
 
 
 def test_the_queues_example_is_valid():
@@ -320,6 +380,7 @@ def calls(client: KubeClient) -> dict:
         "list_device_taint_rules": lambda: client.list_device_taint_rules(),
         "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
         "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
+        "list_train_jobs": lambda: client.list_train_jobs(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
         "create_config_map": lambda: client.create_config_map("x", {"a": "b"}),
         "replace_config_map": lambda: client.replace_config_map("x", {"a": "c"}, "1"),
@@ -348,6 +409,7 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     serve_dra(api)
     serve_taint_rules(api)
     serve_pod_groups(api)
+    serve_train_jobs(api)
     client = cluster().client
     methods = {name for name in dir(KubeClient) if hasattr(getattr(KubeClient, name), "permission")}
     assert methods == set(calls(client))

@@ -8,11 +8,16 @@ import pytest
 import yaml
 
 from gpu_policy.errors import ClusterError, GpuPolicyError
-from gpu_policy.kubernetes.write.gated_step import CONTROLLER, STEP_PERMISSIONS, open_step_client, run_gated
+from gpu_policy.kubernetes.write.events import CONTROLLER
+from gpu_policy.kubernetes.write.gated_step import run_gated
+from gpu_policy.kubernetes.write.step_client import STEP_PERMISSIONS, StepClient, open_step_client
 from gpu_policy.kubernetes.names import ADMISSION_GATE, HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION
 from tests.kubernetes.objects import gpu_pod
 
 KUEUE_GATE = "kueue.x-k8s.io/admission"
+#: what a pod's step sends (a TrainJob's sends more: tests/kubernetes/test_trainjob_step.py)
+POD_STEP = {(m.permission.verb, m.permission.group, m.permission.resource)
+            for m in (StepClient.create_own_pod, StepClient.read_own_pod, StepClient.list_pod_events)}
 
 
 @pytest.fixture
@@ -145,7 +150,7 @@ def test_the_step_touches_only_its_own_pod_and_events_in_its_namespace(api, step
         ("GET", "/apis/events.k8s.io/v1/namespaces/ml/events")}
     assert all(r.query.get("fieldSelector") == "regarding.kind=Pod,regarding.name=train-1"
                for r in api.requests if "events" in r.path)
-    assert api.permissions_used() == {(p.verb, p.group, p.resource) for p in STEP_PERMISSIONS}
+    assert api.permissions_used() == POD_STEP
     assert all(p.own_namespace for p in STEP_PERMISSIONS)  # a Role in the step's namespace: nothing cluster-wide
 
 

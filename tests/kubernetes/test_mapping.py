@@ -253,6 +253,7 @@ def test_a_partly_bound_gang_is_planned_as_its_bound_part(seeded, cluster):
 
 def test_snapshot_is_a_valid_scenario(seeded, cluster):
     seeded.put(gpu_pod("ml", "a", gpus=8, node="node-1", labels=queue_label("team-a")))
-    from gpu_policy.model.scenario_file import parse_scenario, scenario_to_dict
+    from gpu_policy.model.scenario_dump import scenario_to_dict
+    from gpu_policy.model.scenario_file import parse_scenario
     scenario, _ = look(cluster)
     assert parse_scenario(json.loads(json.dumps(scenario_to_dict(scenario))), "again").jobs == scenario.jobs

@@ -11,7 +11,8 @@ from gpu_policy.cli import main
 from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes import KubernetesCluster
 from gpu_policy.model import Job, Node, Queue, Scenario
-from gpu_policy.model.scenario_file import check_built, scenario_to_dict
+from gpu_policy.model.scenario_dump import scenario_to_dict
+from gpu_policy.model.scenario_file import check_built
 from gpu_policy.telemetry import SimulatedDcgmSource, TelemetrySettings, cluster_signals
 from tests.conftest import scenario_files
 from tests.kubernetes.objects import load_into
@@ -24,24 +25,37 @@ def run(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def comparable(scenario) -> tuple[dict, dict]:
+#: the job fields a cluster gives as times the snapshot reads some time after they were written
+AGES = ("checkpoint_age_s", "running_for_s", "waiting_for_s")
+
+
+def comparable(scenario, waiting: set[str] = frozenset()) -> tuple[dict, dict]:
     """The scenario as data, job names without the namespace, jobs by name; and each job's
-    checkpoint age apart (read some time after it was written: compared with `ages_agree`)."""
+    ages apart (read some time after they were written: compared with `ages_agree`). A job
+    whose time waiting the file gives (`waiting`) is created that long ago: its `submitted_at`
+    is that time, not the file's."""
     data = scenario_to_dict(scenario)
     ages = {}
     for job in data["jobs"]:
         job["name"] = job["name"].removeprefix(f"{NAMESPACE}/")
-        ages[job["name"]] = job.pop("checkpoint_age_s", None)
+        ages[job["name"]] = {k: job.pop(k, None) for k in AGES}
+        if job["name"] in waiting:
+            job.pop("submitted_at", None)
     data["jobs"].sort(key=lambda j: j["name"])
-    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces")}, ages
+    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy")}, ages
 
 
 def ages_agree(read: dict, written: dict, elapsed: float) -> bool:
-    """Checkpoint ages read `elapsed` seconds after they were written (to the second) are as
-    old as written, give or take that time and a second."""
+    """Ages read `elapsed` seconds after they were written (to the second) are as old as
+    written, give or take that time and a second. A cluster knows how long every waiting job
+    has waited (its pods' creation), where a file may not say."""
+    def agree(field: str, got, want) -> bool:
+        if want is None:
+            return got is None or field == "waiting_for_s"
+        return got is not None and abs(got - want) <= elapsed + 1
+
     return read.keys() == written.keys() and all(
-        (read[k] is None) == (written[k] is None) and (read[k] is None or abs(read[k] - written[k]) <= elapsed + 1)
-        for k in written)
+        agree(field, read[job][field], written[job][field]) for job in written for field in AGES)
 
 
 def decisions(result: dict) -> dict:
@@ -60,7 +74,8 @@ def test_round_trip(api, kubeconfig, path, capsys):
     assert parse_scenario(scenario_to_dict(built), built.source) == built
     cluster = ["--cluster", "k8s://", "--kubeconfig", kubeconfig]
     snapshot = parse_scenario(run(capsys, "snapshot", *cluster, "--format", "json"), "snapshot")
-    (read, read_ages), (want, want_ages) = comparable(snapshot), comparable(original)
+    waiting = {j.name for j in original.jobs if j.waiting_for_s is not None}
+    (read, read_ages), (want, want_ages) = comparable(snapshot, waiting), comparable(original, waiting)
     assert read == want and ages_agree(read_ages, want_ages, time.time() - written)
 
     got = run(capsys, "plan", *cluster, "--format", "json")

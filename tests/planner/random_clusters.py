@@ -35,6 +35,24 @@ def random_scenario(seed: int, nodes_range: tuple[int, int] = (2, 5), jobs_range
     return {"nodes": nodes, "queues": queues, "jobs": jobs}
 
 
+def random_queues(rng: random.Random, departments: list[int], leaves: tuple[int, int]) -> list[dict]:
+    """Departments d0.. (as many as one of `departments`) and queues q0.. (from `leaves[0]` to
+    `leaves[1]`; most of them in a department, where there are any) with random deserved
+    quotas, weights (0 too), limits and tiers."""
+    names = [f"d{i}" for i in range(rng.choice(departments))]
+    queues = [{"name": d, "deserved": rng.randint(0, 8), "over_quota_weight": rng.choice([0, 1, 2])} for d in names]
+    for i in range(rng.randint(*leaves)):
+        queue = {"name": f"q{i}", "deserved": rng.randint(0, 6), "over_quota_weight": rng.choice([0, 1, 1, 2])}
+        if names and rng.random() < 0.7:
+            queue["parent"] = rng.choice(names)
+        if rng.random() < 0.15:
+            queue["limit"] = rng.randint(2, 10)
+        if rng.random() < 0.15:
+            queue["priority"] = 1
+        queues.append(queue)
+    return queues
+
+
 def rich_scenario(seed: int) -> dict:
     """A small random cluster with every feature the rules know: departments, queue tiers
     and limits, gangs, fractions, priorities, non-preemptible jobs, GPU models, CPUs,
@@ -49,19 +67,7 @@ def rich_scenario(seed: int) -> dict:
         if rng.random() < 0.3:
             node["cpu"] = rng.choice([16, 32, 64])
         nodes.append(node)
-    queues = []
-    departments = [f"d{i}" for i in range(rng.choice([0, 0, 1, 2]))]
-    for d in departments:
-        queues.append({"name": d, "deserved": rng.randint(0, 8), "over_quota_weight": rng.choice([0, 1, 2])})
-    for i in range(rng.randint(2, 4)):
-        queue = {"name": f"q{i}", "deserved": rng.randint(0, 6), "over_quota_weight": rng.choice([0, 1, 1, 2])}
-        if departments and rng.random() < 0.7:
-            queue["parent"] = rng.choice(departments)
-        if rng.random() < 0.15:
-            queue["limit"] = rng.randint(2, 10)
-        if rng.random() < 0.15:
-            queue["priority"] = 1
-        queues.append(queue)
+    queues = random_queues(rng, [0, 0, 1, 2], (2, 4))
     leaves = [q["name"] for q in queues if q["name"].startswith("q")]
     free = {n["name"]: n["gpus"] for n in nodes}
     cpu = {n["name"]: n.get("cpu", 10**6) for n in nodes}

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gpu_policy import PlannerConfig, parse_scenario, plan
-from gpu_policy.planner.core import solve
+from gpu_policy.planner.core import solvers
 from tests.planner.checker import check_plan
 
 CUT_OFF_OR_DONE = {"Optimal", "feasible (time limit)", "Nothing to decide"}
@@ -89,9 +89,9 @@ def test_a_stage_without_a_solution_keeps_the_last_one(monkeypatch, runs_out):
     def nothing(self, objective, seconds, retry=True):
         if runs_out:
             time.sleep(seconds)
-        return solve.StageOutcome("no solution", None)
+        return solvers.StageOutcome("no solution", None)
 
-    monkeypatch.setattr(solve._Highs, "solve", nothing)
+    monkeypatch.setattr(solvers._Highs, "solve", nothing)
     s = parse_scenario(random_scenario(5))
     result = plan(s, PlannerConfig(time_limit_s=0.5 if runs_out else 600))
     check_plan(s, result)
@@ -130,7 +130,7 @@ def test_a_stage_presolve_calls_infeasible_is_solved_without_presolve():
 
     from gpu_policy import load_scenario
 
-    if not solve.highs_available():
+    if not solvers.highs_available():
         pytest.skip("highspy is not installed: the CBC fallback has no presolve to retry")
     s = load_scenario(Path(__file__).parent / "data" / "highs-presolve-infeasible.yaml")
     highs = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
@@ -150,7 +150,7 @@ def test_a_fair_share_optimum_highs_could_lean_on_its_tolerance_for_is_right():
 
     from gpu_policy import load_scenario
 
-    if not solve.highs_available():
+    if not solvers.highs_available():
         pytest.skip("highspy is not installed: plans are CBC's already")
     s = load_scenario(Path(__file__).parent / "data" / "highs-tolerance.yaml")
     result = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
@@ -169,17 +169,17 @@ def test_a_later_stage_highs_calls_infeasible_is_solved_again_with_cbc(monkeypat
     infeasible. CBC solves every stage again; the plan is CBC's, optimal, and says why."""
     from tests.planner.random_clusters import random_scenario
 
-    if not solve.highs_available():
+    if not solvers.highs_available():
         pytest.skip("highspy is not installed: plans are CBC's already")
-    real, refused = solve._Highs.solve, []
+    real, refused = solvers._Highs.solve, []
 
     def infeasible_once(self, objective, seconds, retry=True):
         if self.values is not None and retry and not refused:
             refused.append(objective)
-            return solve.StageOutcome("no solution (Infeasible)", None, infeasible=True)
+            return solvers.StageOutcome("no solution (Infeasible)", None, infeasible=True)
         return real(self, objective, seconds, retry)
 
-    monkeypatch.setattr(solve._Highs, "solve", infeasible_once)
+    monkeypatch.setattr(solvers._Highs, "solve", infeasible_once)
     s = parse_scenario(random_scenario(5))
     result = plan(s, PlannerConfig(solver="highs", time_limit_s=600))
     check_plan(s, result)

@@ -174,11 +174,7 @@ def test_fair_shares_count_the_gpus_the_plan_attaches():
     assert fair_shares(s) == {"q0": 3, "q1": 3}
     assert reported == fair_shares(s, s.gpus_schedulable + 1) == {"q0": 3, "q1": 4}
     again = plan_with_telemetry(apply_plan(s, first), config=GENEROUS)
-    assert again.summary["attached"] == 0
-    # nothing is reclaimed across queues: the shares already counted the GPU attached (the one
-    # change left is q1's own swap inside its queue, test_stability's seed 31)
-    assert not [d for d in again.jobs if d.action == "preempt" and d.code.startswith("Reclaimed")]
-    assert {d.queue for d in again.jobs if d.action in ("preempt", "start")} <= {"q1"}
+    assert again.summary["preemptions"] == again.summary["starts"] == again.summary["attached"] == 0
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""The greedy scope's reclaim rankings (`scope._ReclaimRankings`) look only at the nodes
+"""The greedy scope's reclaim rankings (`rankings.ReclaimRankings`) look only at the nodes
 holding victims of a legality the job admits, judging one victim for all alike, and find a
 node's victims only when asked: the same victims, in the same order, as judging every
 victim on every node."""
@@ -6,7 +6,7 @@ victim on every node."""
 from gpu_policy import PlannerConfig, parse_scenario
 from gpu_policy.model.layout import running_layout
 from gpu_policy.planner.core.rule import PlanInputs
-from gpu_policy.planner.core.scope import _ReclaimRankings
+from gpu_policy.planner.core.rankings import ReclaimRankings
 from gpu_policy.planner.rules.inside import may_preempt_inside
 from gpu_policy.planner.rules.victims import victim_cost, victim_order_key
 from gpu_policy.planner.ruleset import RuleSet
@@ -31,17 +31,17 @@ def every_victim_judged(layout, victims, job, givers, idle, age_s):
     return out
 
 
-def by_legality(victims):
+def by_legality(rules, victims):
     """`victims` grouped as the scope groups its legal victims (`scope._Candidates.alike`)."""
     alike = {}
     for v in victims:
-        alike.setdefault(RuleSet.victim_key(v), []).append(v)
+        alike.setdefault(rules.victim_key(v), []).append(v)
     return alike
 
 
 def rankings_of(s, layout, free, victims, cost):
     rules = RuleSet.for_plan(PlanInputs(s, layout, None, PlannerConfig()))
-    return _ReclaimRankings(layout, free, by_legality(victims), rules, cost)
+    return ReclaimRankings(layout, free, by_legality(rules, victims), rules, cost)
 
 
 def test_victims_are_those_of_judging_every_victim_on_every_node():

@@ -96,4 +96,20 @@ def test_total_cost_compares_as_the_preemption_stages_do():
     assert cost((low, False), (idle_old, True)) < cost((low_old, False))  # idle work counts last
     assert cost((low, False)) < cost((low, False), (idle_old, True))  # but it counts
     assert cost((low, False), (low, False)) > cost((victim("two", 1, 2, 60), False))  # fewer at equal work
-    assert victim_cost(low, 1800.0) == ((1, 1), 1) and victim_cost(idle_old, 0, True).tier == (0, 0)
+    assert victim_cost(low, 1800.0) == ((1, 1), 1, 0.0) and victim_cost(idle_old, 0, True).tier == (0, 0)
+
+
+def test_among_victims_losing_the_same_work_the_one_free_soonest_goes():
+    """A 1-GPU victim that saves on request in 25 s and one with 5 s of unsaved work both lose
+    0 GPU-minutes: the one evicted at once goes, so the claimant waits for no save (the saver
+    is the more recent, which alone would have made it the victim)."""
+    s = parse_scenario({
+        "nodes": [{"name": "n1", "gpus": 2}],
+        "queues": [{"name": "a"}, {"name": "b", "deserved": 1}],
+        "jobs": [{"name": "a-quick", "queue": "a", "gpus": 1, "running": ["n1"], "checkpoint_age_s": 5,
+                  "submitted_at": 1},
+                 {"name": "a-saver", "queue": "a", "gpus": 1, "running": ["n1"], "saves_on_request": True,
+                  "save_s": 25, "submitted_at": 2},
+                 {"name": "b-1", "queue": "b", "gpus": 1}]})
+    result = plan(s)
+    assert result.job("a-quick").action == "preempt" and result.job("a-saver").action == "keep"

@@ -4,12 +4,14 @@ On a live cluster with the controller (docs/kubernetes.md, "In pipelines") a ste
 plan: its pod is created with the scheduling gate ``gpu-policy.io/admission`` and its job's
 labels, and the controller releases it onto the node it chose. The rules for the gate, the
 labels and the wait are `gpu_policy.kubernetes.write.gated_step`'s; this subclass only puts them
-on KubernetesPodOperator's pod and waits before KubernetesPodOperator's own start-up wait.
+on KubernetesPodOperator's pod and waits before KubernetesPodOperator's own start-up wait. With
+``deferrable=True`` both waits run in the triggerer: first `GatedPodTrigger` (the release), then
+KubernetesPodOperator's own trigger (the pod's run), and a retried task finds the pod its first
+try created as KubernetesPodOperator does (Airflow 3.3's task state store, else its labels).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 from airflow.exceptions import AirflowException
@@ -18,11 +20,14 @@ from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
-from gpu_policy.airflow._observe import check_rendered, keep_job_args
+from gpu_policy.airflow._defer import connection_extras, deadlines, last_seen, not_done
+from gpu_policy.airflow._observe import check_rendered, check_seconds, keep_job_args
+from gpu_policy.airflow.triggers.admission import GatedPodTrigger
 from gpu_policy.kubernetes import KubernetesSettings
-from gpu_policy.kubernetes.write.gated_step import (StepClient, admission_annotations, admission_labels, await_release,
-                                              with_admission_gate, with_checkpoint_protocol)
-from gpu_policy.actions.step import GPU_TOLERATIONS
+from gpu_policy.kubernetes.names import GPU_TOLERATIONS
+from gpu_policy.kubernetes.write.gated_step import (Admission, admission_annotations, admission_labels, await_release,
+                                                    is_released, with_admission_gate, with_checkpoint_protocol)
+from gpu_policy.kubernetes.write.step_client import StepClient
 
 __all__ = ["GatedKubernetesPodOperator"]
 
@@ -36,7 +41,8 @@ class GatedKubernetesPodOperator(KubernetesPodOperator):
     ``admission_poll_s``), logging each reason; then it runs as KubernetesPodOperator does.
     XCom ``admission``: ``{pod, released, node, reason, event, waited_s}``. Not released in
     time: the task fails with the last reason (and KubernetesPodOperator's ``on_finish_action``
-    cleans the pod up). The operator is not deferrable: the wait runs in the worker. With
+    cleans the pod up). With ``deferrable=True`` the waits run in the triggerer, freeing the
+    worker, and ``execution_timeout`` still holds while the task is deferred. With
     ``saves_on_request`` (its trainer uses gpu-policy's PreemptionGuard or a trainer callback)
     the pod is declared to save on request, with ``checkpoint_every_s`` when known, and shown
     its annotations (docs/checkpointing.md)."""
@@ -49,12 +55,8 @@ class GatedKubernetesPodOperator(KubernetesPodOperator):
                  checkpoint_every_s: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         keep_job_args(self, job_name, team, gpus, replicas, 0)
-        for name, value, least in (("admission_timeout_s", admission_timeout_s, ">= 0"),
-                                   ("admission_poll_s", admission_poll_s, "> 0")):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (value == 0 and least == "> 0"):
-                raise AirflowException(f"{type(self).__name__}: `{name}` must be a number of seconds {least}, "
-                                       f"got {value!r}")
+        check_seconds(type(self).__name__, {"admission_poll_s": admission_poll_s},
+                      {"admission_timeout_s": admission_timeout_s})
         self.gpu_resource = gpu_resource
         self.admission_timeout_s = admission_timeout_s
         self.admission_poll_s = admission_poll_s
@@ -94,6 +96,37 @@ class GatedKubernetesPodOperator(KubernetesPodOperator):
             raise AirflowException(f"pod {admission.pod} was not admitted within {self.admission_timeout_s:g} s: "
                                    f"{admission.reason or 'gpu-policy has said nothing about it yet'}")
         return self.admission
+
+    def invoke_defer_method(self, last_log_time=None, context=None) -> None:
+        """Deferred: a pod still gated waits in GatedPodTrigger (then `admission_reentry`); a
+        released one in KubernetesPodOperator's own trigger."""
+        if self.pod is None or context is None or is_released(ApiClient().sanitize_for_serialization(self.pod)):
+            return super().invoke_defer_method(last_log_time=last_log_time, context=context)
+        self.convert_config_file_to_dict()
+        due = deadlines(self, context, self.admission_timeout_s, self.admission_poll_s)
+        trigger = GatedPodTrigger(namespace=self.pod.metadata.namespace, name=self.pod.metadata.name,
+                                  wait_until=due.wait_until, poll_interval_s=self.admission_poll_s,
+                                  execution_deadline=due.execution_deadline, kubernetes_conn_id=self.kubernetes_conn_id,
+                                  connection_extras=connection_extras(self.kubernetes_conn_id),
+                                  config_dict=self._config_dict, cluster_context=self.cluster_context,
+                                  in_cluster=self.in_cluster)
+        self.defer(trigger=trigger, method_name="admission_reentry", timeout=due.defer_timeout)
+
+    def admission_reentry(self, context, event: dict) -> None:
+        """Back from GatedPodTrigger: released, the pod's run is deferred to KubernetesPodOperator's
+        trigger; not in time (or past execution_timeout), the pod goes as ``on_finish_action``
+        says and the task fails with the last reason; on an error the pod stays (a retry finds it)."""
+        if event["status"] == "error":
+            raise not_done(self, event)
+        admission = last_seen(Admission, event, pod=f"{event['namespace']}/{event['name']}")
+        self.admission = admission.to_dict()
+        context["ti"].xcom_push(key="admission", value=self.admission)
+        self.pod = self.hook.get_pod(event["name"], event["namespace"])
+        if event["status"] == "done":
+            return self.invoke_defer_method(context=context)
+        self.patch_already_checked(self.pod, reraise=False)
+        self.process_pod_deletion(self.pod, reraise=False)
+        raise not_done(self, event, admission.line(), f"not admitted within {self.admission_timeout_s:g} s")
 
     def await_pod_start(self, pod: k8s.V1Pod) -> None:
         self.wait_for_admission(pod)

@@ -4,8 +4,9 @@ snapshot of the cache is what `gpu-policy snapshot` prints.
 
 `reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
 asks the API server; the controller's cache answers from memory. Namespaces, KAI queues, the
-composable ConfigMap, ComposabilityRequests, DRA objects and PodGroups are read only when
-the look needs them (a pod with resourceClaims, a pod naming a PodGroup).
+composable ConfigMap, ComposabilityRequests, DRA objects, PodGroups and TrainJobs are read
+only when the look needs them (a pod with resourceClaims, a pod naming a PodGroup, a JobSet's
+pod).
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, C
                                          QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
 from gpu_policy.kubernetes.read.nodes import NodeView
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
-from gpu_policy.kubernetes.read.queues import queues_from_config_map, queues_from_kai
+from gpu_policy.kubernetes.read.queues import policy_from_config_map, queues_from_config_map, queues_from_kai
 from gpu_policy.kubernetes.read.requests import read_request
 from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.read.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
-                                         RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE)
-from gpu_policy.kubernetes.read.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
-from gpu_policy.kubernetes.read.workloads import min_members
-from gpu_policy.model import Queue
+                                         RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, TRAIN_JOB)
+from gpu_policy.kubernetes.read.snapshot import ByUid, Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.read.workloads import min_members, node_counts, with_train_jobs
+from gpu_policy.model import Policy, Queue
 
 
 class Reads(Protocol):
@@ -46,6 +47,7 @@ class Reads(Protocol):
     def list_kai_pod_groups(self) -> list[dict] | None: ...
     def list_volcano_pod_groups(self) -> list[dict] | None: ...
     def list_coscheduling_pod_groups(self) -> list[dict] | None: ...
+    def list_train_jobs(self) -> list[dict] | None: ...
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
@@ -62,34 +64,39 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     pods, unplaceable = placeable(pods, nodes, settings.gpu_resource)
     bad += unplaceable
     pod_groups = _pod_groups(reads, pods, bad)
-    queues, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
+    pods = with_train_jobs(pods, _train_jobs(reads, pods, bad))
+    queues, policy, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
     warnings += dra.warnings if dra is not None else []
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
     warnings += unreadable.values()
     labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
     composed = _composition(reads, settings, nodes, now, lag, warnings)
     snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source,
-                          memo or LookMemo(), composed, labels, pod_groups)
+                          memo or LookMemo(), composed, labels, pod_groups, policy)
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
-    snap.marked = _marked(pods, {**snap.pods, **snap.broken})  # a broken gang's pods: evicted, not unmarked
+    jobs = {**snap.pods, **snap.broken}
+    snap.marked = _carrying(pods, jobs, lambda p: p.marked)  # a broken gang's pods: evicted, not unmarked
+    snap.asked = _carrying(pods, jobs, lambda p: p.checkpoint_requested is not None or p.checkpoint_awaited is not None)
+    snap.views = ByUid(pods)
     return snap, [b.line() for b in bad] + warnings, bad
 
 
-def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tuple[list[Queue], list[str]]:
-    """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects."""
+def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tuple[list[Queue], Policy, list[str]]:
+    """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects; the
+    policy of the ConfigMap (KAI's queues: the defaults)."""
     mode = settings.queues
     if mode != "kai":
         config_map = reads.read_config_map(QUEUES_CONFIGMAP)
         if config_map is not None:
-            return queues_from_config_map(config_map), []
+            return queues_from_config_map(config_map), policy_from_config_map(config_map), []
         if mode == "configmap":
             raise ClusterObjectError(f"ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP}", "",
                                      f"does not exist: create it with a {QUEUES_KEY} key (deploy/examples/queues.yaml)")
     kai = reads.list_kai_queues()
     if not kai:
-        return [], [f"no queues: neither the ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
+        return [], Policy(), [f"no queues: neither the ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
                     "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
-    return queues_from_kai(kai, cluster_gpus), []
+    return queues_from_kai(kai, cluster_gpus), Policy(), []
 
 
 def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
@@ -141,6 +148,16 @@ def _pod_groups(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> 
     return sizes
 
 
+def _train_jobs(reads: Reads, pods: list[PodView], bad: list[ObjectWarning]) -> dict[tuple[str, str], int]:
+    """The node count of TrainJobs: one LIST when some GPU pod of a gang belongs to a JobSet
+    (a TrainJob's is named as it); a TrainJob of the wrong shape is left out with a warning in `bad`."""
+    if not any(p.train_job and p.gang and p.asks_for_gpus for p in pods):
+        return {}
+    jobs, warnings = read_each(reads.list_train_jobs() or [], "TrainJob", TRAIN_JOB, lambda o: o)
+    bad.extend(warnings)
+    return node_counts(jobs)
+
+
 def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], now: float,
                  lag: DevicePluginLag, warnings: list[str]) -> ComposedNodes | None:
     """Composition as the cluster has it: None unless a node is labelled composable and
@@ -165,12 +182,14 @@ def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeVie
                          f"{where}: data.{COMPOSABLE_KEY}")
 
 
-def _marked(pods: list[PodView], jobs: dict[str, list[PodRef]]) -> dict[str, list[PodRef]]:
-    """The pods still marked preempted and not on their way out, by job (the pod's own name
-    when it belongs to no planned job)."""
+def _carrying(pods: list[PodView], jobs: dict[str, list[PodRef]], mark) -> dict[str, list[PodRef]]:
+    """The pods `mark`ed (still marked preempted; asked to save or awaited at a checkpoint) and not
+    on their way out, by job (the pod's own name when it belongs to no planned job)."""
+    marked = [p for p in pods if mark(p) and not p.deleting]
+    if not marked:  # as a look mostly finds: no need to know every pod's job
+        return {}
     job_of = {ref.uid: job for job, refs in jobs.items() for ref in refs}
     out: dict[str, list[PodRef]] = {}
-    for p in pods:
-        if p.marked and not p.deleting:
-            out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
+    for p in marked:
+        out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
     return out

@@ -6,8 +6,10 @@ Each job and node of the scenario is kept with what it was built from (its pods'
 node's view and the GPUs, CPU and memory its pods hold there) and what the whole look decides for
 all of them (the queues a pod may name; the node labels some job selects). A look whose inputs
 for an object are the same views (or equal ones) and the same context gets the object it was
-given before; one whose inputs changed gets a new one. The checks a scenario passes
-(`check_built`) check the fields of each kept object once, when it is built. Kept objects are
+given before; one whose inputs changed gets a new one. A kept job's fields that change with the
+time alone (how long it has run, waited, gone without a checkpoint) are set anew on a copy
+(`retimed`). The checks a scenario passes (`check_built`) check the fields of each kept object
+once, when it is built, and only those set anew on a copy. Kept objects are
 shared from look to look: nothing that reads a scenario may change them (a test plans twice and
 compares). A one-shot command looks once, with a memo of its own that keeps nothing after.
 """
@@ -36,6 +38,7 @@ class LookMemo:
         self._used: dict[str, set[str]] = {}
         self._checked: set[int] = set()  # ids of kept objects whose fields were checked (all held in _kept)
         self._fresh: set[int] = set()  # ids of those built by this look, not checked yet
+        self._retimed: dict[str, tuple[object, tuple[str, ...]]] = {}  # job -> its copy of this look, fields set
 
     def begin(self, kind: str, context: object) -> None:
         """A new look at `kind` ("jobs", "nodes"): with another `context` (what every object of
@@ -66,15 +69,37 @@ class LookMemo:
         warnings.extend(kept.warnings)
         return kept.made
 
+    def retimed(self, job, timed: dict):
+        """`job` (as `get` gave it) with the fields of `timed` as it says: the very job when they
+        are the same, else a copy whose other fields, when the job's passed the checks, are not
+        checked again."""
+        fields = vars(job)
+        for k, v in timed.items():
+            if fields[k] != v:
+                break
+        else:
+            return job
+        made = object.__new__(type(job))  # a dataclass's copy, without its __init__ (21,000 jobs a look)
+        made.__dict__ = {**fields, **timed}
+        if id(job) in self._checked:
+            self._retimed[job.name] = made, tuple(timed)
+        return made
+
     def end(self) -> None:
         """The look is built: forget what it did not use (jobs and nodes that are gone)."""
         for kind, kept in self._kept.items():
             for name in set(kept) - self._used.get(kind, set()):
                 self._forget(kept.pop(name))
+        for name in set(self._retimed) - self._used.get("jobs", set()):
+            del self._retimed[name]
 
-    def checked(self, item: object) -> bool:
-        """Whether `item` is a kept object whose fields passed the scenario's checks before."""
-        return id(item) in self._checked
+    def unchecked(self, item) -> tuple[str, ...] | None:
+        """The fields of `item` the scenario's checks must still check: none of a kept object
+        that passed them before, those `retimed` set on its copy, else (None) all."""
+        if id(item) in self._checked:
+            return ()
+        copied = self._retimed.get(getattr(item, "name", None))
+        return copied[1] if copied is not None and copied[0] is item else None
 
     def passed(self) -> None:
         """The look's scenario passed its checks: what it built need not be checked again."""

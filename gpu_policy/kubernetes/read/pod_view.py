@@ -48,6 +48,16 @@ class PodView:
     mig_profile: str | None = None  # the MIG slice it holds or asks for, once read against the nodes (devices.py)
     claims: tuple[tuple[str | None, str | None], ...] = ()  # DRA: (ResourceClaim, else its template) per claim
     pod_group: tuple[str, str] | None = None  # its PodGroup (API group, name): minMember decides if it is a gang
+    train_job: str | None = None  # its JobSet's name: a TrainJob of that name gives the gang's size
+    # what "preemption that loses no work" reads (gpu_policy.kubernetes.read.progress, write.checkpoint_first)
+    started: float | None = None  # status.startTime, seconds since the epoch
+    grace_s: int | None = None  # spec.terminationGracePeriodSeconds (None: the API server's default, 30)
+    checkpoint_every_s: float | None = None  # gpu-policy.io/checkpoint-every-s
+    save_s: float | None = None  # gpu-policy.io/checkpoint-save-s: how long its last save took
+    saves_on_request: bool = False  # gpu-policy.io/saves-on-request: "true"
+    checkpoint_requested: float | None = None  # gpu-policy.io/checkpoint-requested: when gpu-policy asked
+    checkpoint_awaited: float | None = None  # gpu-policy.io/checkpoint-awaited: the plan that waits for its checkpoint
+    evict_by: float | None = None  # gpu-policy.io/evict-by: when a victim awaited at its checkpoint goes at the latest
 
     @property
     def full_name(self) -> str:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from gpu_policy.model.fields import MAX_GPUS_PER_NODE, MIN_GPU_FRACTION, Invalid, mig_profile_name, show
+from gpu_policy.model.fields import JOB_FIELDS, MAX_GPUS_PER_NODE, MIN_GPU_FRACTION, Invalid, mig_profile_name, show
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.read.constraints import pod_constraints
 from gpu_policy.kubernetes.names import (
-    ADMISSION_GATE, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL, HOSTNAME_LABEL, KAI_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL,
-    SHARED_RESOURCE_SUFFIX)
+    ADMISSION_GATE, CHECKPOINT_AWAITED_ANNOTATION, CHECKPOINT_EVERY_S_ANNOTATION, CHECKPOINT_REQUESTED_ANNOTATION,
+    CHECKPOINT_SAVE_S_ANNOTATION, EVICT_BY_ANNOTATION, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL,
+    HOSTNAME_LABEL, KAI_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION,
+    PREEMPTIBLE_LABEL, QUEUE_LABEL, SAVES_ON_REQUEST_ANNOTATION, SHARED_RESOURCE_SUFFIX)
 from gpu_policy.kubernetes.read.pod_view import PodRef, PodView
 from gpu_policy.kubernetes.read.quantity import parse_quantity
 from gpu_policy.kubernetes.read.workloads import read_workload
@@ -46,14 +47,47 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         deleting=bool(meta.get("deletionTimestamp")), queue_label=labels.get(QUEUE_LABEL) or labels.get(KAI_QUEUE_LABEL),
         group=workload.group, preemptible=_preemptible(labels, where),
         gpu_model=_gpu_model(spec), gpu_indices=_indices(notes, where),
-        checkpoint_at=_time(notes.get(LAST_CHECKPOINT_ANNOTATION), where,
-                            f"metadata.annotations.{LAST_CHECKPOINT_ANNOTATION}"),
         unreadable=None if gpus or shared else _other_gpus(spec, gpu_resource, mig_request),
         marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
         shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
         gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
-        pod_group=workload.pod_group,
+        pod_group=workload.pod_group, train_job=workload.train_job,
+        **_progress(spec, pod.get("status") or {}, notes, where),
     )
+
+
+def _progress(spec: dict, status: dict, notes: dict, where: str) -> dict:
+    """What the pod says of its run and its checkpoints (docs/kubernetes.md, "Pods -> jobs"), and
+    gpu-policy's own marks of a victim asked to save or awaited at its checkpoint."""
+    times = {field: _time(notes.get(key), where, f"metadata.annotations.{key}") for field, key in (
+        ("checkpoint_at", LAST_CHECKPOINT_ANNOTATION), ("checkpoint_requested", CHECKPOINT_REQUESTED_ANNOTATION),
+        ("checkpoint_awaited", CHECKPOINT_AWAITED_ANNOTATION), ("evict_by", EVICT_BY_ANNOTATION))}
+    saves = notes.get(SAVES_ON_REQUEST_ANNOTATION)
+    if saves not in (None, "true", "false"):
+        raise ClusterObjectError(where, f"metadata.annotations.{SAVES_ON_REQUEST_ANNOTATION}",
+                                 f'must be "true" or "false", got {_shown(saves)}')
+    grace = spec.get("terminationGracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or grace < 0):
+        raise ClusterObjectError(where, "spec.terminationGracePeriodSeconds",
+                                 f"must be a whole number of seconds >= 0, got {json.dumps(grace)}")
+    return {**times, "started": _time(status.get("startTime"), where, "status.startTime"), "grace_s": grace,
+            "saves_on_request": saves == "true",
+            "checkpoint_every_s": _seconds(notes, CHECKPOINT_EVERY_S_ANNOTATION, where, "checkpoint_every_s"),
+            "save_s": _seconds(notes, CHECKPOINT_SAVE_S_ANNOTATION, where, "save_s")}
+
+
+def _seconds(notes: dict, key: str, where: str, field: str) -> float | None:
+    """A number of seconds in an annotation, checked as the scenario's job `field` is."""
+    text = notes.get(key)
+    if text is None:
+        return None
+    try:
+        return JOB_FIELDS[field](float(text))
+    except ValueError:
+        problem = f"must be a number of seconds, got {_shown(text)}"
+    except Invalid as e:
+        problem = str(e)
+    raise ClusterObjectError(where, f"metadata.annotations.{key}", problem)
 
 
 def _gpus(spec: dict, notes: dict, gpu_resource: str, where: str) -> float:

@@ -1,12 +1,13 @@
-"""Queues (teams) from the `gpu-policy-queues` ConfigMap or KAI-Scheduler's Queue objects."""
+"""Queues (teams) from the `gpu-policy-queues` ConfigMap or KAI-Scheduler's Queue objects, and the
+scenario's `policy:` from the same ConfigMap."""
 
 from __future__ import annotations
 
 import json
 
 from gpu_policy.errors import ClusterObjectError, InputError, ScenarioError
-from gpu_policy.kubernetes.names import QUEUES_KEY
-from gpu_policy.model import Queue
+from gpu_policy.kubernetes.names import POLICY_KEY, QUEUES_KEY
+from gpu_policy.model import Policy, Queue
 from gpu_policy.model.safe_load import parse_text
 from gpu_policy.model.scenario_file import parse_scenario
 
@@ -18,21 +19,46 @@ _KAI_FIELDS = {"name": "metadata.name", "deserved": "spec.resources.gpu.quota", 
 
 def queues_from_config_map(config_map: dict) -> list[Queue]:
     """The ConfigMap's ``queues.yaml``: a YAML list with exactly the scenario's `queues:` schema."""
-    meta = config_map.get("metadata") or {}
-    where = f"ConfigMap {meta.get('namespace')}/{meta.get('name')}"
-    text = (config_map.get("data") or {}).get(QUEUES_KEY)
+    where, text = _entry(config_map, QUEUES_KEY)
     if text is None:
         raise ClusterObjectError(where, f"data.{QUEUES_KEY}", "is required: a YAML list of queues")
-    try:
-        items = parse_text(text, f"{where}: data.{QUEUES_KEY}")  # bounded: size, depth, aliases
-    except InputError as e:
-        raise ClusterObjectError(where, f"data.{QUEUES_KEY}", e.problem if not e.field else f"{e.field}: {e.problem}") from None
+    items = _parsed(text, where, QUEUES_KEY)
     if not isinstance(items, list):
         raise ClusterObjectError(where, f"data.{QUEUES_KEY}", f"must be a list of queues, got {type(items).__name__}")
+    return _section(items, "queues", where, QUEUES_KEY).queues
+
+
+def policy_from_config_map(config_map: dict) -> Policy:
+    """The ConfigMap's ``policy.yaml``: a YAML mapping with exactly the scenario's `policy:` schema
+    (absent: every default)."""
+    where, text = _entry(config_map, POLICY_KEY)
+    if text is None:
+        return Policy()
+    section = _parsed(text, where, POLICY_KEY)
+    if not isinstance(section, dict):
+        raise ClusterObjectError(where, f"data.{POLICY_KEY}", f"must be a mapping, got {type(section).__name__}")
+    return _section(section, "policy", where, POLICY_KEY).policy
+
+
+def _entry(config_map: dict, key: str) -> tuple[str, str | None]:
+    """How messages name the ConfigMap, and the text under `key` (None: absent)."""
+    meta = config_map.get("metadata") or {}
+    return f"ConfigMap {meta.get('namespace')}/{meta.get('name')}", (config_map.get("data") or {}).get(key)
+
+
+def _parsed(text: str, where: str, key: str):
     try:
-        return parse_scenario({"queues": items}, where).queues
+        return parse_text(text, f"{where}: data.{key}")  # bounded: size, depth, aliases
+    except InputError as e:
+        raise ClusterObjectError(where, f"data.{key}", e.problem if not e.field else f"{e.field}: {e.problem}") from None
+
+
+def _section(value, section: str, where: str, key: str):
+    """A scenario of just this section, checked as a scenario file's is."""
+    try:
+        return parse_scenario({section: value}, where)
     except ScenarioError as e:
-        raise ClusterObjectError(where, f"data.{QUEUES_KEY}{e.field.removeprefix('queues')}", e.problem) from None
+        raise ClusterObjectError(where, f"data.{key}{e.field.removeprefix(section)}", e.problem) from None
 
 
 def queues_from_kai(objects: list[dict], cluster_gpus: int) -> list[Queue]:

@@ -25,13 +25,13 @@ POD = {
     "metadata": {"name": str, "namespace": str, "uid": str, "labels": {"*": str}, "annotations": {"*": str},
                  "ownerReferences": [{"controller": bool, "name": str, "kind": str, "apiVersion": str}], "creationTimestamp": str,
                  "deletionTimestamp": str},
-    "spec": {"nodeName": str, "priority": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
+    "spec": {"nodeName": str, "priority": int, "terminationGracePeriodSeconds": int, "containers": [_CONTAINER], "initContainers": [_CONTAINER],
              "nodeSelector": {"*": str}, "tolerations": [{"key": str, "operator": str, "value": str, "effect": str}],
              "schedulingGates": [{"name": str}],
              "resourceClaims": [{"name": str, "resourceClaimName": str, "resourceClaimTemplateName": str}],
              "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                  "nodeSelectorTerms": [{"matchExpressions": _REQUIREMENTS, "matchFields": _REQUIREMENTS}]}}}},
-    "status": {"phase": str, "resourceClaimStatuses": [{"name": str, "resourceClaimName": str}]},
+    "status": {"phase": str, "startTime": str, "resourceClaimStatuses": [{"name": str, "resourceClaimName": str}]},
 }
 
 NODE = {
@@ -65,6 +65,7 @@ DEVICE_CLASS = {"metadata": {"name": str}, "spec": {"selectors": _CEL}}
 DEVICE_TAINT_RULE = {"metadata": {"name": str},
                      "spec": {"deviceSelector": {"driver": str, "pool": str, "device": str}, "taint": _TAINT}}
 POD_GROUP = {"metadata": {"name": str, "namespace": str}, "spec": {"minMember": int}}
+TRAIN_JOB = {"metadata": {"name": str, "namespace": str}, "spec": {"trainer": {"numNodes": int}}}
 
 def shape_problem(value: Any, schema: Any, path: str = "") -> tuple[str, Any, str] | None:
     """(field path, value, what it must be) of the first field of the wrong type, else None."""

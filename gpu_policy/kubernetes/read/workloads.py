@@ -8,7 +8,9 @@ A gang (all replicas start together, a preempted gang loses all of them) is:
   `scheduling.x-k8s.io/pod-group`) whose `spec.minMember` is above 1 (its minimum size);
 - the pods of a training operator's job: a Kubeflow PyTorchJob, TFJob, MPIJob or other job
   (`training.kubeflow.org/job-name`), a JobSet (`jobset.sigs.k8s.io/jobset-name`), or one
-  worker group of a RayCluster (`ray.io/cluster` with `ray.io/group`, workers only);
+  worker group of a RayCluster (`ray.io/cluster` with `ray.io/group`, workers only); a
+  JobSet that a Kubeflow Trainer TrainJob of its name made waits, until it starts, for the
+  TrainJob's `spec.trainer.numNodes` pods (`with_train_jobs`), however many exist yet;
 - the pods of an Indexed batch Job labelled `gpu-policy.io/gang: "true"`.
 Everything else is independent: a batch Job's pods (elastic up to `parallelism`), a
 Deployment's or StatefulSet's replicas, a pod alone. Sources: docs/kubernetes.md.
@@ -20,9 +22,9 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from gpu_policy.errors import ClusterObjectError
-from gpu_policy.kubernetes.names import (COMPLETION_INDEX_ANNOTATION, GANG_LABEL, JOB_LABEL, POD_GROUP_KEYS,
-                                         RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL, REPLICAS_ANNOTATION,
-                                         TRAINING_JOB_LABELS)
+from gpu_policy.kubernetes.names import (COMPLETION_INDEX_ANNOTATION, GANG_LABEL, JOB_LABEL, JOBSET_LABEL,
+                                         POD_GROUP_KEYS, RAY_CLUSTER_LABEL, RAY_GROUP_LABEL, RAY_NODE_TYPE_LABEL,
+                                         REPLICAS_ANNOTATION, TRAINING_JOB_LABELS)
 from gpu_policy.kubernetes.read.pod_view import PodView
 
 
@@ -32,12 +34,14 @@ class Workload:
     """The job a pod belongs to. `group`: the gang's name in the namespace (a pod that is no
     gang is a job of its own, named after itself); `gang`: all-or-nothing; `replicas`: the
     gang's minimum size when the workload says it (None: the pods it has); `pod_group`: the
-    PodGroup whose `minMember` decides whether it is a gang (`with_pod_groups`)."""
+    PodGroup whose `minMember` decides whether it is a gang (`with_pod_groups`); `train_job`:
+    the JobSet whose TrainJob of that name, if one exists, sizes the gang (`with_train_jobs`)."""
 
     group: str
     gang: bool = False
     replicas: int | None = None
     pod_group: tuple[str, str] | None = None  # (API group of the PodGroup kind, its name)
+    train_job: str | None = None
 
 
 def read_workload(meta: dict, where: str) -> Workload:
@@ -45,15 +49,16 @@ def read_workload(meta: dict, where: str) -> Workload:
     name = meta.get("name", "")
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     size = _replicas(notes.get(REPLICAS_ANNOTATION, labels.get(REPLICAS_ANNOTATION)), where)
+    jobset = labels.get(JOBSET_LABEL) or None
     if labels.get(JOB_LABEL):
-        return Workload(labels[JOB_LABEL], True, size)
+        return Workload(labels[JOB_LABEL], True, size, train_job=jobset)
     for api, marks, key in POD_GROUP_KEYS:
         named = (notes if marks == "annotations" else labels).get(key)
         if named:  # a gang when its PodGroup's minMember says so (`with_pod_groups`)
             return Workload(name, False, size, (api, str(named)))
     for label in TRAINING_JOB_LABELS:
         if labels.get(label):
-            return Workload(labels[label], True, size)
+            return Workload(labels[label], True, size, train_job=jobset)
     if labels.get(RAY_CLUSTER_LABEL):
         if labels.get(RAY_NODE_TYPE_LABEL) == "worker" and labels.get(RAY_GROUP_LABEL):
             return Workload(f"{labels[RAY_CLUSTER_LABEL]}-{labels[RAY_GROUP_LABEL]}", True, size)
@@ -85,6 +90,40 @@ def with_pod_groups(pods: list[PodView], sizes: dict[tuple[str, str, str], int])
             pod = dataclasses.replace(pod, group=f"podgroup-{pod.pod_group[1]}", gang=True, replicas=size)
         out.append(pod)
     return out
+
+
+def trim_train_job(obj: dict) -> dict:
+    """The fields of a TrainJob that `node_counts` reads (the controller's cache keeps only
+    these, so its progress reports change nothing that a plan sees)."""
+    def part(parent, key: str) -> dict:  # a field of the wrong type reads as absent here; `look` names it
+        value = parent.get(key) if isinstance(parent, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    meta, trainer = part(obj, "metadata"), part(part(obj, "spec"), "trainer")
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
+            "spec": {"trainer": {"numNodes": trainer.get("numNodes")}}}
+
+
+def node_counts(train_jobs: list[dict]) -> dict[tuple[str, str], int]:
+    """(namespace, name) -> `spec.trainer.numNodes` of each TrainJob that states a whole one
+    (without it, its runtime's default applies, which gpu-policy does not read)."""
+    out = {}
+    for obj in train_jobs:
+        meta, size = obj.get("metadata") or {}, ((obj.get("spec") or {}).get("trainer") or {}).get("numNodes")
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+            out[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = size
+    return out
+
+
+def with_train_jobs(pods: list[PodView], sizes: dict[tuple[str, str], int]) -> list[PodView]:
+    """A TrainJob's pods (its JobSet's, named as it) as a gang of its node count (`node_counts`)
+    until they start: the gang waits for all of them, however many exist yet. Once some hold
+    GPUs it is the pods it has, as any JobSet's: its pods end at different times, and the
+    finished ones are no longer there to count."""
+    started = {(p.namespace, p.train_job) for p in pods if p.train_job and p.node}
+    return [dataclasses.replace(p, replicas=sizes[(p.namespace, p.train_job)])
+            if p.gang and p.train_job and (p.namespace, p.train_job) in sizes
+            and (p.namespace, p.train_job) not in started else p for p in pods]
 
 
 def gang_trouble(pods: list[PodView]) -> tuple[str, str] | None:

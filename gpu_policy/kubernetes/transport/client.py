@@ -22,8 +22,8 @@ from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.transport.answers import Answer
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, KAI_POD_GROUPS, KAI_QUEUES,
-    KINDS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES, VOLCANO_POD_GROUPS,
-    Kind)
+    KINDS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES, TRAIN_JOBS,
+    VOLCANO_POD_GROUPS, Kind)
 from gpu_policy.kubernetes.transport.permissions import needs
 from gpu_policy.kubernetes.transport.sender import Sender
 
@@ -74,6 +74,8 @@ class KubeClient(Sender):
                                                    "cluster has no such resource.")
     list_volcano_pod_groups = _listing(VOLCANO_POD_GROUPS, "Volcano's PodGroups in all namespaces.")
     list_coscheduling_pod_groups = _listing(COSCHEDULING_POD_GROUPS, "The coscheduling plugin's PodGroups.")
+    list_train_jobs = _listing(TRAIN_JOBS, "Kubeflow Trainer's TrainJobs in all namespaces; None when the cluster has "
+                                           "no such resource.")
     list_composability_requests = _listing(COMPOSABILITY_REQUESTS, "Every ComposabilityRequest; None when the "
                                                                    "operator's CRD is not installed.")
 
@@ -150,10 +152,13 @@ class KubeClient(Sender):
         return None if answer.status == 404 else answer.body
 
     @needs("create", "pods/eviction")
-    def evict_pod(self, namespace: str, name: str) -> Answer:
-        """Ask the Eviction API (policy/v1) to evict the pod with its own grace period.
+    def evict_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> Answer:
+        """Ask the Eviction API (policy/v1) to evict the pod, with `grace_period_s` as its
+        deleteOptions.gracePeriodSeconds (None: the pod's own grace period).
         201: accepted; 429: refused for now (a PodDisruptionBudget); 404: already gone."""
-        body = self._models.V1Eviction(metadata=self._models.V1ObjectMeta(name=name, namespace=namespace))
+        options = None if grace_period_s is None else self._models.V1DeleteOptions(grace_period_seconds=grace_period_s)
+        body = self._models.V1Eviction(metadata=self._models.V1ObjectMeta(name=name, namespace=namespace),
+                                       delete_options=options)
         return self._request(f"evict pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod_eviction(
             name=name, namespace=namespace, body=body, **kw), accept={404, 429})
 

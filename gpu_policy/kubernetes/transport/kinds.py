@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from gpu_policy.kubernetes.names import (COSCHEDULING_GROUP, COSCHEDULING_VERSION, CRO_GROUP, CRO_PLURAL, CRO_VERSION,
                                          DRA_GROUP, DRA_VERSION, KAI_GROUP, KAI_PLURAL, KAI_POD_GROUP_VERSION,
-                                         KAI_VERSION, POD_GROUPS, VOLCANO_GROUP, VOLCANO_VERSION)
+                                         KAI_VERSION, POD_GROUPS, TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS,
+                                         VOLCANO_GROUP, VOLCANO_VERSION)
 from gpu_policy.kubernetes.transport.permissions import declare
 
 #: finished pods hold nothing: the API server leaves them out
@@ -26,10 +27,11 @@ NODES, PODS, NAMESPACES, CONFIG_MAPS, KAI_QUEUES = "nodes", "pods", "namespaces"
 RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES = "resource_slices", "resource_claims", "resource_claim_templates"
 DEVICE_CLASSES, DEVICE_TAINT_RULES = "device_classes", "device_taint_rules"
 KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS = "kai_pod_groups", "volcano_pod_groups", "coscheduling_pod_groups"
-COMPOSABILITY_REQUESTS = "composability_requests"
-#: DRA and PodGroups, watched where the cluster serves them (a kind it does not serve is skipped)
+COMPOSABILITY_REQUESTS, TRAIN_JOBS = "composability_requests", "train_jobs"
+#: DRA, PodGroups and TrainJobs (the last two size gangs), watched where the cluster serves
+#: them (a kind it does not serve is skipped)
 DRA_AND_POD_GROUPS = [RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, DEVICE_CLASSES, DEVICE_TAINT_RULES,
-                      KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS]
+                      KAI_POD_GROUPS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS, TRAIN_JOBS]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ KINDS: dict[str, Kind] = {
     VOLCANO_POD_GROUPS: _custom(POD_GROUPS, VOLCANO_GROUP, VOLCANO_VERSION),
     COSCHEDULING_POD_GROUPS: _custom(POD_GROUPS, COSCHEDULING_GROUP, COSCHEDULING_VERSION),
     COMPOSABILITY_REQUESTS: _custom(CRO_PLURAL, CRO_GROUP, CRO_VERSION, "ComposabilityRequests"),
+    TRAIN_JOBS: _custom(TRAINJOBS, TRAINER_GROUP, TRAINER_VERSION, "TrainJobs"),
 }
 #: what each kind's LIST and WATCH need (deploy/ grants them)
 for _row in KINDS.values():

@@ -5,7 +5,8 @@ The last part of acting on a plan (gpu_policy.kubernetes.write.actuator), in thi
 1. every gated job is sorted out: a reserved job's pods still gated go onto the reserved
    nodes its released pods do not hold; a job the plan starts goes onto the plan's places,
    unless it runs on GPUs still being attached (`WaitingForComposition`); the others wait
-   with the plan's reason. Every pod of a job is checked before any is patched;
+   with the plan's reason, or stays gated for a victim's checkpoint (`WaitingForCheckpoint`,
+   gpu_policy.kubernetes.write.checkpoint_first). Every pod of a job is checked before any is patched;
 2. the jobs this round's request budget (`max_requests_per_round`) holds are released this
    round, in order, each counted as a patch and an Admitted Event per pod; the rest are carried
    over to the next round, which comes at once (a burst is work, not a failure: no Event, no
@@ -74,10 +75,11 @@ class Admission:
         self.witness, self.expires_at, self.in_flight = witness, expires_at, in_flight
 
     def admit(self, plan: Plan, snap: Snapshot, bad: list[ObjectWarning], attaching: list[Outcome],
-              execute: bool) -> tuple[list[Outcome], list[Waiting]]:
+              execute: bool, held: dict[str, WaitReason] | None = None) -> tuple[list[Outcome], list[Waiting]]:
         """Release what `plan` starts, or (a dry run) say what would be; `attaching`: this round's
-        attach outcomes (a failed one is the reason its job waits)."""
-        found = self.sort(plan, snap, attaching)
+        attach outcomes (a failed one is the reason its job waits); `held`: the jobs it starts that
+        wait for their victims' checkpoints, and why."""
+        found = self.sort(plan, snap, attaching, held or {})
         if not execute:
             return [Outcome(r.job, "release", "dry run", _places(r), [str(p) for p in r.pods])
                     for r in found.releases], found.waiting
@@ -92,8 +94,11 @@ class Admission:
             self.witness.carried_over([w.job for w in carried])
         return outcomes, found.waiting + carried
 
-    def sort(self, plan: Plan, snap: Snapshot, attaching: list[Outcome]) -> Sorted:
-        """Each gated job: released (its patches built, every pod checked), or waiting and why."""
+    def sort(self, plan: Plan, snap: Snapshot, attaching: list[Outcome],
+             held: dict[str, WaitReason] | None = None) -> Sorted:
+        """Each gated job: released (its patches built, every pod checked), or waiting and why
+        (`held`: the jobs the plan starts that wait for their victims' checkpoints)."""
+        held = held or {}
         decided = {d.name: d for d in plan.jobs}
         jobs = {j.name: j for j in snap.scenario.jobs}
         shares = {q.name: f"; {q.name} {q.allocated_before:g} -> {q.allocated_after:g} GPUs" for q in plan.queues}
@@ -108,7 +113,7 @@ class Admission:
                                  snap.held.get(name, []))
                 patches, share = release_patches(refs, places, reservation.gpus < 1, self.read_pod), reservation.queue
             elif d is not None and d.action == "start":
-                patches = waits_for_composition(d, snap, attaching) or \
+                patches = held.get(name) or waits_for_composition(d, snap, attaching) or \
                     release_patches(refs, d.replicas, jobs[name].is_fractional, self.read_pod)
                 share = d.queue
             else:

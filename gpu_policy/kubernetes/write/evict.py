@@ -4,9 +4,10 @@ A mark is removed when the plan that wrote it is not carried out: from a pod who
 eviction stays refused, and (`unmark`) from a pod a later plan keeps, e.g. after a planner
 was killed between the annotation and the eviction.
 
-Evictions go through the Eviction API (policy/v1) with the pod's own grace period, so
-PodDisruptionBudgets are honoured and the training step's SIGTERM handler can save a
-checkpoint before the pod stops. A 429 (a PodDisruptionBudget, or rate limiting) is
+Evictions go through the Eviction API (policy/v1), so PodDisruptionBudgets are honoured,
+with the grace period the caller gives each pod (gpu_policy.kubernetes.write.checkpoint_first:
+long enough for its save), so the training step's SIGTERM handler can save a checkpoint
+before the pod stops. A 429 (a PodDisruptionBudget, or rate limiting) is
 retried after Retry-After, or with doubling backoff when the answer has none, within
 `eviction_deadline_s`; what is still refused then is reported as blocked, never forced.
 Every pod of a gang is evicted, or the outcome says which are still running.
@@ -23,10 +24,11 @@ from gpu_policy.kubernetes.names import PREEMPTED_ANNOTATION
 from gpu_policy.kubernetes.read.pods import PodRef
 
 def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list[PodRef], check: Callable[[], None],
-              sleep: Callable[[float], None] = time.sleep,
-              monotonic: Callable[[], float] = time.monotonic) -> Outcome:
-    """Annotate every pod of the job, then evict each; `check` runs before every write
-    (it raises when the planning lease was lost)."""
+              sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
+              grace: dict[str, int] | None = None) -> Outcome:
+    """Annotate every pod of the job, then evict each, with `grace[uid]` seconds to stop (a pod
+    not in it: its own grace period); `check` runs before every write (it raises when the
+    planning lease was lost)."""
     names = [str(p) for p in pods]
     live, gone = [], []
     for ref in pods:
@@ -43,7 +45,7 @@ def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list
     blocked = []
     for ref in live:
         check()
-        if not _evict(client, ref, sleep, monotonic):
+        if not _evict(client, ref, (grace or {}).get(ref.uid), sleep, monotonic):
             check()
             client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
             blocked.append(str(ref))
@@ -69,11 +71,12 @@ def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[],
                                           "out", names)
 
 
-def _evict(client: KubeClient, ref: PodRef, sleep: Callable[[float], None], monotonic: Callable[[], float]) -> bool:
+def _evict(client: KubeClient, ref: PodRef, grace_s: int | None, sleep: Callable[[float], None],
+           monotonic: Callable[[], float]) -> bool:
     """Evict one pod; False when a disruption budget still refuses at the deadline."""
     backoff = client.backoff(client.settings.eviction_deadline_s, sleep, monotonic)
     while True:
-        answer = client.evict_pod(ref.namespace, ref.name)
+        answer = client.evict_pod(ref.namespace, ref.name, grace_s)
         if answer.status != 429:  # 201 accepted, 404 already gone
             return True
         if not backoff.pause(answer.retry_after):

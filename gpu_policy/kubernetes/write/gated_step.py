@@ -5,32 +5,23 @@ one more waiting replica for the controller (docs/kubernetes.md, "In pipelines")
 creates it with the scheduling gate `gpu-policy.io/admission` (so it works on clusters
 without the admission policy too) and the labels that make it a job of its queue, then reads
 only that pod and its Events until the controller releases it: the gate gone, the node in
-its hostname selector, the reason in an Event. Every request stays in the step's own
-namespace (`STEP_PERMISSIONS`, a Role there); none needs a cluster-wide permission.
+its hostname selector, the reason in an Event. Its requests are step_client's, all in the
+step's own namespace.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Callable
 
 from gpu_policy.errors import ClusterError, GpuPolicyError
-from gpu_policy.kubernetes.transport.client import KubeClient
-from gpu_policy.kubernetes.transport.connect import connect
-from gpu_policy.kubernetes.transport.permissions import Permission, needs
 from gpu_policy.kubernetes.names import (ADMISSION_GATE, CHECKPOINT_EVERY_S_ANNOTATION, FRACTION_ANNOTATION,
                                          HOSTNAME_LABEL, JOB_LABEL, QUEUE_LABEL, REPLICAS_ANNOTATION,
                                          SAVES_ON_REQUEST_ANNOTATION)
-from gpu_policy.kubernetes.settings import KubernetesSettings
-from gpu_policy.kubernetes.write.events import CONTROLLER
-from gpu_policy.model.checkpointing import DEFAULT_POD_INFO, GRACE_ENV, POD_INFO_DIR, POD_INFO_ENV
-
-#: what a pipeline step's account needs, all in its own namespace (`own_namespace` here means
-#: the step's namespace, not gpu-policy's)
-STEP_PERMISSIONS: set[Permission] = set()
+from gpu_policy.kubernetes.write.step_client import StepClient, Waited, newest_reason, poll
+from gpu_policy.model.checkpointing import DEFAULT_POD_INFO, GRACE_ENV, POD_GRACE_S, POD_INFO_DIR, POD_INFO_ENV
 
 
 def admission_labels(job: str, queue: str) -> dict[str, str]:
@@ -70,8 +61,6 @@ def gated(pod: dict, job: str, queue: str, replicas: int = 1, gpus: float | None
 
 #: the downward-API volume that shows the trainer its pod's annotations (the checkpoint request)
 POD_INFO_VOLUME = "gpu-policy-pod-info"
-#: Kubernetes' default terminationGracePeriodSeconds
-DEFAULT_GRACE_S = 30
 
 
 def with_checkpoint_protocol(pod: dict, checkpoint_every_s: float | None = None) -> dict:
@@ -92,7 +81,7 @@ def with_checkpoint_protocol(pod: dict, checkpoint_every_s: float | None = None)
     trainer = spec["containers"][0]
     mounts = [m for m in trainer.get("volumeMounts") or [] if m.get("mountPath") != POD_INFO_DIR]
     trainer["volumeMounts"] = [*mounts, {"name": POD_INFO_VOLUME, "mountPath": POD_INFO_DIR, "readOnly": True}]
-    grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    grace = spec.get("terminationGracePeriodSeconds", POD_GRACE_S)
     ours = [{"name": POD_INFO_ENV, "value": DEFAULT_POD_INFO}, {"name": GRACE_ENV, "value": str(grace)},
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
@@ -124,78 +113,24 @@ def placed_on(pod: dict) -> str:
     return (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL) or spec.get("nodeName") or ""
 
 
-class StepClient(KubeClient):
-    """The step's requests: its own pod and that pod's Events, in its own namespace."""
-
-    def __init__(self, api_client, where: str, settings, **kwargs):
-        super().__init__(api_client, where, settings, **kwargs)
-        self._events = self._models.EventsV1Api(api_client)
-
-    @needs("create", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
-    def create_own_pod(self, namespace: str, body: dict) -> dict | None:
-        """Create it; None when a pod of that name exists already (a retried task's)."""
-        name = body["metadata"]["name"]
-        answer = self._request(f"create pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod(
-            namespace=namespace, body=body, **kw), accept={409})
-        return None if answer.status == 409 else answer.body
-
-    @needs("get", "pods", own_namespace=True, registry=STEP_PERMISSIONS)
-    def read_own_pod(self, namespace: str, name: str) -> dict | None:
-        answer = self._request(f"get pod {namespace}/{name}", lambda **kw: self._core.read_namespaced_pod(
-            name=name, namespace=namespace, **kw), accept={404})
-        return None if answer.status == 404 else answer.body
-
-    @needs("list", "events", group="events.k8s.io", own_namespace=True, registry=STEP_PERMISSIONS)
-    def list_pod_events(self, namespace: str, name: str) -> list[dict]:
-        """The events.k8s.io Events about the pod (a field selector: the API server filters them)."""
-        return self._list(f"list Events of pod {namespace}/{name}", lambda **kw: self._events.list_namespaced_event(
-            namespace=namespace, field_selector=f"regarding.kind=Pod,regarding.name={name}", **kw))
-
-
-def open_step_client(url: str = "k8s://", kubeconfig: str | None = None, settings: KubernetesSettings | None = None,
-                     api_client=None, **clocks) -> tuple[StepClient, str]:
-    """The step's client for `url` (k8s:// or k8s://CONTEXT; or `api_client`, e.g. an Airflow
-    connection's) and the namespace its pod goes to by default (the context's, or the pod's own)."""
-    namespace = None
-    if api_client is None:
-        api_client, namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
-    return StepClient(api_client, url, (settings or KubernetesSettings()).validate(), **clocks), namespace or "default"
-
-
 @dataclass
-class Admission:
-    """Where the step's pod stands: `released` (our gate gone) on `node`, and why, in the words
-    of gpu-policy's newest Event about it (`event` its reason, e.g. GpuPolicyWaiting)."""
+class Admission(Waited):
+    """Where the step's pod stands: `released` (our gate gone) on `node`, and why."""
 
-    pod: str
-    released: bool
-    node: str
-    reason: str
-    event: str
-    waited_s: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    pod: str = ""
+    node: str = ""
 
     def line(self) -> str:
         state = f"released onto {self.node}" if self.released else "waiting for admission"
-        return f"pod {self.pod}: {state}" + (f" ({self.event}: {self.reason})" if self.reason else "")
+        return f"pod {self.pod}: {state}{self.said()}"
 
 
-def newest_reason(events: list[dict]) -> tuple[str, str]:
-    """(reason, note) of gpu-policy's most recent Event among `events`; ("", "") when none."""
-    ours = [e for e in events if e.get("reportingController") == CONTROLLER]
-    if not ours:
-        return "", ""
-    newest = max(ours, key=_last_seen)
-    return str(newest.get("reason") or ""), str(newest.get("note") or "")
-
-
-def _last_seen(event: dict) -> datetime:
-    """When an Event was last observed: a series' last time, else its event time, else its creation."""
-    stamp = ((event.get("series") or {}).get("lastObservedTime") or event.get("eventTime")
-             or (event.get("metadata") or {}).get("creationTimestamp") or "1970-01-01T00:00:00Z")
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+def admission_of(pod: dict, events: list[dict], waited_s: float) -> Admission:
+    """Where the pod stands, given the Events about it."""
+    meta, released = pod.get("metadata") or {}, is_released(pod)
+    event, reason = newest_reason(events)
+    return Admission(released, reason, event, waited_s, pod=f"{meta.get('namespace')}/{meta.get('name')}",
+                     node=placed_on(pod) if released else "")
 
 
 def await_release(client: StepClient, namespace: str, name: str, max_wait_s: float, poll_interval_s: float = 5.0,
@@ -204,35 +139,28 @@ def await_release(client: StepClient, namespace: str, name: str, max_wait_s: flo
     """Read the pod and its Events every `poll_interval_s` until the controller releases it or
     `max_wait_s` has passed (then `released` is false; the pod stays, still waiting). Each
     change of reason is passed to `progress`. A pod that disappears is an error."""
-    began, said = clock(), None
-    while True:
-        pod = client.read_own_pod(namespace, name)
-        if pod is None:
-            raise ClusterError(f"{client.where}: pod {namespace}/{name} was deleted while it waited for admission")
-        event, reason = newest_reason(client.list_pod_events(namespace, name))
-        admission = Admission(f"{namespace}/{name}", is_released(pod), placed_on(pod) if is_released(pod) else "",
-                              reason, event, clock() - began)
-        if progress and (admission.released, reason) != said:
-            progress(admission.line())
-            said = (admission.released, reason)
-        if admission.released or clock() - began + poll_interval_s > max_wait_s:
-            return admission
-        sleep(poll_interval_s)
+    def look(waited_s: float) -> Admission:
+        pod = _own_pod(client, namespace, name, "while it waited for admission")
+        return admission_of(pod, client.list_pod_events(namespace, name), waited_s)
+
+    return poll(look, lambda a: a.released, max_wait_s, poll_interval_s, clock, sleep, Admission.line, progress)
 
 
 def await_finish(client: StepClient, namespace: str, name: str, max_wait_s: float, poll_interval_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
     """Read the released pod every `poll_interval_s` until it has ended (Succeeded or Failed) or
     `max_wait_s` has passed; its phase then. A pod that disappears is an error."""
-    began = clock()
-    while True:
-        pod = client.read_own_pod(namespace, name)
-        if pod is None:
-            raise ClusterError(f"{client.where}: pod {namespace}/{name} was deleted before it ended")
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
-        if phase in ("Succeeded", "Failed") or clock() - began + poll_interval_s > max_wait_s:
-            return phase
-        sleep(poll_interval_s)
+    def look(_: float) -> str:
+        return (_own_pod(client, namespace, name, "before it ended").get("status") or {}).get("phase") or "Pending"
+
+    return poll(look, lambda phase: phase in ("Succeeded", "Failed"), max_wait_s, poll_interval_s, clock, sleep)
+
+
+def _own_pod(client: StepClient, namespace: str, name: str, when: str) -> dict:
+    pod = client.read_own_pod(namespace, name)
+    if pod is None:
+        raise ClusterError(f"{client.where}: pod {namespace}/{name} was deleted {when}")
+    return pod
 
 
 def run_gated(client: StepClient, pod: dict, job: str, queue: str, replicas: int, max_wait_s: float,

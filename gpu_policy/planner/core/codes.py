@@ -21,6 +21,8 @@ CORE_CODES: dict[str, str] = {
                      "the value): it is left out of planning until the pod is fixed (the controller)",
     "NotManaged": "gpu-policy does not plan it: it names no queue gpu-policy knows, or asks for a GPU resource "
                   "gpu-policy does not count (the controller)",
+    "WaitingForCheckpoint": "the plan started it on the GPUs of victims asked to save a checkpoint first, or stopped "
+                            "at their periodic checkpoint: it stays gated until their pods have ended (the controller)",
     # wait: the plan's own outcome
     "NotPlacedYet": "the plan chose it, but placing it found no room; it starts in a later plan",
     "PlanCutShort": "the plan's time limit ran out before it could be placed",

@@ -122,11 +122,13 @@ class Consolidations:
         return [o for o in self.cheapest[key] if o[0][1] <= budget]
 
     def find(self, shape: Shape, need: int, index, excluded: set[str], budget: int,
-             fits: Callable[[Job], Callable[[str], bool]]) -> Consolidation | None:
-        """The cheapest node not in `excluded` where at most `budget` movers, each with a
-        destination (another node with free GPUs that `fits(mover)` admits), gather `need`
-        free GPUs for a replica of `shape`. Leaves `index` as it found it."""
-        key = (shape.models, shape.constraints, need, budget)
+             fits: Callable[[Job], Callable[[str], bool]], allowed: frozenset[str] | None = None
+             ) -> Consolidation | None:
+        """The cheapest node not in `excluded`, among `allowed` (None: any), where at most
+        `budget` movers, each with a destination (another node with free GPUs that
+        `fits(mover)` admits), gather `need` free GPUs for a replica of `shape`. Leaves
+        `index` as it found it."""
+        key = (shape.models, shape.constraints, need, budget, allowed)
         if key in self.fruitless or budget <= 0:
             return None
         room = _room(index, excluded)
@@ -145,7 +147,8 @@ class Consolidations:
                 for node in index.buckets.get((model, free), ()):
                     if exact >= _CANDIDATES:
                         break
-                    if node in excluded or not index.allows(shape, node) or self._most(node, budget, room) < missing:
+                    if (node in excluded or (allowed is not None and node not in allowed)
+                            or not index.allows(shape, node) or self._most(node, budget, room) < missing):
                         continue
                     for cost, group in self._options(node, missing, budget, room):
                         ranked.append((cost, node, group, cost[0]))
@@ -155,21 +158,22 @@ class Consolidations:
 
     def find_beside_victims(self, shape: Shape, need: int, index, excluded: set[str], budget: int,
                             fits: Callable[[Job], Callable[[str], bool]], victims: dict[str, list[tuple[Job, int]]],
-                            memo_key: tuple) -> Consolidation | None:
+                            memo_key: tuple, allowed: frozenset[str] | None = None) -> Consolidation | None:
         """The cheapest node not in `excluded` where free GPUs, the GPUs of its victims
         (`victims`: node -> [(victim legal for the replica, GPUs it holds there)]) and those
         of at most `budget` movers that are not victims, each with a destination, hold
         `need` GPUs; ranked by GPUs moved, moves, then GPUs of victims. `memo_key` names the
-        victims' legality (a search that found nothing is not repeated for it)."""
-        key = ("mixed", shape.models, shape.constraints, need, budget, memo_key)
+        victims' legality (a search that found nothing is not repeated for it); `allowed`:
+        the nodes it may be (None: any)."""
+        key = ("mixed", shape.models, shape.constraints, need, budget, memo_key, allowed)
         if key in self.fruitless or budget <= 0:
             return None
         room = _room(index, excluded)
         models = None if shape.models is None else set(shape.models)
         ranked = []
         for node, mine in victims.items():
-            if node in excluded or (models is not None and index.model[node] not in models) \
-                    or not index.allows(shape, node):
+            if node in excluded or (allowed is not None and node not in allowed) \
+                    or (models is not None and index.model[node] not in models) or not index.allows(shape, node):
                 continue
             victims_gpus = sum(g for _, g in mine)
             missing = need - index.free[node] - victims_gpus

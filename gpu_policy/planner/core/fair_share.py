@@ -6,6 +6,13 @@ water-filling in proportion to ``over_quota_weight``. Departments (``parent``)
 are divided first, then their queues share the department's part. Shares are
 whole GPUs: round down, then hand the leftover units to the largest remainders;
 a share never falls below ``min(deserved, demand)`` rounded up.
+
+Fair share over time (`usage_weights`): with the policy's ``usage_half_life_s`` set, each
+queue's past usage (``usage_gpu_h``, already decayed; a department's is the sum of its
+queues' and its own) lowers its part of the surplus beyond ``deserved``, never its guarantee:
+between queues of equal weight and demand, the one that used less gets more. With no usage,
+or ``usage_weight: 0``, the division is exactly the plain one. docs/policy.md says where the
+formula comes from (KAI-Scheduler's time-based fair share) and why.
 """
 
 from __future__ import annotations
@@ -69,20 +76,26 @@ def queue_demands(s: Scenario, refused: dict[str, str] | None = None) -> dict[st
 
 
 def fair_shares(s: Scenario, capacity: float | None = None,
-                demands: dict[str, QueueDemand] | None = None) -> dict[str, int]:
+                demands: dict[str, QueueDemand] | None = None, with_usage: bool = True) -> dict[str, int]:
     """Whole-GPU fair share of every queue and department, by name; `demands`:
-    `queue_demands(s)`, when the caller has them (a pass over every job)."""
+    `queue_demands(s)`, when the caller has them (a pass over every job); `with_usage`: count
+    past usage where the policy says to (False: the shares without it, to say what usage
+    changed)."""
     demands = queue_demands(s) if demands is None else demands
     shares: dict[str, int] = {}
     total = s.gpus_schedulable if capacity is None else capacity
+    usage = queue_usage(s) if with_usage and s.policy.counts_usage else None
 
     def divide(parent: str | None, available: float) -> None:
         kids = s.children(parent)
         if not kids:
             return
+        used = None if usage is None else usage_fractions([usage[k.name] for k in kids], available,
+                                                         s.policy.usage_half_life_s)
         raw = split_capacity(
             available,
             [(k.deserved, demands[k.name].total, k.over_quota_weight, k.priority) for k in kids],
+            used, s.policy.usage_weight,
         )
         whole = round_largest_remainder(raw, available, [demands[k.name].total for k in kids])
         for kid, share in zip(kids, whole):
@@ -94,11 +107,52 @@ def fair_shares(s: Scenario, capacity: float | None = None,
     return shares
 
 
-def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]]) -> list[float]:
+def queue_usage(s: Scenario) -> dict[str, float]:
+    """Each queue's past usage in GPU-hours: its own `usage_gpu_h`, plus, for a department,
+    its queues'."""
+    out = {q.name: q.usage_gpu_h for q in s.queues}
+    parent = {q.name: q.parent for q in s.queues}
+    for q in s.queues:  # each queue's own usage counts in every department above it
+        up = parent[q.name]
+        while up is not None:
+            out[up] += q.usage_gpu_h
+            up = parent[up]
+    return out
+
+
+def usage_fractions(usage_gpu_h: list[float], gpus: float, half_life_s: float) -> list[float]:
+    """Past usage as fractions of `gpus` GPUs: each GPU-hours figure over the decayed GPU-hours
+    of those GPUs busy all along, gpus * half_life / ln 2 (in hours). A queue that has held x of
+    the GPUs for many half-lives has used x / gpus of them; KAI normalises the same way, by
+    the cluster's decayed capacity over its window. Where the usage adds up to more than that
+    (the GPUs divided were more before: a department whose share shrank), over the usage's sum,
+    so that the fractions never add up to more than 1."""
+    whole = max(gpus * half_life_s / math.log(2) / 3600, sum(usage_gpu_h))
+    return [u / whole if whole > 0 else 0.0 for u in usage_gpu_h]
+
+
+def usage_weights(weights: list[float], used: list[float], k: float) -> list[float]:
+    """The weights by which claimants of one tier share the surplus once their past usage
+    counts (KAI-Scheduler's time-based fair share): each one's entitled part W = w / sum(w),
+    the part of the GPUs it `used` U (`usage_fractions`, adding up to 1 at most), and its
+    weight max(0, W + k (W - U)). A claimant that used more than its entitled part gets less,
+    one that used less gets more; the weights add up to at least 1. No usage at all, or k = 0,
+    gives W: the plain division."""
+    total_w = sum(weights)
+    if k <= 0 or total_w <= 0 or not any(u > 0 for u in used):
+        return list(weights)
+    return [max(0.0, w / total_w + k * (w / total_w - u)) for w, u in zip(weights, used)]
+
+
+def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]],
+                   used: list[float] | None = None, usage_weight: float = 0.0) -> list[float]:
     """Divide `capacity` among claims of (deserved, demand, weight, priority tier).
 
     Deserved first (never cut, even when guarantees exceed capacity), then the
-    surplus tier by tier, water-filled by weight; nobody gets above its demand.
+    surplus tier by tier, water-filled by weight; nobody gets above its demand. With
+    `used` (each claim's past usage, `usage_fractions` of `capacity`) and `usage_weight`, the
+    weights of each round of the water-filling are `usage_weights` among the claims still
+    hungry in it.
     """
     share = [min(deserved, demand) for deserved, demand, _, _ in claims]
     left = max(0.0, capacity - sum(share))
@@ -108,11 +162,14 @@ def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]
             hungry = [i for i in members if claims[i][1] - share[i] > EPS]
             if not hungry:
                 break
-            weight = sum(claims[i][2] for i in hungry)
-            full = [i for i in hungry if claims[i][1] - share[i] <= left * claims[i][2] / weight + EPS]
+            plain = [claims[i][2] for i in hungry]
+            mine = dict(zip(hungry, plain if used is None else
+                            usage_weights(plain, [used[i] for i in hungry], usage_weight)))
+            weight = sum(mine.values())
+            full = [i for i in hungry if claims[i][1] - share[i] <= left * mine[i] / weight + EPS]
             if not full:  # nobody saturates: hand out the rest in proportion and stop
                 for i in hungry:
-                    share[i] += left * claims[i][2] / weight
+                    share[i] += left * mine[i] / weight
                 left = 0.0
                 break
             for i in full:  # the saturated take only their demand; divide again

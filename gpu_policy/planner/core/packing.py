@@ -15,6 +15,7 @@ largest first, each replica where it opens no empty node if it can and costs lea
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Callable
 
 import numpy as np
@@ -127,22 +128,23 @@ Prices = Callable[[Job, list[tuple[int, str]]], list[float]]
 
 
 def pack(s: Scenario, layout: Layout, jobs: list[tuple[Job, list]], nodes: dict, mix: WorkloadMix | None,
-         price: Price | None = None) -> dict[str, list[Placement] | None]:
+         price: Price | None = None, prefer: Mapping[str, float] | None = None) -> dict[str, list[Placement] | None]:
     """Place whole-GPU `jobs` on `layout` (which it updates), greedily.
 
     `jobs`: (job, the key into `nodes` for each replica); `nodes`: key -> node names a
-    replica may use. Largest jobs first; each replica goes, among nodes with room, to one
+    replica may use. Largest jobs first; each replica goes, among nodes with room, to the
+    lowest `prefer[node]` (None: all alike; the topology's fullest domains), then to one
     already in use before an empty one, then to the lowest `price(job, node)` (default:
     the expected-fragmentation price), then the earliest in `nodes` among the nodes that
     have been in their state longest. Nodes in one state
-    (free GPUs, their use, model, spare CPUs and memory) cost the same, so each state is
-    priced once per job (the default price once per kind of job) and the work grows with
-    states, not nodes.
+    (free GPUs, their use, model, spare CPUs and memory, preference) cost the same, so each
+    state is priced once per job (the default price once per kind of job) and the work grows
+    with states, not nodes.
     Returns per job its placements, or None when a replica found no room (then none of
     its replicas stays placed).
     """
     spare = spare_resources(s)
-    groups = _StateGroups(layout, nodes, spare)
+    groups = _StateGroups(layout, nodes, spare, prefer or {})
     costs: Prices = (_StatePrices(s, layout, mix, spare) if price is None
                      else lambda job, candidates: [price(job, n) for _, n in candidates])
     out: dict[str, list[Placement] | None] = {}
@@ -164,22 +166,26 @@ def _unplace(layout: Layout, groups: _StateGroups, job: Job, placed: list[Placem
     """Take the replicas of `job` placed so far off `layout` again."""
     for p in placed:
         layout.release(p.node, job.name)
-        groups.update(p.node)
+        groups.update(p.node, freed=True)
     layout.indices.pop(job.name, None)
     layout.hosts.pop(job.name, None)
 
 
 class _StateGroups:
-    """Nodes grouped by state, per key, in their order in `nodes`. A state is (free GPUs,
-    each GPU's use (an unhealthy one counts as used), model, spare CPUs and memory), known
-    by its number: `ids` numbers each state met, and per number `free` holds its free GPUs
-    and `empty` whether the state's nodes have nothing on their GPUs."""
+    """Nodes grouped by preference and state, per key, in their order in `nodes`. A state is
+    (free GPUs, each GPU's use (an unhealthy one counts as used), model, spare CPUs and
+    memory), known by its number: `ids` numbers each state met, and per number `free` holds
+    its free GPUs and `empty` whether the state's nodes have nothing on their GPUs."""
 
-    def __init__(self, layout: Layout, nodes: dict, spare: dict):
+    def __init__(self, layout: Layout, nodes: dict, spare: dict, prefer: Mapping[str, float]):
         self.layout = layout
+        self.prefer = prefer
         self.position: dict[str, int] = {}
         self.keys_of: dict[str, list] = defaultdict(list)
-        self.groups: dict = defaultdict(dict)  # key -> state number -> {node: None}, only states with nodes
+        #: key -> preference -> state number -> {node: None}, only states with nodes
+        self.groups: dict = defaultdict(lambda: defaultdict(dict))
+        self.ranks: dict = {}  # key -> its preferences, lowest first
+        self.first: dict = {}  # (key, GPUs) -> the first of its ranks that may have room for them
         self.state_of: dict[str, int] = {}
         self.ids: dict[tuple, int] = {}
         self.free: list[int] = []
@@ -207,30 +213,41 @@ class _StateGroups:
 
     def _add(self, node: str) -> None:
         state = self.state_of[node] = self._state(node)
+        rank = self.prefer.get(node, 0.0)
         for key in self.keys_of[node]:
-            self.groups[key].setdefault(state, {})[node] = None
+            self.groups[key][rank].setdefault(state, {})[node] = None
 
-    def update(self, node: str) -> None:
-        """`node` changed: move it to the group of its new state."""
-        state = self.state_of[node]
+    def update(self, node: str, freed: bool = False) -> None:
+        """`node` changed (`freed`: it has more free GPUs than before): move it to the group
+        of its new state."""
+        if freed:
+            self.first.clear()
+        state, rank = self.state_of[node], self.prefer.get(node, 0.0)
         for key in self.keys_of[node]:
-            members = self.groups[key][state]
+            members = self.groups[key][rank][state]
             del members[node]
             if not members:
-                del self.groups[key][state]
+                del self.groups[key][rank][state]
         self._add(node)
 
     def best(self, key, job: Job, costs: Prices) -> str | None:
-        """The node of `key` for one replica of `job`: among states with room, a node in
-        use before an empty one, then the lowest cost, then the earliest position (each
-        state's candidate is the node in it longest)."""
+        """The node of `key` for one replica of `job`: the most preferred nodes with room;
+        among them, a node in use before an empty one, then the lowest cost, then the
+        earliest position (each state's candidate is the node in it longest)."""
         free, empty, position = self.free, self.empty, self.position
-        candidates = [(state, next(iter(members))) for state, members in self.groups[key].items()
-                      if free[state] >= job.gpus]
-        if not candidates:
-            return None
-        return min((empty[state], cost, position[node], node)
-                   for (state, node), cost in zip(candidates, costs(job, candidates)))[3]
+        if key not in self.ranks:  # the preferences are fixed: every node's is there from the start
+            self.ranks[key] = sorted(self.groups[key])
+        ranks = self.ranks[key]
+        first = self.first.get((key, job.gpus), 0)
+        for i in range(first, len(ranks)):
+            candidates = [(state, next(iter(members))) for state, members in self.groups[key][ranks[i]].items()
+                          if free[state] >= job.gpus]
+            if candidates:
+                self.first[key, job.gpus] = i  # the ranks before have no room for it, nor will they
+                return min((empty[state], cost, position[node], node)
+                           for (state, node), cost in zip(candidates, costs(job, candidates)))[3]
+        self.first[key, job.gpus] = len(ranks)
+        return None
 
 
 class _StatePrices:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from gpu_policy.model import Scenario
+from gpu_policy.model.plan import fair_share_words
 from gpu_policy.planner.core.fair_share import QueueDemand, fair_shares, queue_demands
 
 
@@ -95,12 +96,14 @@ class Shares:
     deserved: dict[str, float]
     limit: dict[str, float | None]
     demand: dict[str, float]
+    without_usage: dict[str, int] | None = None  # the fair shares past usage changed, as they were without it
 
     @classmethod
     def of(cls, s: Scenario, fair: dict[str, int] | None = None,
-           demands: dict[str, QueueDemand] | None = None) -> Shares:
+           demands: dict[str, QueueDemand] | None = None, without_usage: dict[str, int] | None = None) -> Shares:
         """`fair`: `fair_shares(s)` unless given; `demands`: `queue_demands(s)`, when the
-        caller has them (a pass over every job)."""
+        caller has them (a pass over every job); `without_usage`: the shares without past
+        usage, where it counts."""
         demands = queue_demands(s) if demands is None else demands
         fair = fair if fair is not None else fair_shares(s, demands=demands)
         return cls(
@@ -109,7 +112,12 @@ class Shares:
             deserved={q.name: q.deserved for q in s.queues},
             limit={q.name: q.limit for q in s.queues},
             demand={q.name: demands[q.name].total for q in s.queues},
+            without_usage=None if without_usage is None else dict(without_usage),
         )
+
+    def fair_words(self, entity: str) -> str:
+        """`entity`'s fair share in words, with what past usage changed."""
+        return fair_share_words(self.fair[entity], None if self.without_usage is None else self.without_usage[entity])
 
 
 def floor(shares: Shares, entity: str, tier: str) -> float:

@@ -10,6 +10,7 @@ are placed by `gpu_policy.planner.core.packing.pack`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gpu_policy.model import Job, Scenario
@@ -41,8 +42,11 @@ Spot = tuple
 
 
 def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[Job],
-            mix: WorkloadMix | None) -> Realized:
-    """`order`: waiting jobs in start order (they take places in that order)."""
+            mix: WorkloadMix | None, prefer: Callable[[Layout], Mapping[str, float] | None] = lambda after: None
+            ) -> Realized:
+    """`order`: waiting jobs in start order (they take places in that order); `prefer`: what
+    packing pooled replicas prefers first on the cluster as the program leaves it (the rules'
+    `node_order`)."""
     moving = _moving(m, sc)
     preempted = {n for n, v in m.decisions.keep.items() if not _on(v) and not (n in m.decisions.move and _on(m.decisions.move[n]))}
     preempted |= {n for n, options in m.decisions.cut.items() if any(_on(w) for w in options)}
@@ -52,7 +56,7 @@ def realize(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, order: list[
     after = layout_after(layout, preempted | {j.name for j in moving})
     out = Realized(preempted, {}, {}, after)
     placed = _place_detailed(m, jobs, assigned, layout, after)
-    _place_pooled(s, sc, mix, jobs, assigned, placed, out)
+    _place_pooled(s, sc, mix, jobs, assigned, placed, out, prefer)
     for name, replicas in placed.items():
         (out.moved if name in m.decisions.move else out.started)[name] = replicas
     return out
@@ -117,7 +121,8 @@ def _place_detailed(m: PlanProgram, jobs: dict[str, Job], assigned: dict[str, li
 
 
 def _place_pooled(s: Scenario, sc: Scope, mix: WorkloadMix | None, jobs: dict[str, Job],
-                  assigned: dict[str, list[Spot]], placed: dict[str, list[Placement]], out: Realized) -> None:
+                  assigned: dict[str, list[Spot]], placed: dict[str, list[Placement]], out: Realized,
+                  prefer: Callable[[Layout], Mapping[str, float] | None]) -> None:
     """Pack the replicas with spots on pools (`pack`) onto `out.layout`, adding them to
     `placed`; a job with a replica that finds no room is unplaced, all its replicas taken off."""
     pooled = [(jobs[name], [p[1] for p in spots if p[0] == "pool"]) for name, spots in assigned.items()]
@@ -126,7 +131,7 @@ def _place_pooled(s: Scenario, sc: Scope, mix: WorkloadMix | None, jobs: dict[st
         return
     after = out.layout
     nodes = {model: list(sc.pools.get(model, [])) for _, models in pooled for model in models}
-    for name, replicas in pack(s, after, pooled, nodes, mix).items():
+    for name, replicas in pack(s, after, pooled, nodes, mix, prefer=prefer(after)).items():
         if replicas is not None:
             placed[name].extend(replicas)
             continue

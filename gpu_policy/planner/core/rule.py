@@ -6,13 +6,17 @@ plan (`Rule(inputs)`), in the one order of `gpu_policy.planner.rules.RULES`, and
 in that order, what it has to say at each step of a plan; a rule overrides only the steps it
 takes part in, the others answer nothing:
 
-  before the program  which running jobs it lets a waiting one take (`may_take`), which
+  before the program  which running jobs it lets a waiting one take (`may_take`) or move
+                      (`may_move`), and what of a job those read (`victim_key`), which
                       queues may take from which (`givers`), which nodes need their own
-                      variables (`detail`), which jobs' replicas it tells apart (`apart`),
-                      and the phase composition needs (`grow_kinds`, `widen`, `extend`);
+                      variables (`detail`), which jobs' replicas it tells apart (`apart`)
+                      and confines to some nodes (`confine`), and the phase composition
+                      needs (`grow_kinds`, `widen`, `extend`);
   the program         its variables (`variables`: before any rule's rows), its rows
                       (`rows`), its objective stages, each with its `rank` (`stages`);
-  after the solve     what it decided (`decide`, `report`);
+  after the solve     what it decided (`decide`, `report`), what it adds to the plan's
+                      summary (`summarize`), and which nodes packing prefers
+                      (`node_order`);
   the reasons         why a job can never run (`why_never`), why it waits (`why_wait`), why
                       it is preempted (`why_preempt`) or moved (`why_move`), and what a
                       reason adds (`room_clause`, `preempt_clause`), with the codes it may
@@ -93,6 +97,17 @@ class Rule:
         rule's rows can count them (per-model limits count each queue's)."""
         return None
 
+    def victim_key(self, job: Job) -> Hashable:
+        """What this rule's `may_take` and `may_move` read of a running job beyond its queue,
+        priority and preemptibility (the scope judges jobs alike in all of it once); None: nothing."""
+        return None
+
+    def may_move(self, job: Job | None, claimant: Job | None) -> bool | None:
+        """Whether the running `job` (None: any) may be moved, for a start of `claimant`
+        (None: any): False forbids it, None says nothing (every job that may be preempted may
+        be moved unless a rule forbids it)."""
+        return None
+
     def may_take(self, victim: Job, claimant: Job | None, givers: set[str]) -> bool | None:
         """Whether a start of `claimant` (None: any waiting job of another queue whose
         `givers` may be taken from) may take the GPUs of the running `victim`: True lets it,
@@ -103,6 +118,20 @@ class Rule:
     def detail(self) -> set[str]:
         """Nodes that need their own variables in every plan."""
         return set()
+
+    def pool_group(self, node: str) -> Hashable:
+        """What keeps a pooled node apart from pooled nodes alike in all else (None: nothing):
+        nodes of different groups are pooled apart, so that the rule's rows can tell their
+        GPUs apart (the topology's domains)."""
+        return None
+
+    def confine(self, job: Job) -> frozenset[str] | None:
+        """The only nodes the waiting `job`'s replicas may go to (None: no say): the greedy pass
+        of a large cluster looks for room there only, and the program places the job on those
+        of them it details and on the pools all of whose nodes are among them (`pool_group`
+        keeps pools apart where that matters); the rule tells the job `apart`, so that its
+        shape is its own."""
+        return None
 
     def grow_kinds(self, kinds, constraints):
         """The cluster's node kinds as they could become in this plan (composition)."""
@@ -137,6 +166,15 @@ class Rule:
         """What the rule adds to the Plan beside the jobs' decisions (compositions), given the
         decisions other than keep (`changes`, whose reasons it may complete)."""
         return []
+
+    def summarize(self, after: Layout) -> dict:
+        """Fields the rule adds to the plan's summary, read on the cluster `after` the plan."""
+        return {}
+
+    def node_order(self, layout: Layout) -> Mapping[str, float] | None:
+        """Per node, what packing replicas onto pooled nodes minimises first, before its own
+        prices (lower first; None: no say)."""
+        return None
 
     # -- the reasons --------------------------------------------------------------------------
 

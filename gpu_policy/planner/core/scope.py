@@ -26,6 +26,7 @@ from gpu_policy.model.layout import Layout, fits_on_gpu, has_room, spare_resourc
 from gpu_policy.planner.config import PlannerConfig
 from gpu_policy.planner.core.consolidation import Consolidation, Consolidations
 from gpu_policy.planner.core.queues import QueueTree, Shares
+from gpu_policy.planner.core.rankings import ReclaimRankings
 from gpu_policy.planner.core.shapes import Apart, Eligible, Shape, node_kind, shape_of
 from gpu_policy.planner.core.telemetry import GpuLimits
 
@@ -53,7 +54,11 @@ class ScopeRules(Protocol):
         `givers`) may take the running `victim`'s GPUs."""
 
     def victim_key(self, job: Job) -> Hashable:
-        """What `may_take` reads of a victim: victims alike in it are judged by one of them."""
+        """What `may_take` and `may_move` read of a victim: victims alike in it are judged by
+        one of them."""
+
+    def may_move(self, job: Job | None, claimant: Job | None) -> bool:
+        """Whether the running `job` may be moved (None: any), for `claimant` (None: any)."""
 
     def victim_cost(self, victim: Job, st: Standing, limits: GpuLimits) -> tuple:
         """The cost of preempting `victim`, compared field by field."""
@@ -70,6 +75,12 @@ class ScopeRules(Protocol):
     def apart(self) -> Apart:
         """What tells jobs alike apart for the rules (`shapes.shape_of`; None: nothing)."""
 
+    def confine(self, job: Job) -> frozenset[str] | None:
+        """The only nodes the waiting `job` may use (None: any); see `Rule.confine`."""
+
+    def pool_group(self, node: str) -> Hashable:
+        """What keeps a pooled node's GPUs apart from others alike (None: nothing); see `Rule.pool_group`."""
+
 
 @dataclass
 class Scope:
@@ -83,6 +94,7 @@ class Scope:
     givers: dict[str, set[str]] = field(default_factory=dict)  # receiving queue -> queues it may reclaim from
     cuts: dict[str, list[Job]] = field(default_factory=dict)  # reclaim node -> its victims, first to go first
     apart: Apart = None                        # what tells jobs alike apart (`ScopeRules.apart`)
+    confine: Callable[[Job], frozenset[str] | None] = lambda job: None  # `ScopeRules.confine`
 
     def shape(self, job: Job) -> Shape:
         """The shape the program places `job`'s replicas as."""
@@ -100,12 +112,13 @@ def scope(s: Scenario, layout: Layout, st: Standing, waiting: list[Job], cfg: Pl
     if len(s.nodes) <= cfg.exact_nodes:
         names = [n.name for n in s.nodes]
         gpus = _fraction_gpus(layout, names, _fraction_items(waiting + cand.movable), cand.legal, cand.movable)
-        return Scope(True, names, {}, cand.legal, cand.movable, waiting, gpus, givers, apart=rules.apart())
+        return Scope(True, names, {}, cand.legal, cand.movable, waiting, gpus, givers, apart=rules.apart(),
+                     confine=rules.confine)
 
     def cost(victim: Job) -> tuple:  # asked only of the victims the rankings cost, not of every legal one
         return rules.victim_cost(victim, st, limits)
     sc = _GreedyPass(s, layout, waiting, cfg, limits, givers, cand, rules, cost, constraints).scope(detail)
-    sc.apart = rules.apart()
+    sc.apart, sc.confine = rules.apart(), rules.confine
     return sc
 
 
@@ -135,7 +148,8 @@ def _candidates(s: Scenario, waiting: list[Job], givers: dict[str, set[str]], mo
             continue
         key = rules.victim_key(j)
         if key not in verdict:
-            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving, rules), moves and j.is_preemptible)
+            verdict[key] = (_may_be_victim(j, top.get(j.queue), giving, rules),
+                            moves and j.is_preemptible and rules.may_move(j, None))
         legal, movable = verdict[key]
         if legal:
             out.legal.append(j)
@@ -222,7 +236,7 @@ class _GreedyPass:
     replica takes the first that serves: a fraction, a GPU shared by fractions or a newly
     opened one; a whole-GPU replica, free GPUs (best fit), else a node where moving a few
     jobs out gathers its block; then, for either, the cheapest reclaim nodes
-    (`_ReclaimRankings`), else a node where free GPUs, victims and movers do together. The
+    (`rankings.ReclaimRankings`), else a node where free GPUs, victims and movers do together. The
     nodes it touched become detailed or reclaim nodes (`_result`)."""
 
     def __init__(self, s: Scenario, layout: Layout, waiting: list[Job], cfg: PlannerConfig, limits: GpuLimits,
@@ -230,7 +244,7 @@ class _GreedyPass:
                  constraints: frozenset | None):
         """`rules`: what the rules say of victims; `cost`: a legal victim's (`ScopeRules.victim_cost`);
         `constraints`: the scenario's (shapes.scenario_constraints)."""
-        self.constraints = constraints
+        self.constraints, self.rules = constraints, rules
         self.s, self.layout, self.waiting, self.cfg, self.limits = s, layout, waiting, cfg, limits
         self.givers, self.legal, self.movable, self.gangs = givers, cand.legal, cand.movable, cand.gangs
         self.nodes = {n.name: n for n in s.nodes}
@@ -238,7 +252,7 @@ class _GreedyPass:
         self.spare = spare_resources(s)  # with the jobs running now
         self.safe = _pool_safe(s, self.free, self.spare, waiting)
         self.index = _FreeIndex(s, self.free)  # free GPUs as the pass reserves them
-        self.rankings = _ReclaimRankings(layout, self.free, cand.alike, rules, cost)
+        self.rankings = ReclaimRankings(layout, self.free, cand.alike, rules, cost)
         self.consolidations = Consolidations(cand.movable, cfg.max_moves, rules.lost_work)
         self.detailed: set[str] = set()
         self.fraction_gpus: dict[str, set[int]] = defaultdict(set)  # node -> GPUs chosen for new fractions
@@ -251,40 +265,52 @@ class _GreedyPass:
         """The pass over every waiting replica; `detail`: nodes detailed whatever it chose."""
         for job in self.waiting:
             shape = shape_of(job)
+            allowed = self.rules.confine(job)
             for _ in range(job.replicas):
-                self._place(job, shape)
+                self._place(job, shape, allowed)
         return self._result(detail)
 
-    def _place(self, job: Job, shape: Shape) -> None:
-        """One replica of `job`."""
+    def _place(self, job: Job, shape: Shape, allowed: frozenset[str] | None) -> None:
+        """One replica of `job`, on the nodes a rule confines it to (`allowed`; None: any)."""
         if shape.fractional:
-            if self._share_gpu(job, shape):
+            if self._share_gpu(job, shape, allowed):
                 return
             need = 1
         else:
             need = shape.whole_gpus
-            if self._take_free(job, shape, need):
+            if self._take_free(job, shape, need, allowed):
                 return
-            # moves before preemption: a node where moving a few jobs out gathers the block
-            found = self.consolidations.find(shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok)
-            if self._consolidate(found, job, need):
+            # moves before preemption: a node where moving a few jobs out gathers the block (for a
+            # job a rule confines, only where no victim makes room: its few nodes rarely gather one)
+            if allowed is None and self._gather(job, shape, need, allowed):
                 return
-        self._reclaim(job, shape, need)
+        if not self._reclaim(job, shape, need, allowed) and allowed is not None:
+            self._gather(job, shape, need, allowed)
+
+    def _gather(self, job: Job, shape: Shape, need: int, allowed: frozenset[str] | None) -> bool:
+        """A node of `allowed` where moving a few jobs out gathers a block for a replica of `job`."""
+        if not self.rules.may_move(None, job):
+            return False
+        found = self.consolidations.find(shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok,
+                                         allowed)
+        return self._consolidate(found, job, need)
 
     def _taken(self) -> set[str]:
         """Nodes already reserved for reclaim or consolidation."""
         return self.used_for_reclaim | self.consolidated
 
-    def _cpu_ok(self, job: Job):
-        """Whether a node has the CPUs and memory for one more replica of `job`."""
+    def _cpu_ok(self, job: Job, allowed: frozenset[str] | None = None):
+        """Whether a node (of `allowed`; None: any) has the CPUs and memory for one more replica of `job`."""
         def ok(node: str) -> bool:
+            if allowed is not None and node not in allowed:
+                return False
             room = self.spare[node]
             return all(room.get(r, float("inf")) + EPS >= (getattr(job, r) or 0) for r in ("cpu", "memory_gib"))
         return ok
 
-    def _share_gpu(self, job: Job, shape: Shape) -> bool:
+    def _share_gpu(self, job: Job, shape: Shape, allowed: frozenset[str] | None) -> bool:
         """A fractional replica on a GPU already holding fractions, else on a newly opened one."""
-        spot = self._opened_spot(job, shape) or self._open_gpu(job, shape)
+        spot = self._opened_spot(job, shape, allowed) or self._open_gpu(job, shape, allowed)
         if spot is None:
             return False
         spot[0] -= job.gpus
@@ -293,15 +319,16 @@ class _GreedyPass:
         self.fraction_gpus[spot[1]].add(spot[2])
         return True
 
-    def _opened_spot(self, job: Job, shape: Shape) -> list | None:
+    def _opened_spot(self, job: Job, shape: Shape, allowed: frozenset[str] | None) -> list | None:
         """The fullest opened GPU the fraction fits on, of a model and node it accepts."""
         return next((x for x in self.opened if fits_on_gpu(1 - x[0], job.gpus)
+                     and (allowed is None or x[1] in allowed)
                      and shape.fits_model(self.nodes[x[1]]) and self.index.allows(shape, x[1])
                      and self.limits.room_for_fraction(x[1], x[2], job.gpus)), None)
 
-    def _open_gpu(self, job: Job, shape: Shape) -> list | None:
+    def _open_gpu(self, job: Job, shape: Shape, allowed: frozenset[str] | None) -> list | None:
         """Open a GPU for fractions on the best-fit node with a free GPU."""
-        node = self.index.best_fit(shape, 1, self._cpu_ok(job))
+        node = self.index.best_fit(shape, 1, self._cpu_ok(job, allowed))
         gpus = [] if node is None else self._gpus_to_open(node)
         if not gpus:
             return None
@@ -316,9 +343,9 @@ class _GreedyPass:
         return ([i for i in nl.free_indices() if i not in chosen]
                 or [i for i, sl in enumerate(nl.slots) if nl.healthy(i) and sl.whole and i not in chosen])
 
-    def _take_free(self, job: Job, shape: Shape, need: int) -> bool:
+    def _take_free(self, job: Job, shape: Shape, need: int, allowed: frozenset[str] | None) -> bool:
         """A whole-GPU replica on free GPUs, best fit; detailed where CPUs or memory could run short."""
-        node = self.index.best_fit(shape, need, self._cpu_ok(job))
+        node = self.index.best_fit(shape, need, self._cpu_ok(job, allowed))
         if node is None:
             return False
         self.index.set(node, self.index.free[node] - need)
@@ -345,23 +372,26 @@ class _GreedyPass:
         self.moves_left -= len(found.destinations)
         return True
 
-    def _reclaim(self, job: Job, shape: Shape, need: int) -> None:
+    def _reclaim(self, job: Job, shape: Shape, need: int, allowed: frozenset[str] | None) -> bool:
         """The cheapest reclaim nodes for a replica of `job` (the first reserved for it); with
-        none, a node where free GPUs, legal victims and movers do together."""
+        none, a node where free GPUs, legal victims and movers do together. Whether it found any."""
         mine = self.givers.get(job.queue, set())
-        chosen = self.rankings.nodes(job, need, mine, self._taken(), self.cfg.candidate_nodes_per_job,
-                                     self.index.eligible.names(shape.constraints))
-        if not chosen and not shape.fractional:
+        eligible = self.index.eligible.names(shape.constraints)
+        if allowed is not None:
+            eligible = allowed if eligible is None else eligible & allowed
+        chosen = self.rankings.nodes(job, need, mine, self._taken(), self.cfg.candidate_nodes_per_job, eligible)
+        if not chosen and not shape.fractional and allowed is None and self.rules.may_move(None, job):
             found = self.consolidations.find_beside_victims(
                 shape, need, self.index, self._taken(), self.moves_left, self._cpu_ok,
-                self.rankings.victims(job, mine), self.rankings.key(job, mine))
+                self.rankings.victims(job, mine), self.rankings.key(job, mine), allowed)
             if self._consolidate(found, job, need):
-                return
+                return True
         for k, node in enumerate(chosen):
             self.used_for_reclaim.add(node)
             if k == 0:  # the cheapest reclaim node is reserved for this replica
                 freed = self.rankings.freed(node, job, mine)
                 self.index.set(node, max(0, self.index.free[node] + freed - need))
+        return bool(chosen)
 
     def _result(self, detail: set[str]) -> Scope:
         """Detailed nodes, pools, reclaim nodes' cuts and the candidates on detailed nodes."""
@@ -385,7 +415,9 @@ class _GreedyPass:
         for n in self.s.nodes:
             if (n.name not in detailed and not n.shared and not n.mig and self.safe[n.name]
                     and (self.free[n.name] > 0 or n.name in cuts)):
-                pools[_pool_key(n, constraints)].append(n.name)
+                group = self.rules.pool_group(n.name)
+                key = _pool_key(n, constraints)
+                pools[key if group is None else (key, group)].append(n.name)
         return dict(pools)
 
     def _chosen_fraction_gpus(self, order: list[str], victims: list[Job], movers: list[Job]) -> dict[str, list[int]]:
@@ -442,114 +474,3 @@ def _close_over_gangs(gangs: list[set[str]], detailed: set[str]) -> None:
             if not nodes.isdisjoint(detailed) and not nodes <= detailed:
                 detailed.update(nodes)
                 changed = True
-
-
-class _ReclaimRankings:
-    """Per node, the legal victims sorted cheapest first; per (victim set, size), the nodes
-    where they free a block of that size, cheapest first. Built once, then looked up; a
-    node's victims are found, costed and sorted only once a lookup needs them."""
-
-    def __init__(self, layout: Layout, free: dict[str, int], alike: dict[Hashable, list[Job]], rules: ScopeRules,
-                 cost: Callable[[Job], tuple]):
-        """`free`: each node's free GPUs; `alike`: the legal victims by `ScopeRules.victim_key`;
-        `cost`: a victim's cost (asked of those the rankings look at only)."""
-        self.layout, self.free, self.rules, self.costing = layout, free, rules, cost
-        self.alike = alike
-        self.jobs = {j.name: j for group in alike.values() for j in group}
-        self.cost: dict[str, tuple] = {}
-        self.held_on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
-        self.memo: dict[tuple, dict[int, list[str]]] = {}
-        self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
-        self.cursor: dict[tuple, int] = {}
-
-    def _legal(self, victim: Job, job: Job, givers: set[str]) -> bool:
-        """Whether `job` may take `victim`'s GPUs (its queue may take from the `givers`). It
-        judges nothing of the victim but its `victim_key`."""
-        return self.rules.may_take(victim, job, givers)
-
-    def held(self, node: str) -> dict[str, int]:
-        """The node's victims and the healthy GPUs each holds whole there."""
-        if node not in self.held_on:
-            nl, mine = self.layout.nodes[node], {}
-            for i, slot in enumerate(nl.slots):
-                if slot.whole in self.jobs and nl.healthy(i):
-                    mine[slot.whole] = mine.get(slot.whole, 0) + 1
-            self.held_on[node] = mine
-        return self.held_on[node]
-
-    def in_order(self, node: str, admitted: set[str] | None = None) -> list[tuple[Job, int]]:
-        """The node's victims (those named in `admitted`; None: all) and the GPUs each holds
-        there, in the order they go (`ScopeRules.victim_order_key`)."""
-        mine = [(self.jobs[v], g) for v, g in self.held(node).items() if admitted is None or v in admitted]
-        return sorted(mine, key=lambda x: self.rules.victim_order_key(x[0], self._cost(x[0])))
-
-    def _cost(self, victim: Job) -> tuple:
-        if victim.name not in self.cost:
-            self.cost[victim.name] = self.costing(victim)
-        return self.cost[victim.name]
-
-    def cut(self, node: str) -> list[Job]:
-        """The node's victims of one replica, in the order they go."""
-        return [v for v, _ in self.in_order(node) if len(v.running) == 1]
-
-    def holds_gang(self, node: str) -> bool:
-        """Whether a victim on the node has several replicas (which `cut` leaves out)."""
-        return any(len(self.jobs[v].running) > 1 for v in self.held(node))
-
-    def freed(self, node: str, job: Job, givers: set[str]) -> int:
-        return sum(g for _, g in self.victims(job, givers).get(node, ()))
-
-    @staticmethod
-    def key(job: Job, givers: set[str]) -> tuple:
-        """What decides which victims are legal for `job`."""
-        return (frozenset(givers), job.queue, job.priority)
-
-    def victims(self, job: Job, givers: set[str]) -> dict[str, list[tuple[Job, int]]]:
-        """Per node (in cluster order), the victims legal for `job` and the GPUs each holds
-        there. Victims alike in `_legality` are judged by one of them (`_legal`), and only
-        the nodes running a victim judged legal are looked at."""
-        key = self.key(job, givers)
-        if key not in self.legal_on_node:
-            legal = [v for alike in self.alike.values() if self._legal(alike[0], job, givers) for v in alike]
-            admitted = {v.name for v in legal}
-            looked_at = {n for v in legal for n in v.running}
-            self.legal_on_node[key] = {n: mine for n in self.layout.nodes if n in looked_at
-                                       if (mine := self.in_order(n, admitted))}
-        return self.legal_on_node[key]
-
-    def nodes(self, job: Job, need: int, givers: set[str], used: set[str], k: int,
-              allowed: frozenset[str] | None = None) -> list[str]:
-        """The `k` cheapest nodes not in `used`, among the `allowed` (None: all), where the
-        victims legal for `job` free `need` GPUs usable by it, ranked by what they cost
-        (`_rank`)."""
-        key = self.key(job, givers)
-        if key not in self.memo:
-            self.memo[key] = self._rank(job, givers)
-        ranking = self.memo[key].get(need, [])
-        start = self.cursor.get((key, need), 0)
-        while start < len(ranking) and ranking[start] in used:
-            start += 1
-        self.cursor[key, need] = start
-        out = []
-        for node in ranking[start:]:
-            if len(out) == k:
-                break
-            if node not in used and (allowed is None or node in allowed):
-                out.append(node)
-        return out
-
-    def _rank(self, job: Job, givers: set[str]) -> dict[int, list[str]]:
-        """Per size, the nodes where the victims legal for `job`, taken in victim order, free a
-        block of that size, cheapest first: by the cost of the victims taken
-        (rules.total_cost of rules.victim_cost, as the program's preemption stages count it:
-        idle jobs of queues above their share first, then the lowest priority, then the least
-        lost work, then the fewest). One pass over the nodes ranks every size at once."""
-        ranked: dict[int, list] = defaultdict(list)
-        for node, mine in self.victims(job, givers).items():
-            have, cost = self.free[node], ()
-            for v, g in mine:
-                before, have = have, have + g
-                cost = self.rules.add_cost(cost, self._cost(v))
-                for size in range(before + 1, have + 1):
-                    ranked[size].append((cost, node))
-        return {size: [n for _, n in sorted(nodes)] for size, nodes in ranked.items()}

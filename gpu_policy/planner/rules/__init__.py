@@ -6,11 +6,13 @@ order and the first answer is the reason.
 
   fits         what fits where: the capacity rows (`capacity`), why a job can never run or
                the free room cannot hold it
+  topology     a job's replicas in one domain of a level, or in few; packing by domain
   composition  GPU composition: attach, pick and detach variables, the attach and detach
                stages, what attaching could not do
   move_first   move before preempt: no room left for a victim
   limits       limits, non-preemptible work within deserved
   model_limits a queue's most GPUs of one GPU model
+  protection   minimum runtime and preemption delay: who may not be taken or moved yet
   claims       claims before borrowing, who starts first, what counts toward a share; the
                guarantee, fair-share and starts stages
   reclaim      reclaim across queues: who gives, who receives, in which tier
@@ -34,11 +36,13 @@ from gpu_policy.planner.rules.model_limits import ModelLimits
 from gpu_policy.planner.rules.move_first import MoveFirst
 from gpu_policy.planner.rules.moves import Moves
 from gpu_policy.planner.rules.packing import Packing
+from gpu_policy.planner.rules.protection import Protection
 from gpu_policy.planner.rules.reclaim import Reclaim
+from gpu_policy.planner.rules.topology import Topology
 from gpu_policy.planner.rules.victims import Victims
 
 #: Every rule, in the order the planner asks them (the module docstring says what each does).
-RULES: tuple[type[Rule], ...] = (Fits, GpuComposition, MoveFirst, Limits, ModelLimits, Claims, Reclaim, Inside, Victims,
-                                 Moves, Packing)
+RULES: tuple[type[Rule], ...] = (Fits, Topology, GpuComposition, MoveFirst, Limits, ModelLimits, Protection, Claims,
+                                 Reclaim, Inside, Victims, Moves, Packing)
 
 __all__ = ["RULES"]

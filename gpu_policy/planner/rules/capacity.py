@@ -26,8 +26,10 @@ def build_capacity(m: PlanProgram, s: Scenario, layout: Layout, sc: Scope, limit
     """Place every started and moved replica: per detailed node and GPU, and per pool."""
     jobs = {j.name: j for j in sc.movers}  # the jobs that may move: those `_items` and `_not_back_in_place` read
     items, started = _items(m, layout, sc, jobs)
+    confined = {kind.shape: allowed for kind in m.decisions.starts
+                if (allowed := sc.confine(m.decisions.kinds[kind][0])) is not None}
     for shape, demand in items.items():
-        _places(m, layout, sc, shape, demand, started[shape])
+        _places(m, layout, sc, shape, demand, started[shape], confined.get(shape))
         _not_back_in_place(m, sc, shape, jobs, started[shape])
         _all_placed(m, shape, demand, started[shape])
     for n in sc.detailed:
@@ -53,12 +55,16 @@ def _items(m: PlanProgram, layout: Layout, sc: Scope, jobs: dict[str, Job]) -> t
     return items, started
 
 
-def _places(m: PlanProgram, layout: Layout, sc: Scope, shape: Shape, demand: dict, started: dict) -> None:
+def _places(m: PlanProgram, layout: Layout, sc: Scope, shape: Shape, demand: dict, started: dict,
+            allowed: frozenset[str] | None) -> None:
     """The places a replica of `shape` may take: each detailed node it fits (each GPU open
-    to new fractions, for a fraction), and each pool of nodes it fits (started jobs only)."""
+    to new fractions, for a fraction), and each pool of nodes it fits (started jobs only);
+    a shape a rule confines (`allowed`: its nodes) only the detailed nodes and pools among them."""
     most = sum(a * var.upBound for var, a in demand.items())
     p = m.placement
     for n in sc.detailed:
+        if allowed is not None and n not in allowed:
+            continue
         node = layout.nodes[n].node
         if not (shape.fits(node) or (m.growth is not None and m.growth.fits(shape, n))):
             continue
@@ -70,6 +76,8 @@ def _places(m: PlanProgram, layout: Layout, sc: Scope, shape: Shape, demand: dic
                                       "Integer", 0)
     if not shape.fractional:
         for model, pooled in sc.pools.items():
+            if allowed is not None and not allowed.issuperset(pooled):
+                continue
             if any(shape.fits(layout.nodes[n].node) for n in pooled):
                 p.pool[model, shape] = m.var("pool", 0, sum(a * v.upBound for v, a in started.items()), "Integer", 0)
 

@@ -240,5 +240,5 @@ class Claims(Rule):
         if after <= j.shares.fair[q] + EPS:
             return None
         beyond = (f"{q} holds {j.after[q]:g} GPUs after this plan; with it {after:g}, above its fair share of "
-                  f"{j.shares.fair[q]}, so it may use only free GPUs that no queue within its share could use")
+                  f"{j.shares.fair_words(q)}, so it may use only free GPUs that no queue within its share could use")
         return self.reason("ClaimsBeforeBorrowing", beyond) if room is None else room.with_clause(beyond)

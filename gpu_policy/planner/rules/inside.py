@@ -17,7 +17,7 @@ from gpu_policy.model.placement import constraints_of
 from gpu_policy.planner.core.codes import Reason
 from gpu_policy.planner.core.context import Accounts, PlanContext
 from gpu_policy.planner.core.judged import Judged
-from gpu_policy.planner.core.linear import affine, most
+from gpu_policy.planner.core.linear import affine
 from gpu_policy.planner.core.program import PlanProgram
 from gpu_policy.planner.core.queues import STRICT
 from gpu_policy.planner.core.rule import Rule, Stage
@@ -99,30 +99,29 @@ def priority_levels(m: PlanProgram, st: Standing, acc: Accounts) -> list[tuple[s
 
 
 def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], received: dict,
-                   cross: dict, held_before: float) -> None:
+                   cross: dict, alone: bool) -> None:
     """Victims q may lose to its own higher-priority starts (inside[v]); their GPUs leave
     cross[q] (the GPUs the reclaim rule counts as given to other queues). They go for those
     starts whether the queue is within its fair share or above it (the contract's "Preempt
-    (inside a queue)", KAI's preempt action), in one of two ways, `no_higher[q]` choosing:
-    the GPUs the victims free (and those q receives) are no more than its starts take, above
-    the lowest victim's priority too (a swap within q's claims); or q ends no higher than it
-    was before the plan (`held_before`), gives no GPU to other queues and receives none, and
-    each victim goes for a start of a higher priority than its own (a larger victim may go for
-    a smaller job: the GPUs it frees count for that job, not on top of it). The preemption
+    (inside a queue)", KAI's preempt action): the GPUs they free count for the starts, not on
+    top of them. In a queue no other queue may take from or give to in this plan (`alone`),
+    each victim goes for a start of a higher priority than its own, and all their GPUs but
+    the largest victim's are fewer than the starts take: a larger victim may go for a smaller
+    job, and the queue ends lower than before. Otherwise the victims' GPUs (and those the
+    queue receives) are no more than its starts take, above the lowest victim's priority too,
+    so a swap never rides on GPUs taken from, or given to, another queue. The preemption
     stages take the cheapest victims that make room.
 
-    inside[v] <= preempted[v]
-    inside GPUs - GPUs started above the lowest victim's priority <= big * no_higher[q]
-    inside GPUs + received GPUs - GPUs q starts <= big * no_higher[q]
-    allocated_after[q] - held_before[q] <= big * (1 - no_higher[q])
-    inside[v] - starts of q's kinds above v's priority <= 1 - no_higher[q]
-    GPUs given to other queues + received from them <= big * (1 - no_higher[q])
+    inside[v] <= preempted[v];
+    alone: inside[v] <= starts of q's kinds above v's priority, and
+        inside GPUs + received GPUs - GPUs q starts <= the largest victim - strict;
+    else: inside GPUs <= GPUs started by q's kinds above the lowest victim's priority, and
+        inside GPUs + received GPUs <= GPUs q starts
     """
     waiting = [jobs[0] for k, jobs in m.decisions.kinds.items() if k.queue == q and k in m.decisions.starts]
     mine = [v for v in victims if any(may_preempt_inside(v, p) for p in waiting)]
     if not mine:
         return
-    lowest = min(v.priority for v in mine)
     inside = {}
     for v in mine:
         var = m.flows.inside[v.name] = m.binary("inside", 0)
@@ -131,31 +130,21 @@ def inside_victims(m: PlanProgram, acc: Accounts, q: str, victims: list[Job], re
         # inside[v] <= preempted[v]
         m.add(affine({**terms, var: -1}, const) >= 0, "inside")
         cross[var] = cross.get(var, 0) - v.total_gpus
-    no_higher = m.binary("no_higher", 0)
-    big = sum(inside.values()) + most(received)
-    above = m.started(lambda k: k.queue == q and k.priority > lowest)
-    # GPUs of inside victims - GPUs started by q's jobs above the lowest of them <= big * no_higher[q]
-    m.add(affine({**inside, **{v: -g for v, g in above.items()}, no_higher: -big}) <= 0, "inside")
-    # inside GPUs + received GPUs - GPUs q starts <= big * no_higher[q]
-    m.add(affine({**inside, **received, **{v: -g for v, g in acc.new[q].items()}, no_higher: -big}) <= 0, "inside")
-    kept, kept_const = acc.kept[q]
-    after = dict(kept)
-    for var, gpus in acc.new[q].items():
-        after[var] = after.get(var, 0) + gpus
-    growth = kept_const + sum(max(0.0, a) for a in kept.values()) + most(acc.new[q]) - held_before
-    if growth > 0:
-        # allocated_after[q] - held_before[q] <= growth * (1 - no_higher[q])
-        m.add(affine({**after, no_higher: growth}, kept_const) <= held_before + growth, "no_higher")
-    for v in mine:
-        higher = {start: -1 for kind, start in m.decisions.starts.items()
-                  if kind.queue == q and kind.priority > v.priority}
-        # inside[v] - starts of q's kinds above v's priority <= 1 - no_higher[q]
-        m.add(affine({m.flows.inside[v.name]: 1, **higher, no_higher: 1}) <= 1, "no_higher")
-    given = {var: a for var, a in cross.items() if a > 0}
-    if given or received:
-        # GPUs given to other queues + GPUs received from them <= big * (1 - no_higher[q])
-        big = most(given) + most(received)
-        m.add(affine({**given, **received, no_higher: big}) <= big, "no_higher")
+    if alone:
+        for v in mine:
+            above = {start: -1 for kind, start in m.decisions.starts.items()
+                     if kind.queue == q and kind.priority > v.priority}
+            # inside[v] <= starts of q's kinds of a higher priority than v's
+            m.add(affine({m.flows.inside[v.name]: 1, **above}) <= 0, "inside")
+        slack = max(v.total_gpus for v in mine) - STRICT
+    else:
+        lowest = min(v.priority for v in mine)
+        above = m.started(lambda k: k.queue == q and k.priority > lowest)
+        # GPUs of inside victims <= GPUs started by q's jobs above the lowest of them
+        m.add(affine({**inside, **{v: -g for v, g in above.items()}}) <= 0, "inside")
+        slack = 0.0
+    # inside GPUs + received GPUs - GPUs q starts <= slack
+    m.add(affine({**inside, **received, **{v: -g for v, g in acc.new[q].items()}}) <= slack, "inside")
 
 
 def no_swap_inside(m: PlanProgram, st: Standing, acc: Accounts) -> None:

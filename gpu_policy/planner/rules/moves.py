@@ -19,10 +19,10 @@ from gpu_policy.planner.core.rule import Rule, Stage
 from gpu_policy.planner.rules.victims import victim_costs
 
 
-def moves_stage(m: PlanProgram, movers: list[Job], cfg: PlannerConfig) -> pulp.LpAffineExpression:
+def moves_stage(m: PlanProgram, movers: list[Job], cfg: PlannerConfig, reclaim_wait_s: float) -> pulp.LpAffineExpression:
     """The moves that lose the least work, then the fewest (costs as for victims).
     `movers`: the scope's, in the scenario's order."""
-    cost = victim_costs([j for j in movers if j.name in m.decisions.move], cfg)
+    cost = victim_costs([j for j in movers if j.name in m.decisions.move], cfg, reclaim_wait_s)
     return affine({m.decisions.move[name]: c for name, c in cost.items()})
 
 
@@ -37,7 +37,8 @@ class Moves(Rule):
     def stages(self, ctx: PlanContext) -> list[Stage]:
         if not ctx.m.decisions.move:
             return []
-        return [Stage(self.MOVES, lambda: [("moves", moves_stage(ctx.m, ctx.scope.movers, ctx.config))])]
+        return [Stage(self.MOVES, lambda: [("moves", moves_stage(ctx.m, ctx.scope.movers, ctx.config,
+                                                                   ctx.scenario.policy.reclaim_wait_s))])]
 
     def why_move(self, job: Job, to: list[Placement], started: Mapping[str, list[Placement]]) -> Reason | None:
         """The jobs its old GPUs let start."""

@@ -20,15 +20,19 @@ from gpu_policy.planner.rules.inside import inside_victims
 
 def _taker(j: Judged, receiver: str, tier: str) -> str:
     """Where a receiving entity ends, against its cap in `tier`."""
-    limit, share, after = cap(j.shares, receiver, tier), _tier_share(tier), j.after[receiver]
+    limit, after = cap(j.shares, receiver, tier), j.after[receiver]
     if after <= limit + EPS:
-        return f"{receiver} ends at {after:g}, within its {share} of {limit:g}"
-    return (f"{receiver} ends at {after:g}: its claims within its {share} of {limit:g}, "
+        return f"{receiver} ends at {after:g}, within its {_tier_share(j.shares, receiver, tier)}"
+    return (f"{receiver} ends at {after:g}: its claims within its {_tier_share(j.shares, receiver, tier)}, "
             "the rest borrowed on GPUs no claim could use")
 
 
-def _tier_share(tier: str) -> str:
-    return "fair share" if tier == FAIR else "deserved quota"
+def _tier_share(shares: Shares, entity: str, tier: str) -> str:
+    """'fair share of N' (with what past usage changed) or 'deserved quota of N': what bounds
+    `entity` in `tier`."""
+    if tier == FAIR:
+        return f"fair share of {shares.fair_words(entity)}"
+    return f"deserved quota of {shares.deserved[entity]:g}"
 
 
 def _shutting_down(j: Judged) -> str | None:
@@ -44,7 +48,7 @@ def _shutting_down(j: Judged) -> str | None:
 def _no_reclaim(job: Job, j: Judged) -> str:
     q = job.queue
     return (f"{q} would hold {j.after[q] + job.total_gpus:g} GPUs with it, within its fair share of "
-            f"{j.shares.fair[q]}, but no queue it may reclaim from holds GPUs above its floor where it would "
+            f"{j.shares.fair_words(q)}, but no queue it may reclaim from holds GPUs above its floor where it would "
             f"fit (each victim must be needed above its queue's fair share, or deserved quota)")
 
 
@@ -119,7 +123,7 @@ def _leaf(m: PlanProgram, st: Standing, acc: Accounts, q: str, rcv: dict, gives:
     if not victims:
         return received, 0.0
     cross, const = _lost(m, victims)
-    inside_victims(m, acc, q, victims, received, cross, st.held[q])
+    inside_victims(m, acc, q, victims, received, cross, alone=not gives and not rcv)
     tiers = [t for t in TIERS if gives and may_give(st.shares, q, st.held[q], t)]
     if not tiers:
         # cross[q] <= 0: no other queue may take from q now
@@ -357,4 +361,4 @@ class Reclaim(Rule):
         return self.reason("ReclaimedGuarantee" if tier == GUARANTEE else "ReclaimedFairShare",
                       f"reclaimed for {', '.join(takers) or 'other queues'} ({tier} tier): "
                       f"{'; '.join(parts) + '; ' if parts else ''}{q} held {j.before[q]:g} GPUs, above its "
-                      f"{_tier_share(tier)} of {floor(j.shares, q, tier):g}, and keeps {j.after[q]:g}")
+                      f"{_tier_share(j.shares, q, tier)}, and keeps {j.after[q]:g}")

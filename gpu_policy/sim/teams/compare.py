@@ -20,6 +20,8 @@ from gpu_policy.sim.teams.trace import DAY_S, TeamTrace
 #: Most nodes a run may have, and the last day it may measure.
 MAX_NODES = 100_000
 MAX_DAY = 3660.0
+#: Largest seed of the draw of cooperating trainers (numpy's and Python's seeds alike)
+MAX_SEED = 2 ** 32 - 1
 
 POLICIES: dict[str, Callable[[], object]] = {
     "static": StaticPolicy,
@@ -39,6 +41,11 @@ class Protocol:
     checkpoint_every_s: float | None = 1800.0
     restart_cost_s: float = 60.0
     round_s: float = 300.0
+    save_s: float | None = None     # None: 20 s + 5 s per GPU
+    saves_on_request: float = 0.5
+    seed: int = 0
+    reclaim_wait_s: float = 300.0
+    min_runtime_s: float = 0.0
 
     def check(self) -> None:
         """Options a parser cannot judge alone, named as the command line names them.
@@ -52,12 +59,22 @@ class Protocol:
             raise GpuPolicyError(f"--restart-cost: must be seconds in 0..{DAY_S:g}, got {self.restart_cost_s:g}")
         if not 1 <= self.round_s <= DAY_S:
             raise GpuPolicyError(f"--round-every: must be seconds in 1..{DAY_S:g}, got {self.round_s:g}")
+        for option, seconds in (("--save-s", self.save_s), ("--reclaim-wait", self.reclaim_wait_s),
+                                ("--min-runtime", self.min_runtime_s)):
+            if seconds is not None and not 0 <= seconds <= DAY_S:
+                raise GpuPolicyError(f"{option}: must be seconds in 0..{DAY_S:g}, got {seconds:g}")
+        if not 0 <= self.saves_on_request <= 1:
+            raise GpuPolicyError(f"--saves-on-request: must be a share in 0..1, got {self.saves_on_request:g}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise GpuPolicyError(f"--seed: must be a whole number in 0..{MAX_SEED}, got {self.seed}")
 
     def config(self) -> SimConfig:
         d0, d1 = self.days
         return SimConfig(nodes=self.nodes, round_s=self.round_s, checkpoint_every_s=self.checkpoint_every_s,
                          restart_cost_s=self.restart_cost_s, start_s=(d0 - self.warmup_days) * DAY_S,
-                         window=(d0 * DAY_S, d1 * DAY_S))
+                         window=(d0 * DAY_S, d1 * DAY_S), save_s=self.save_s,
+                         saves_on_request=self.saves_on_request, seed=self.seed,
+                         reclaim_wait_s=self.reclaim_wait_s, min_runtime_s=self.min_runtime_s)
 
 
 @dataclass

@@ -18,6 +18,10 @@ Each round is one scheduling cycle over a snapshot, its actions in KAI's order:
    queue first, the youngest job first; only those on the nodes the job gets.
 4. **preempt** (inside a queue, by priority): every job here has one priority,
    so it never acts.
+
+A job that has run less than the minimum runtime (KAI's min-runtime plugin, the
+simulator's `min_runtime_s`) is neither a victim nor moved. Victims are evicted as
+Kubernetes evicts a pod: SIGTERM, then SIGKILL after the pod's 30 s grace period.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from __future__ import annotations
 import math
 
 from gpu_policy.sim.teams.cluster import best_fit, give_back, take
-from gpu_policy.sim.teams.engine import Decision, RoundView, SimJob
+from gpu_policy.sim.teams.jobs import Decision, RoundView, SimJob
 from gpu_policy.sim.teams.shares import team_shares
+from gpu_policy.sim.teams.stopping import KUBERNETES
 from gpu_policy.sim.teams.trace import GPUS_PER_NODE
 
 
@@ -37,6 +42,7 @@ def saturation(held: float, fair: float) -> float:
 
 class KaiLikePolicy:
     name = "kai-like"
+    eviction = KUBERNETES  # a victim gets its pod's 30 s grace period, and nobody asks it to save
 
     def decide(self, view: RoundView) -> Decision:
         held = view.held()
@@ -103,7 +109,7 @@ class KaiLikePolicy:
         free = list(view.free)
         on_node: dict[int, list[SimJob]] = {}
         for r in view.running:
-            if r.spec.replicas == 1 and r.name not in decision.move:
+            if r.spec.replicas == 1 and r.name not in decision.move and not view.protected(r):
                 on_node.setdefault(r.nodes[0], []).append(r)
         need = job.spec.gpus_per_replica
         chosen: list[int] = []
@@ -173,7 +179,8 @@ class KaiLikePolicy:
         if bounds is None:
             return None
         floor, over = bounds
-        candidates = sorted((r for r in view.running if r.team in over and r.name not in touched),
+        candidates = sorted((r for r in view.running
+                             if r.team in over and r.name not in touched and not view.protected(r)),
                             key=lambda r: (-saturation(held[r.team], fair[r.team]), -r.spec.arrival_s, r.name))
         free = list(view.free)
         taken = dict.fromkeys(over, 0)

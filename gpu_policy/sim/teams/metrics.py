@@ -15,6 +15,10 @@ import numpy as np
 from gpu_policy.planner.core.queues import Shares
 from gpu_policy.sim.teams.shares import team_shares
 
+#: The kinds of lost work, as the JSON names them: work redone since the last checkpoint,
+#: restart time, and time spent saving when stopped
+LOSSES = ("redone", "restarts", "saving")
+
 #: Width of the time bins kept for the plot, in seconds (wider when the window
 #: would need more than `MAX_BINS` of them).
 BIN_S = 3600.0
@@ -47,6 +51,8 @@ class Ledger:
         self.victims_within_share = dict.fromkeys(teams, 0)
         self.quick_restarts = dict.fromkeys(teams, 0)
         self.lost_gpu_s = dict.fromkeys(teams, 0.0)
+        self.lost_split = dict.fromkeys(LOSSES, 0.0)
+        self.reclaim_waits: list[float] = []
         finite = math.isfinite(self.w1)
         self.bin_s = max(BIN_S, (self.w1 - self.w0) / MAX_BINS) if finite else math.inf
         bins = max(1, math.ceil((self.w1 - self.w0) / self.bin_s)) if finite else 1
@@ -120,11 +126,18 @@ class Ledger:
         if self.w0 <= t < self.w1:
             self.quick_restarts[team] += 1
 
-    def lost(self, t: float, team: str, gpu_s: float) -> None:
-        """GPU-seconds lost to a preemption or move: work since the checkpoint (at
-        the stop), restart time (when the restarted run ends)."""
+    def lost(self, t: float, team: str, gpu_s: float, kind: str) -> None:
+        """GPU-seconds lost to a preemption or move, of a kind of `LOSSES`: work thrown away
+        since the checkpoint and time spent saving (when the victim leaves), restart time
+        (when the restarted run ends)."""
         if self.w0 <= t < self.w1:
             self.lost_gpu_s[team] += gpu_s
+            self.lost_split[kind] += gpu_s
+
+    def reclaim_waited(self, placed: float, seconds: float) -> None:
+        """A job placed at `placed` on GPUs that stopped jobs were leaving began `seconds` later."""
+        if self.w0 <= placed < self.w1:
+            self.reclaim_waits.append(seconds)
 
     def close(self, t: float) -> None:
         self.advance(t)
@@ -186,6 +199,8 @@ class PolicyMetrics:
     preemptions: int
     moves: int
     lost_gpu_hours: float
+    lost_split: dict[str, float]  # GPU-hours lost by kind (LOSSES)
+    reclaim_wait: Stats           # seconds from the plan to the start, of jobs placed where victims were leaving
     victims_within_share: int     # preempted while their team held no more than its fair share
     quick_restarts: int           # preempted jobs started again within two rounds
     queueing: Stats
@@ -222,6 +237,8 @@ def measure(run) -> PolicyMetrics:
         jain=jain(ratios),
         preemptions=sum(led.preemptions.values()), moves=sum(led.moves.values()),
         lost_gpu_hours=sum(led.lost_gpu_s.values()) / 3600,
+        lost_split={kind: gpu_s / 3600 for kind, gpu_s in led.lost_split.items()},
+        reclaim_wait=Stats.of(led.reclaim_waits),
         victims_within_share=sum(led.victims_within_share.values()), quick_restarts=sum(led.quick_restarts.values()),
         queueing=Stats.of([queueing_s(j, run.end_s) for j in measured]),
         jct=Stats.of([j.finish - j.spec.arrival_s for j in measured if j.finish is not None]),

@@ -1,15 +1,20 @@
 """gpu-policy's planner as a policy: each round, the cluster as a pipeline step
-would observe it (nodes, teams as queues with their deserved quotas, running and
-waiting jobs with the work each would lose) goes to `gpu_policy.plan`, and the
-plan's starts, preemptions and consolidation moves are applied as they are."""
+would observe it (nodes, teams as queues with their deserved quotas and minimum
+runtime, running and waiting jobs with the work each would lose, its checkpoint
+interval, save time, whether it saves on request and how long it has run or
+waited, and `policy.reclaim_wait_s`) goes to `gpu_policy.plan`, and the plan's
+starts, preemptions and consolidation moves are applied as they are, a stop that
+waits for the victim's checkpoint (`evict_after_s`) included. Its victims are
+stopped as the contract says (`stopping.CONTRACT`)."""
 
 from __future__ import annotations
 
 import time
 
-from gpu_policy.model import Job, Node, Queue, Scenario
+from gpu_policy.model import Job, Node, Policy, Queue, Scenario
 from gpu_policy.planner import PlannerConfig, plan
-from gpu_policy.sim.teams.engine import Decision, RoundView
+from gpu_policy.sim.teams.jobs import Decision, RoundView, SimJob
+from gpu_policy.sim.teams.stopping import CONTRACT
 from gpu_policy.sim.teams.trace import GPUS_PER_NODE
 
 
@@ -21,6 +26,7 @@ def default_config() -> PlannerConfig:
 
 class PlannerPolicy:
     name = "gpu-policy"
+    eviction = CONTRACT
 
     def __init__(self, config: PlannerConfig | None = None):
         self.config = config or default_config()
@@ -30,14 +36,14 @@ class PlannerPolicy:
     def decide(self, view: RoundView) -> Decision:
         names = [f"node-{i}" for i in range(len(view.free))]
         index = {name: i for i, name in enumerate(names)}
-        jobs = [Job(j.name, j.team, gpus=j.spec.gpus_per_replica, replicas=j.spec.replicas,
-                    running=[names[n] for n in j.nodes], submitted_at=j.spec.arrival_s,
-                    checkpoint_age_s=view.checkpoint_age(j)) for j in view.running]
-        jobs += [Job(j.name, j.team, gpus=j.spec.gpus_per_replica, replicas=j.spec.replicas,
-                     submitted_at=j.spec.arrival_s) for j in view.waiting]
+        jobs = [_job(view, j, running=[names[n] for n in j.nodes], checkpoint_age_s=view.checkpoint_age(j),
+                     running_for_s=view.running_for(j)) for j in view.running]
+        jobs += [_job(view, j, waiting_for_s=view.waiting_for(j)) for j in view.waiting]
         scenario = Scenario(nodes=[Node(name, GPUS_PER_NODE) for name in names],
-                            queues=[Queue(team, deserved=quota) for team, quota in view.quotas.items()],
-                            jobs=jobs, source=f"round at t={view.now:g}")
+                            queues=[Queue(team, deserved=quota, min_runtime_s=view.min_runtime_s)
+                                    for team, quota in view.quotas.items()],
+                            jobs=jobs, policy=Policy(reclaim_wait_s=view.reclaim_wait_s),
+                            source=f"round at t={view.now:g}")
         began = time.perf_counter()
         result = plan(scenario, self.config)
         seconds = time.perf_counter() - began
@@ -55,4 +61,13 @@ class PlannerPolicy:
                 decision.preempt.append(d.name)
             elif d.action == "move":
                 decision.move[d.name] = nodes
+            if d.evict_after_s is not None:
+                decision.evict_after[d.name] = d.evict_after_s
         return decision
+
+
+def _job(view: RoundView, j: SimJob, **state) -> Job:
+    """The job as the scenario describes it: its size, trainer and checkpoints, and `state`."""
+    return Job(j.name, j.team, gpus=j.spec.gpus_per_replica, replicas=j.spec.replicas,
+               submitted_at=j.spec.arrival_s, checkpoint_every_s=view.checkpoint_every_s,
+               save_s=j.trainer.save_s, saves_on_request=j.trainer.saves_on_request, **state)

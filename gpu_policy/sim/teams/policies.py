@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpu_policy.sim.teams.cluster import best_fit, take
-from gpu_policy.sim.teams.engine import Decision, RoundView, SimJob
+from gpu_policy.sim.teams.jobs import Decision, RoundView, SimJob
+from gpu_policy.sim.teams.stopping import KUBERNETES
 
 
 def start_in_order(view: RoundView, jobs: Iterable[SimJob], cap: dict[str, int] | None,
@@ -34,6 +35,7 @@ class StaticPolicy:
     ResourceQuota per team. Oldest first, best fit. Teams without a quota never run."""
 
     name = "static"
+    eviction = KUBERNETES  # it never evicts
 
     def decide(self, view: RoundView) -> Decision:
         decision = Decision()
@@ -45,6 +47,7 @@ class FifoPolicy:
     """One queue for everyone, no quotas: oldest first, best fit, never preempts."""
 
     name = "fifo"
+    eviction = KUBERNETES  # it never evicts
 
     def decide(self, view: RoundView) -> Decision:
         decision = Decision()

@@ -10,11 +10,16 @@ import numpy as np
 from gpu_policy.extras import pyplot
 from gpu_policy.presentation.render import text_table
 from gpu_policy.sim.teams.compare import TeamsComparison
-from gpu_policy.sim.teams.metrics import PolicyMetrics, Stats, TeamMetrics
+from gpu_policy.sim.teams.metrics import LOSSES, PolicyMetrics, Stats, TeamMetrics
+from gpu_policy.sim.teams.stopping import SAVE_BASE_S, SAVE_PER_GPU_S
 
 
 def _h(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f}"
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -27,8 +32,12 @@ def describe(c: TeamsComparison) -> str:
     ckpt = "never" if p.checkpoint_every_s is None else f"every {p.checkpoint_every_s:g} s"
     jobs = c.policies[0].jobs if c.policies else 0
     warmup = f"{p.warmup_days:g} day{'' if p.warmup_days == 1 else 's'} of warm-up"
+    save = (f"{SAVE_BASE_S:g} s + {SAVE_PER_GPU_S:g} s per GPU" if p.save_s is None else f"{p.save_s:g} s")
     return (f"philly-vc: {p.nodes} nodes, {8 * p.nodes} GPUs; days {d0:g}-{d1:g} after {warmup}, "
-            f"{jobs} jobs measured; rounds every {p.round_s:g} s; checkpoints {ckpt}, restart {p.restart_cost_s:g} s")
+            f"{jobs} jobs measured; rounds every {p.round_s:g} s; checkpoints {ckpt}, restart {p.restart_cost_s:g} s\n"
+            f"saves take {save}, {100 * p.saves_on_request:g}% of trainers save on request (seed {p.seed}); "
+            f"gpu-policy waits up to {p.reclaim_wait_s:g} s for a victim's checkpoint; "
+            f"minimum runtime {p.min_runtime_s:g} s")
 
 
 def comparison_table(c: TeamsComparison) -> str:
@@ -38,10 +47,12 @@ def comparison_table(c: TeamsComparison) -> str:
         rows.append([m.policy, _pct(m.utilization), _pct(m.guarantee_share, 2),
                      "-" if m.longest_below_guarantee_s is None else f"{m.longest_below_guarantee_s / 60:.0f}",
                      "-" if m.jain is None else f"{m.jain:.3f}", str(m.preemptions), str(m.moves),
-                     f"{m.lost_gpu_hours:.1f}", _h(m.queueing.mean), _h(m.queueing.p50), _h(m.queueing.p95),
+                     f"{m.lost_gpu_hours:.1f}", *(f"{m.lost_split[kind]:.1f}" for kind in LOSSES),
+                     _s(m.reclaim_wait.p50), _s(m.reclaim_wait.p95), _h(m.queueing.mean), _h(m.queueing.p50), _h(m.queueing.p95),
                      _h(m.jct.mean), _h(m.jct.p95), "-" if worse is None else str(len(worse))])
     table = text_table(["POLICY", "UTIL %", "GUARANTEE %", "LONGEST BELOW MIN", "JAIN", "PREEMPT", "MOVES",
-                        "LOST GPU-H", "QUEUE MEAN H", "P50", "P95", "JCT MEAN H", "P95",
+                        "LOST GPU-H", "REDONE", "RESTARTS", "SAVING",
+                        "RECLAIM WAIT P50 S", "P95 S", "QUEUE MEAN H", "P50", "P95", "JCT MEAN H", "P95",
                         "TEAMS WORSE THAN STATIC"], rows)
     return f"{describe(c)}\n{table}\n\n{team_table(c)}"
 
@@ -85,7 +96,10 @@ def _policy_json(m: PolicyMetrics, worse: list[str] | None, wall_s: float) -> di
         "utilization": round(m.utilization, 6), "guarantee_share": _round(m.guarantee_share, 6),
         "longest_below_guarantee_s": _round(m.longest_below_guarantee_s), "teams_worse_than_static": worse,
         "jain": _round(m.jain, 6), "preemptions": m.preemptions, "moves": m.moves,
-        "lost_gpu_hours": round(m.lost_gpu_hours, 3), "victims_within_fair_share": m.victims_within_share,
+        "lost_gpu_hours": round(m.lost_gpu_hours, 3),
+        "lost_gpu_hours_split": {kind: round(m.lost_split[kind], 3) for kind in LOSSES},
+        "reclaim_wait_s": {"p50": _round(m.reclaim_wait.p50), "p95": _round(m.reclaim_wait.p95)},
+        "victims_within_fair_share": m.victims_within_share,
         "restarts_within_two_rounds": m.quick_restarts, **_stats("queueing", m.queueing), **_stats("jct", m.jct),
         "jobs": m.jobs, "finished": m.finished, "unstarted": m.unstarted, "rounds": m.rounds,
         "end_day": round(m.end_s / 86_400, 3), "stopped_at_drain_limit": m.horizon_reached,
@@ -99,7 +113,8 @@ def comparison_json(c: TeamsComparison) -> dict:
     return {
         "protocol": {"nodes": p.nodes, "gpus": 8 * p.nodes, "days": list(p.days), "warmup_days": p.warmup_days,
                      "checkpoint_every_s": p.checkpoint_every_s, "restart_cost_s": p.restart_cost_s,
-                     "round_s": p.round_s},
+                     "round_s": p.round_s, "save_s": p.save_s, "saves_on_request": p.saves_on_request,
+                     "seed": p.seed, "reclaim_wait_s": p.reclaim_wait_s, "min_runtime_s": p.min_runtime_s},
         "quotas": c.quotas,
         "policies": {m.policy: _policy_json(m, c.worse_than_static.get(m.policy), c.wall_s[m.policy])
                      for m in c.policies},
@@ -115,14 +130,36 @@ def plot_pair(c: TeamsComparison) -> tuple[PolicyMetrics, ...]:
     return tuple(c.policies[:2])
 
 
+def _plot_stops(c: TeamsComparison, lost, waits) -> None:
+    """What stops cost each policy: lost GPU-hours by kind (stacked), and reclaim waits."""
+    names = [m.policy for m in c.policies]
+    bottom = np.zeros(len(names))
+    for kind in LOSSES:
+        hours = np.array([m.lost_split[kind] for m in c.policies])
+        lost.barh(names, hours, left=bottom, label=kind)
+        bottom += hours
+    lost.set_xlabel("GPU-hours lost to preemptions and moves", fontsize=8)
+    lost.tick_params(labelsize=7)
+    lost.legend(fontsize=7)
+    lost.grid(axis="x", alpha=0.3)
+    y = np.arange(len(names))
+    for k, stat in enumerate(("p50", "p95")):
+        waits.barh(y + (k - 0.5) * 0.4, [getattr(m.reclaim_wait, stat) or 0 for m in c.policies], 0.4, label=stat)
+    waits.set_yticks(y, names, fontsize=7)
+    waits.set_xlabel("reclaim wait (s)", fontsize=8)
+    waits.tick_params(labelsize=7)
+    waits.legend(fontsize=7)
+    waits.grid(axis="x", alpha=0.3)
+
+
 def plot_comparison(c: TeamsComparison, path: str | Path) -> Path:
     plt = pyplot("--plot")
     pair = plot_pair(c)
     teams = [t for t in c.quotas if any(m.teams[t].jobs or m.teams[t].mean_gpus for m in c.policies)]
     cols = 3
     rows = -(-len(teams) // cols)
-    fig = plt.figure(figsize=(12, 2.1 * rows + 4))
-    grid = fig.add_gridspec(rows + 1, cols, height_ratios=[1] * rows + [1.9])
+    fig = plt.figure(figsize=(12, 2.1 * rows + 7))
+    grid = fig.add_gridspec(rows + 2, cols, height_ratios=[1] * rows + [1.9, 1.6])
     d0 = c.protocol.days[0]
     colours = {m.policy: col for m, col in zip(pair, ("tab:orange", "tab:blue"))}
     for i, team in enumerate(teams):
@@ -155,6 +192,7 @@ def plot_comparison(c: TeamsComparison, path: str | Path) -> Path:
     bars.set_ylabel("mean queueing delay (h)", fontsize=8)
     bars.legend(fontsize=7, ncol=len(c.policies))
     bars.grid(axis="y", alpha=0.3)
+    _plot_stops(c, fig.add_subplot(grid[rows + 1, :2]), fig.add_subplot(grid[rows + 1, 2]))
     fig.suptitle(f"{describe(c)}\nGPUs held per team: {' vs '.join(m.policy for m in pair)}", fontsize=8)
     fig.tight_layout()
     out = Path(path)

@@ -25,7 +25,8 @@ events.k8s.io/v1 events, KAI queues), and any custom resource registered with
 - a stand-in kube-scheduler (`FakeScheduler`, scheduler.py) that tests drive with `schedule_once()`,
   and `on_change`, told of every change to the store (a benchmark's scheduler follows releases by it);
 - `pods/eviction` (201; 429 while a disruption budget blocks, with or without
-  Retry-After; the evicted pod gets a deletionTimestamp and a DisruptionTarget condition);
+  Retry-After; the evicted pod gets a deletionTimestamp, a DisruptionTarget condition and, as
+  deletionGracePeriodSeconds, the Eviction's deleteOptions.gracePeriodSeconds, else its own);
 - injected faults (`inject`: any status, e.g. 429 with Retry-After, 500, 410) and RBAC
   refusals (`forbid`: 403 for a verb on a resource);
 - latency: every request but a watch served `latency_s` late, those sent side by side side by

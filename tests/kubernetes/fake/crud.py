@@ -20,8 +20,9 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     key = (res.group, res.plural, namespace, name)
     if sub:
         if res.plural == "pods" and sub == "eviction" and method == "POST":
-            return _evict(fake, namespace, name)
-        return status(404, "NotFound", f"no subresource {sub}")
+            return _evict(fake, namespace, name, body)
+        if not (sub == "status" and res.status and method in ("GET", "PUT", "PATCH")):
+            return status(404, "NotFound", f"no subresource {sub}")
     if not name:
         if method == "GET":
             return _list(fake, res, namespace, query)
@@ -33,7 +34,7 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
         return status(404, "NotFound", f'{res.plural} "{name}" not found')
     if method == "GET":
         return 200, current, {}
-    if method == "DELETE":
+    if method == "DELETE" and not sub:
         if current["metadata"].get("finalizers"):  # gone once its controllers have removed them
             if not current["metadata"].get("deletionTimestamp"):
                 marked = copy.deepcopy(current)
@@ -61,6 +62,8 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     else:
         return status(405, "MethodNotAllowed", method)
     sent_rv = ((new if method == "PATCH" else body or {}).get("metadata") or {}).get("resourceVersion")
+    if res.status:  # the status subresource: the object's writes keep its status, /status's change only it
+        new = _split_status(current, new, to_status=bool(sub))
     if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
         return status(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{name}": the object has been '
                                         "modified; please apply your changes to the latest version and try again")
@@ -68,7 +71,19 @@ def handle(fake: FakeKubernetes, method: str, query: dict, body, route, content_
     refused = rules.on_update(res, current, new) or _admit(fake, res, method, new)
     if refused:
         return refused
-    return 200, fake._write(res, key, new), {}
+    stored = fake._write(res, key, new)
+    if res.plural == "pods" and method == "PATCH" and fake.on_pod_patch is not None:
+        fake.on_pod_patch(namespace, name, body)
+    return 200, stored, {}
+
+
+def _split_status(current: dict, new: dict, to_status: bool) -> dict:
+    """`new` with `current`'s status, or (`to_status`) `current` with `new`'s status."""
+    base, status_from = (current, new) if to_status else (new, current)
+    out = {k: copy.deepcopy(v) for k, v in base.items() if k != "status"}
+    if "status" in status_from:
+        out["status"] = copy.deepcopy(status_from["status"])
+    return out
 
 
 def _patched(current: dict, body, content_type: str) -> dict:
@@ -100,10 +115,15 @@ def _create(fake: FakeKubernetes, res: Resource, namespace: str, body: dict):
     if key in fake._store:
         return status(409, "AlreadyExists", f'{res.plural} "{name}" already exists')
     meta.pop("resourceVersion", None)
+    if res.status:
+        obj.pop("status", None)
     if namespace:
         meta["namespace"] = namespace
     if res.plural == "pods" and fake.gate_gpu_pods:
-        pods.admission_policy(fake, obj)
+        try:
+            obj = pods.admission_policy(fake, obj)
+        except ValueError as e:  # a pod the admission cannot read is refused, never let through ungated
+            return status(400, "BadRequest", f"admission refused the pod: {e}")
     refused = rules.on_create(res, obj) or _admit(fake, res, "POST", obj)
     if refused:
         return refused
@@ -140,7 +160,9 @@ def _list(fake: FakeKubernetes, res: Resource, namespace: str, query: dict):
     return 200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": page}, {}
 
 
-def _evict(fake: FakeKubernetes, namespace: str, name: str):
+def _evict(fake: FakeKubernetes, namespace: str, name: str, body):
+    """The Eviction API: 429 while a disruption budget blocks; else the pod is marked for deletion
+    with the grace period the Eviction's deleteOptions give (else its own), as the API server does."""
     key = ("", "pods", namespace, name)
     pod = fake._store.get(key)
     if pod is None:
@@ -160,7 +182,12 @@ def _evict(fake: FakeKubernetes, namespace: str, name: str):
     if not pod["metadata"].get("deletionTimestamp"):
         pod = copy.deepcopy(pod)  # stored objects are replaced, never changed: list snapshots share them
         pod["metadata"]["deletionTimestamp"] = now_rfc3339()
-        pod["metadata"]["deletionGracePeriodSeconds"] = pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        options = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
+        grace = options.get("gracePeriodSeconds")
+        if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or grace < 0):
+            return status(422, "Invalid", f"deleteOptions.gracePeriodSeconds: must be a whole number >= 0, got {grace!r}")
+        own = pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        pod["metadata"]["deletionGracePeriodSeconds"] = own if grace is None else grace
         conditions = pod.setdefault("status", {}).setdefault("conditions", [])
         conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"})
         fake._write(fake.resources[("", "pods")], key, pod)

@@ -32,6 +32,7 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    status: bool = False  # a custom resource with the status subresource: /status writes status only
 
     @property
     def api_version(self) -> str:
@@ -129,6 +130,7 @@ class FakeKubernetes:
         #: called with (the change: ADDED, MODIFIED or DELETED, the object as stored) after each change to
         #: the store, under its lock (a benchmark's stand-in scheduler: it must not block)
         self.on_change = None
+        self.on_pod_patch = None  # called with (namespace, name, patch body) after each pod PATCH stored
         #: (group, plural) -> f(method, obj) before a create or update is stored: None admits it,
         #: (status, message) refuses it, as a validating admission webhook does
         self.admission: dict[tuple[str, str], object] = {}
@@ -192,9 +194,12 @@ class FakeKubernetes:
         return str(path)
 
     # -- the store, for tests --------------------------------------------------------------------
-    def add_resource(self, group: str, version: str, plural: str, kind: str, namespaced: bool) -> None:
-        """Serve a custom resource (any group/version/plural)."""
-        self.resources[(group, plural)] = Resource(group, version, plural, kind, namespaced)
+    def add_resource(self, group: str, version: str, plural: str, kind: str, namespaced: bool,
+                     status: bool = False) -> None:
+        """Serve a custom resource (any group/version/plural); with `status`, its status
+        subresource (as a CRD's `subresources.status`: writes of the object leave its status as
+        it was, writes of /status change nothing else)."""
+        self.resources[(group, plural)] = Resource(group, version, plural, kind, namespaced, status)
 
     def put(self, obj: dict) -> dict:
         """Create or overwrite an object as a controller would (no admission); returns the stored copy."""
@@ -203,6 +208,19 @@ class FakeKubernetes:
         with self._lock:
             key = (res.group, res.plural, meta.get("namespace", "") if res.namespaced else "", meta["name"])
             return copy.deepcopy(self._write(res, key, copy.deepcopy(obj)))
+
+    def create(self, obj: dict) -> dict:
+        """Create an object as a client's POST would, through admission (the admission policy,
+        validation, webhooks), e.g. a pod a stand-in controller makes; ValueError when refused."""
+        from . import crud
+
+        res = self._resource_of(obj)
+        with self._lock:
+            code, body, _ = crud.handle(self, "POST", {}, obj, (res, obj["metadata"].get("namespace", ""), "", ""),
+                                        "application/json")
+        if code != 201:
+            raise ValueError(body["message"])
+        return copy.deepcopy(body)
 
     def get(self, plural: str, name: str, namespace: str = "", group: str = "") -> dict | None:
         with self._lock:

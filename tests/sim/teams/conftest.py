@@ -14,7 +14,10 @@ def job(name: str, team: str, arrival: float, gpus: int, duration: float) -> Tra
 
 
 def run(policy: str, jobs: list[TraceJob], quotas: dict[str, int], nodes: int = 2, **config):
-    """One policy over `jobs`, everything measured (the window is all time)."""
+    """One policy over `jobs`, everything measured (the window is all time). Unless `config`
+    says otherwise, no trainer saves on request and no stop waits for a checkpoint: a victim
+    leaves at once and goes back to its last checkpoint."""
+    config = {"saves_on_request": 0.0, "reclaim_wait_s": 0.0, **config}
     return simulate(jobs, quotas, POLICIES[policy](), SimConfig(nodes=nodes, **config))
 
 

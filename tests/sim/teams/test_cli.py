@@ -3,11 +3,13 @@ bad options, and a day of the real workload."""
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from gpu_policy.cli import main
+from gpu_policy.errors import GpuPolicyError
 from gpu_policy.sim.teams import Protocol, compare, load_team_trace
 
 #: The philly-vc workload: $GPU_POLICY_PHILLY_DIR, else ../shared/data/philly-vc beside the checkout.
@@ -15,7 +17,8 @@ PHILLY = Path(os.environ.get("GPU_POLICY_PHILLY_DIR") or Path(__file__).resolve(
 
 #: The fields the issue names, for the cluster and for each team.
 POLICY_KEYS = {"utilization", "guarantee_share", "longest_below_guarantee_s", "teams_worse_than_static", "jain",
-               "preemptions", "lost_gpu_hours", "mean_queueing_s", "p95_queueing_s", "mean_jct_s", "teams"}
+               "preemptions", "lost_gpu_hours", "lost_gpu_hours_split", "reclaim_wait_s", "mean_queueing_s",
+               "p95_queueing_s", "mean_jct_s", "teams"}
 TEAM_KEYS = {"utilization", "guarantee_share", "longest_below_guarantee_s", "worse_than_static", "preemptions",
              "lost_gpu_hours", "mean_queueing_s", "p95_queueing_s", "mean_jct_s"}
 
@@ -33,6 +36,9 @@ def test_table_has_every_policy_and_the_per_team_delays(trace_dir, capsys):
         assert f"\n{name} " in out
     assert "mean queueing delay per team, hours (* worse than static)" in out
     assert "\na     8      3     " in out and "\nb     8      2     " in out
+    assert ("saves take 20 s + 5 s per GPU, 50% of trainers save on request (seed 0); gpu-policy waits up to "
+            "300 s for a victim's checkpoint; minimum runtime 0 s") in out
+    assert "LOST GPU-H  REDONE  RESTARTS  SAVING  RECLAIM WAIT P50 S  P95 S" in out
 
 
 def test_json_is_shaped_as_the_issue_says(trace_dir, tmp_path, capsys):
@@ -46,6 +52,10 @@ def test_json_is_shaped_as_the_issue_says(trace_dir, tmp_path, capsys):
         assert set(p["teams"]) == {"a", "b"} and all(TEAM_KEYS <= set(t) for t in p["teams"].values())
         assert p["jobs"] == 5 and 0 < p["utilization"] <= 1 and 0.5 <= p["jain"] <= 1
         assert isinstance(p["teams_worse_than_static"], list)
+        split = p["lost_gpu_hours_split"]
+        assert set(split) == {"redone", "restarts", "saving"}
+        assert sum(split.values()) == pytest.approx(p["lost_gpu_hours"], abs=0.002)
+        assert set(p["reclaim_wait_s"]) == {"p50", "p95"}
     # b-1 asks 16 GPUs: more than b's quota, so static never starts it; everyone else runs it
     assert data["policies"]["static"]["unstarted"] == 1 and data["policies"]["fifo"]["unstarted"] == 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -56,6 +66,26 @@ def test_without_static_there_is_no_sharing_safety(trace_dir, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["policies"]["fifo"]["teams_worse_than_static"] is None
     assert data["policies"]["fifo"]["teams"]["a"]["worse_than_static"] is None
+
+
+def test_the_trainers_and_gpu_policys_waits_are_part_of_the_protocol(trace_dir, capsys):
+    args = ["--format", "json", "--save-s", "45", "--saves-on-request", "0.25", "--seed", "7",
+            "--reclaim-wait", "0", "--min-runtime", "600", "--policies", "kai-like"]
+    assert main(simulate(trace_dir, *args)) == 0
+    protocol = json.loads(capsys.readouterr().out)["protocol"]
+    assert {k: protocol[k] for k in ("save_s", "saves_on_request", "seed", "reclaim_wait_s", "min_runtime_s")} == \
+        {"save_s": 45, "saves_on_request": 0.25, "seed": 7, "reclaim_wait_s": 0, "min_runtime_s": 600}
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"saves_on_request": 2.0}, "--saves-on-request: must be a share in 0..1, got 2"),
+    ({"seed": -1}, "--seed: must be a whole number in 0..4294967295, got -1"),
+    ({"save_s": -1.0}, "--save-s: must be seconds in 0..86400, got -1"),
+    ({"reclaim_wait_s": 1e9}, "--reclaim-wait: must be seconds in 0..86400, got 1e+09"),
+])
+def test_a_protocol_made_in_python_is_checked_too(setting, message, trace_dir):
+    with pytest.raises(GpuPolicyError, match=re.escape(message)):
+        compare(load_team_trace(trace_dir), ["fifo"], Protocol(nodes=2, days=(0, 2), warmup_days=0, **setting))
 
 
 def test_progress_counts_up_to_100_percent_over_all_runs(trace_dir):
@@ -82,6 +112,11 @@ def test_progress_counts_up_to_100_percent_over_all_runs(trace_dir):
     (["--restart-cost", "-1"], "--restart-cost: must be a finite number >= 0 and <= 86,400, got '-1'"),
     (["--round-every", "0.001"], "--round-every: must be a finite number >= 1 and <= 86,400, got '0.001'"),
     (["--round-every", "nan"], "--round-every: must be a finite number >= 1 and <= 86,400, got 'nan'"),
+    (["--save-s", "-1"], "--save-s: must be a finite number >= 0 and <= 86,400, got '-1'"),
+    (["--saves-on-request", "1.5"], "--saves-on-request: must be a finite number >= 0 and <= 1, got '1.5'"),
+    (["--seed", "0.5"], "--seed: must be a whole number >= 0 and <= 4,294,967,295, got '0.5'"),
+    (["--reclaim-wait", "inf"], "--reclaim-wait: must be a finite number >= 0 and <= 86,400, got 'inf'"),
+    (["--min-runtime", "-5"], "--min-runtime: must be a finite number >= 0 and <= 86,400, got '-5'"),
 ])
 def test_bad_options_exit_2_with_one_line(args, message, trace_dir, capsys):
     assert main(simulate(trace_dir, *args)) == 2

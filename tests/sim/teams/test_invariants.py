@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from gpu_policy.sim.teams import POLICIES, SimConfig, simulate
-from gpu_policy.sim.teams.engine import Decision, PolicyViolation
+from gpu_policy.sim.teams.jobs import Decision, PolicyViolation
+from gpu_policy.sim.teams.stopping import KUBERNETES
 from gpu_policy.sim.teams.trace import GPUS_PER_NODE
 from tests.sim.teams.conftest import job
 
@@ -27,6 +28,7 @@ class Audited:
     def __init__(self, inner):
         self.inner = inner
         self.name = inner.name
+        self.eviction = inner.eviction
         self.rounds = 0
 
     def decide(self, view):
@@ -69,6 +71,7 @@ def test_whole_runs_keep_capacity_finish_every_job_once_and_conserve_gpu_time(po
 def test_a_policy_that_overfills_a_node_is_stopped():
     class Greedy:
         name = "greedy"
+        eviction = KUBERNETES
 
         def decide(self, view):
             return Decision(start={j.name: (0,) for j in view.waiting})
