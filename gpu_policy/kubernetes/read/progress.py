@@ -43,12 +43,9 @@ class Moments(NamedTuple):
         return cls(max(started, default=None), min(p.created for p in pods), min(saved, default=None))
 
 
-#: the job fields that change with the time alone (a look that keeps a job sets them anew)
-TIMED = ("running_for_s", "waiting_for_s", "checkpoint_age_s")
-
-
 def ages(moments: Moments, now: float, running: bool) -> dict:
-    """The fields of `TIMED` at `now`."""
+    """The job fields that change with the time alone, at `now` (a look that keeps a job sets
+    them anew)."""
     return {
         "running_for_s": _age(now, moments.started) if running and moments.started is not None else None,
         "waiting_for_s": None if running else _age(now, moments.created),
