@@ -53,10 +53,12 @@ def scale_instance(nodes: int = 1000, seed: int = 0, topology: bool = False, gan
 
 
 def _with_topology(instance: dict, seed: int, gangs: bool) -> dict:
-    """Blocks and racks on the nodes, and a rack required by `RACK_JOBS` of the jobs."""
+    """Three levels, blocks, racks and the nodes themselves (Kueue's usual hostname level), and a
+    rack required by `RACK_JOBS` of the jobs."""
     rng = random.Random(seed + 1)
     instance["topology"] = [{"name": "block", "label": "example.com/block"},
-                            {"name": "rack", "label": "example.com/rack"}]
+                            {"name": "rack", "label": "example.com/rack"},
+                            {"name": "host", "label": "kubernetes.io/hostname"}]
     for i, node in enumerate(instance["nodes"]):
         rack = i // NODES_PER_RACK
         node["labels"] = {"example.com/block": f"block-{rack // RACKS_PER_BLOCK}", "example.com/rack": f"rack-{rack}"}

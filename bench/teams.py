@@ -65,7 +65,7 @@ def main() -> int:
     trace = load_team_trace(args.trace_dir)
     protocol = Protocol()
     began = time.perf_counter()
-    result = compare(trace, list(POLICIES), protocol)
+    result = compare(trace, protocol.default_policies(), protocol)
     total = time.perf_counter() - began
     print(comparison_table(result))
     print("\ntargets (gpu-policy, the default protocol):")

@@ -5,7 +5,7 @@ with `PlannerConfig.max_moves` swept (the most jobs one plan may restart elsewhe
 
 Each run takes about a minute. The figures are simulated time, so they do not depend on
 how busy the machine is. Lower settings break the contract's move before preempt on
-large clusters (docs/benchmarks.md, "Moves buy utilisation with lost work"): this is a
+large clusters (docs/benchmarks-history.md, "Moves buy utilisation with lost work"): this is a
 measurement of the trade-off, not a setting to use.
 """
 

@@ -49,6 +49,17 @@ def test_acting_on_the_embedded_cluster_changes_it_in_memory_only(tmp_path):
     assert load_scenario(SEED1).jobs[4].running == ["node-3"]  # the file itself is unchanged
 
 
+def test_the_embedded_cluster_carries_the_topology(tmp_path):
+    """The levels and the jobs' requests survive a plan carried out: the written file plans the same."""
+    cluster = ScenarioCluster(str(SCENARIOS / "topology-move-frees-rack.yaml"), apply_to=tmp_path / "after.yaml")
+    plan, _ = apply_plan_once(cluster, execute=True)
+    assert plan.job("gang").action == "start"
+    after = load_scenario(tmp_path / "after.yaml")
+    assert after.topology == cluster.scenario.topology and after.topology[0].name == "rack"
+    gang = next(j for j in after.jobs if j.name == "gang")
+    assert gang.topology.required == "rack" and sorted(gang.running) == ["n1", "n2"]
+
+
 def test_an_executed_step_runs_on_the_embedded_cluster():
     cluster = ScenarioCluster(str(SCENARIOS.parent.parent / "gpu_policy" / "examples" / "training-cluster.yaml"))
     first = wait_for_step(cluster, Job("step", "team-a", 2), execute=True)

@@ -17,9 +17,24 @@ def add_cluster_options(p: argparse.ArgumentParser, required: bool = True) -> No
     p.add_argument("--queues-from", choices=("auto", "configmap", "kai"), default="auto",
                    help="where queues come from on k8s://: the gpu-policy-queues ConfigMap, KAI-Scheduler Queue "
                         "objects, or auto (the ConfigMap when it exists; default)")
+    p.add_argument("--topology", metavar="NAME", type=topology_name,
+                   help="k8s://: the Kueue Topology whose levels gpu-policy places by, when the gpu-policy-queues "
+                        "ConfigMap has no topology.yaml (default: the only one, else the one the pods name in "
+                        "kai.scheduler/topology; docs/topology.md)")
     p.add_argument("--api-deadline", type=number(0, 86400, above=True), default=None, metavar="S",
                    help="seconds to keep retrying an API server that answers 429 or 5xx, or does not answer (default 60)")
     add_input_options(p)  # a cluster may be a scenario file
+
+
+def topology_name(text: str) -> str:
+    """An argparse type: a name a Kueue Topology can have (the settings' own check)."""
+    from gpu_policy.kubernetes import KubernetesSettings
+
+    try:
+        KubernetesSettings(topology=text).validate()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("topology: ")) from None
+    return text
 
 
 def add_execute_options(p: argparse.ArgumentParser, default: str) -> None:
@@ -49,14 +64,15 @@ def open_from_args(args: argparse.Namespace, name: str | None = None):
 
     name = name or args.cluster
     if split_scheme(name)[0] != "k8s":
-        given = [f"--{o.replace('_', '-')}" for o in ("kubeconfig", "namespace", "api_deadline") if getattr(args, o, None)]
+        given = [f"--{o.replace('_', '-')}" for o in ("kubeconfig", "namespace", "topology", "api_deadline")
+                 if getattr(args, o, None)]
         if given or getattr(args, "queues_from", "auto") != "auto":
             raise GpuPolicyError(f"{' '.join(given) or '--queues-from'}: applies to k8s:// clusters only, "
                                  f"not to {name}")
         return open_cluster(name, limits=input_limits(args))
     from gpu_policy.kubernetes import KubernetesSettings
 
-    settings = KubernetesSettings(queues=args.queues_from)
+    settings = KubernetesSettings(queues=args.queues_from, topology=args.topology)
     if args.namespace:
         settings.namespace = args.namespace
     if args.api_deadline:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 from typing import Callable
 
+from gpu_policy.kubernetes.names import USAGE_CONFIGMAP
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, read_one
 from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.read.nodes import NodeView, read_node
@@ -21,14 +22,17 @@ from gpu_policy.kubernetes.read.workloads import trim_train_job
 # the kinds the controller watches, as KubeClient names them (DRA_AND_POD_GROUPS: where served)
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, CONFIG_MAPS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, DRA_AND_POD_GROUPS,
-    KAI_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES,
-    TRAIN_JOBS, VOLCANO_POD_GROUPS)
+    KAI_POD_GROUPS, KAI_QUEUES, KUEUE_TOPOLOGY_OBJECTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS, RESOURCE_SLICES, TRAIN_JOBS, VOLCANO_POD_GROUPS)
 
 #: kind -> (the word warnings use, its type schema, its reader)
 _READERS: dict[str, tuple[str, dict, Callable[[dict, str], object]]] = {NODES: ("node", NODE, read_node),
                                                                        PODS: ("pod", POD, read_pod)}
 #: kind -> what of its objects the cache keeps: only a change of that can matter to a plan
 _TRIMS: dict[str, Callable[[dict], dict]] = {TRAIN_JOBS: trim_train_job}
+#: kind -> names of its objects that no plan reads from the cache: their changes plan nothing (the
+#: leader's usage history, which it keeps itself and writes every minute)
+_UNPLANNED: dict[str, set[str]] = {CONFIG_MAPS: {USAGE_CONFIGMAP}}
 
 
 def _listed(kind: str) -> Callable[[Cache], list[dict] | None]:
@@ -109,8 +113,10 @@ class Cache:
                     del order[bisect.bisect_left(order, key)]
                     self._bad[kind].discard(key)
                 return gone is not None
-            return held is not None
+            return held is not None and key[1] not in _UNPLANNED.get(kind, ())
         store[key] = obj
+        if key[1] in _UNPLANNED.get(kind, ()):
+            return False
         if trim:
             return held is None or _unversioned(held) != _unversioned(obj)
         if kind not in self.views:
@@ -162,4 +168,5 @@ class Cache:
     list_volcano_pod_groups = _listed(VOLCANO_POD_GROUPS)
     list_coscheduling_pod_groups = _listed(COSCHEDULING_POD_GROUPS)
     list_train_jobs = _listed(TRAIN_JOBS)
+    list_kueue_topologies = _listed(KUEUE_TOPOLOGY_OBJECTS)
 

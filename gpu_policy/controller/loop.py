@@ -7,7 +7,8 @@ the one-shot commands use (gpu_policy.kubernetes.write.actuator), reading gated 
 cache and admitting: Events on victims, compositions, evictions, moves and reservations, then
 releases of gated pods and Events on those that wait. What it writes goes into the cache at
 once (gpu_policy.controller.witness). Every write passes the fenced Lease's check: a replica
-whose last renewal is as old as the lease acts no more.
+whose last renewal is as old as the lease acts no more. The leader also keeps the queues' usage
+history from its looks and writes it every minute (gpu_policy.controller.usage).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import time
 from dataclasses import dataclass
 
 from gpu_policy.actions.cycle import plan_observation
-from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES,
-                                         NODES, PODS, Cache)
+from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES,
+                                         KUEUE_TOPOLOGY_OBJECTS, NAMESPACES, NODES, PODS, Cache)
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
 from gpu_policy.controller.telemetry import TelemetryFeed
+from gpu_policy.controller.usage import UsageKeeper, held_after
 from gpu_policy.controller.witness import ControllerWitness
 from gpu_policy.errors import ClusterBusy, GpuPolicyError
 from gpu_policy.kubernetes.cluster import KubernetesCluster
@@ -32,7 +34,7 @@ from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.write.actuator import KubernetesActuator
 from gpu_policy.kubernetes.write.events import EventWriter
 from gpu_policy.kubernetes.write.lease import Renewer
-from gpu_policy.model.cluster import Observation, Orders
+from gpu_policy.model.cluster import Observation, Orders, Outcome
 from gpu_policy.model.plan import Plan
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.planner.gc_tuning import tune_gc
@@ -67,7 +69,10 @@ class Controller:
         self.witness = ControllerWitness(self.cache, self.metrics, self.clocks, config)
         self.actuator = KubernetesActuator(cluster.client, cluster.settings, self.lease.check, self.events, self.clocks,
                                            self.cache.pod, self.witness)
-        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS]
+        self.usage = UsageKeeper(cluster.client, cluster.settings.namespace, self.lease.check)
+        # Kueue's Topologies where served: a change re-plans (the look decides which one is used)
+        kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS,
+                 KUEUE_TOPOLOGY_OBJECTS]
         if cluster.settings.queues != "configmap":
             kinds.append(KAI_QUEUES)
         self.informer = Informer(KubeClient(cluster.api_client, cluster.url, cluster.settings), kinds, self.changes,
@@ -108,6 +113,7 @@ class Controller:
         self._stop_renewing()
         if self.leading:
             self.leading = False
+            self.usage.stop()
             self.metrics.is_leader.set(0)
             try:
                 self.lease.release()
@@ -122,6 +128,9 @@ class Controller:
         if not (self.leading and self.cache.synced):
             return False
         self._check_binding(now)
+        self._keep_usage()
+        if not self.leading:  # a write found the Lease lost
+            return False
         changed = self.dirty_since is not None and now - self.dirty_since >= self.settings.debounce_s
         due = self.recheck_at is not None and now >= self.recheck_at
         if not (changed or due) and self.planned_at is not None and now - self.planned_at < self.settings.resync_s:
@@ -171,6 +180,9 @@ class Controller:
             due.append(s.resync_s - (now - self.planned_at))
         if self.recheck_at is not None:
             due.append(self.recheck_at - now)
+        usage_due = self.usage.due_in(self.clocks.wall())
+        if usage_due is not None:
+            due.append(usage_due)
         return max(0.0, min(due + [1.0]))
 
     # -- leadership -----------------------------------------------------------------------------
@@ -201,6 +213,7 @@ class Controller:
         log.warning("stopped acting: %s; standing by", why)
         self._stop_renewing(wait=False)  # a renewal in flight ends by itself; this turn does not wait for it
         self.leading = False
+        self.usage.stop()
         self.metrics.is_leader.set(0)
         self._next_look = float("-inf")
 
@@ -216,7 +229,8 @@ class Controller:
         try:
             snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
                                        self.cache.pod_views(), self.clocks.wall(), self.cluster.url,
-                                       self.cluster.device_plugin_lag, self.cache.bad(), self.cache.memo)
+                                       self.cluster.device_plugin_lag, self.cache.bad(), self.usage,
+                                       self.cache.memo)
         except GpuPolicyError as e:  # a bad object or queue definition: say so, plan again on its fix
             self._failed(str(e))
             return None
@@ -230,12 +244,14 @@ class Controller:
         self._lead(self.clocks.monotonic())  # lost while it looked and planned: stand by before any write
         if not self.leading:
             return plan
+        outcomes: list[Outcome] = []
         try:
-            self._act(plan, obs)
+            outcomes = self._act(plan, obs)
         except ClusterBusy as e:
             self._stand_by(str(e))
         except GpuPolicyError as e:  # the API server went away mid-round: the next round tries again
             self._failed(str(e))
+        self.usage.hold(held_after(snap, outcomes))
         return plan
 
     def _failed(self, error: str) -> None:
@@ -243,13 +259,25 @@ class Controller:
             log.warning("round failed: %s", error)
         self.last_error = error
 
-    def _act(self, plan: Plan, obs: Observation) -> None:
+    def _act(self, plan: Plan, obs: Observation) -> list[Outcome]:
         acted = self.actuator.carry_out(plan, obs, Orders(execute=True, admit=True))
         if acted.recheck_in_s is not None:  # a victim's deadline: no change may come before it
             self.recheck_at = self.clocks.monotonic() + acted.recheck_in_s
         self.metrics.pending.clear()
         for w in acted.waiting:
             self.metrics.pending.labels(w.queue, w.why.code).inc(len(w.pods))
+        return acted.outcomes
+
+    def _keep_usage(self) -> None:
+        """Write the usage history when due (gpu_policy.controller.usage)."""
+        now = self.clocks.wall()
+        due = self.usage.due_in(now)
+        if due is None or due > 0:
+            return
+        try:
+            self.usage.write(now)
+        except ClusterBusy as e:
+            self._stand_by(str(e))
 
     def _check_binding(self, now: float) -> None:
         """Forget released pods once bound or gone; report those not bound in time."""

@@ -33,6 +33,9 @@ class Metrics:
         self.fair_share = Gauge("gpu_policy_queue_fair_share_gpus", "The queue's fair share in the last plan", q,
                                 registry=r)
         self.limit = Gauge("gpu_policy_queue_limit_gpus", "The queue's limit (no sample: none)", q, registry=r)
+        self.usage = Gauge("gpu_policy_queue_usage_gpu_hours",
+                           "The queue's decayed past usage in the last plan, GPU-hours (no sample: not counted)", q,
+                           registry=r)
         self.pending = Gauge("gpu_policy_pending_pods", "Gated pods waiting, by why", ["queue", "reason"], registry=r)
         self.admission_wait = Histogram("gpu_policy_admission_wait_seconds", "Pod creation to release", registry=r,
                                         buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300, 900, 3600))
@@ -65,8 +68,9 @@ class Metrics:
                                       buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 3600))
 
     def show_queues(self, queues) -> None:
-        """The queue gauges from a plan's QueueReports (gauges of vanished queues go)."""
-        for gauge in (self.allocated, self.deserved, self.fair_share, self.limit):
+        """The queue gauges from a plan's QueueReports (gauges of vanished queues go). The fair
+        share is the one past usage gave, where it counts."""
+        for gauge in (self.allocated, self.deserved, self.fair_share, self.limit, self.usage):
             gauge.clear()
         for q in queues:
             if q.name.startswith("gpu-policy.io/"):
@@ -76,6 +80,8 @@ class Metrics:
             self.fair_share.labels(q.name).set(q.fair_share)
             if q.limit is not None:
                 self.limit.labels(q.name).set(q.limit)
+            if q.usage_gpu_h is not None:
+                self.usage.labels(q.name).set(q.usage_gpu_h)
 
     def counted_client(self, configuration, and_then: Report | None = None) -> ReportingApiClient:
         """An ApiClient for `configuration` whose every request is counted, by verb, resource

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable
 
 
@@ -24,3 +25,8 @@ class Clocks:
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     wait: Callable[[threading.Event, float], bool] = wait_for
+
+
+def stamp(t: float) -> str:
+    """Seconds since the epoch as RFC 3339 in UTC, to the microsecond (the API server's MicroTime)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

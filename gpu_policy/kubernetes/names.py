@@ -6,6 +6,7 @@ test helpers and the docs agree.
 
 from gpu_policy import model
 from gpu_policy.model import checkpointing
+from gpu_policy.model.topology import HOSTNAME
 
 PREFIX = "gpu-policy.io/"
 
@@ -38,11 +39,20 @@ MANAGED_NAMESPACE_LABEL = "gpu-policy.io/managed"
 REPLICAS_ANNOTATION = "gpu-policy.io/replicas"
 #: "true" on the pods of an Indexed batch Job: they are one gang (a batch Job's pods are otherwise independent)
 GANG_LABEL = "gpu-policy.io/gang"
+#: where a job's replicas go in the network hierarchy (docs/topology.md): each field (required, preferred)
+#: from the first of the three sets that gives it, gpu-policy's own first, then Kueue's, then KAI-Scheduler's
+TOPOLOGY_ANNOTATIONS = (("gpu-policy.io/topology-required", "gpu-policy.io/topology-preferred"),
+                        ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology"),
+                        ("kai.scheduler/topology-required-placement", "kai.scheduler/topology-preferred-placement"))
+#: KAI-Scheduler's choice among several Topology objects: the name of the one the pod's levels are of
+KAI_TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 
 # on nodes
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 SHARED_RESOURCE_SUFFIX = ".shared"  # NVIDIA's device plugin renames shared GPUs `<resource>.shared` (renameByDefault)
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTNAME_LABEL = HOSTNAME  # a topology level labelled so is the node itself
+#: GPU feature discovery's NVLink domain (one GB200/GB300 NVL72 rack): a topology level like any other
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
 GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint GPU nodes commonly carry and GPU pods tolerate
 #: what a step's pods tolerate: GPU nodes are commonly tainted so that only GPU work lands there
 #: (NVIDIA's GPU operator does it)
@@ -57,10 +67,14 @@ DEFAULT_NAMESPACE = "gpu-policy"
 QUEUES_CONFIGMAP = "gpu-policy-queues"
 QUEUES_KEY = "queues.yaml"
 POLICY_KEY = "policy.yaml"  # in the queues ConfigMap: the scenario's `policy:` mapping
+TOPOLOGY_KEY = "topology.yaml"  # in the queues ConfigMap: the scenario's `topology:` list (before Kueue's)
 RESERVATIONS_CONFIGMAP = "gpu-policy-reservations"
 LEASE_NAME = "gpu-policy-planner"
 COMPOSABLE_CONFIGMAP = "gpu-policy-composable"
 COMPOSABLE_KEY = "composable.yaml"
+#: the leader's usage history (fair share over time): `{queue: {gpu_h, at}}` under its key
+USAGE_CONFIGMAP = "gpu-policy-usage"
+USAGE_KEY = "usage.yaml"
 # the admission webhook (deploy/webhook/): its Service, the Secret of its certificates, its
 # MutatingWebhookConfiguration and the one webhook in it
 WEBHOOK_SERVICE = "gpu-policy-webhook"
@@ -81,6 +95,10 @@ PREVIOUS_SIZE_ANNOTATION = "gpu-policy.io/previous-size"
 
 # KAI-Scheduler's Queue custom resource (cluster-scoped)
 KAI_GROUP, KAI_VERSION, KAI_PLURAL = "scheduling.run.ai", "v2", "queues"
+
+# Kueue's Topology (cluster-scoped): the versions tried in turn, the newest first (Kueue 0.16 on serves both,
+# 0.14 only v1beta1); its spec.levels[].nodeLabel are the levels, widest first
+KUEUE_GROUP, KUEUE_TOPOLOGY_VERSIONS, KUEUE_TOPOLOGIES = "kueue.x-k8s.io", ("v1beta2", "v1beta1"), "topologies"
 
 # Dynamic Resource Allocation, read when a pod has resourceClaims
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
@@ -109,3 +127,4 @@ TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS, TRAINJOB_KIND = "trainer.kubeflow.org
 # queues that exist only in a snapshot: GPUs that are held but not gpu-policy's to plan
 UNMANAGED_QUEUE = "gpu-policy.io/unmanaged"
 TERMINATING_QUEUE = model.TERMINATING_QUEUE
+

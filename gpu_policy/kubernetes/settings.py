@@ -4,10 +4,14 @@ push the API server, and how long reservations and the lease last."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 
 from gpu_policy.kubernetes.names import DEFAULT_NAMESPACE
 from gpu_policy.model.checkpointing import CHECKPOINT_DEADLINE_S
+
+#: a cluster-scoped object's name: a DNS subdomain (at most 253 characters)
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass
@@ -19,6 +23,9 @@ class KubernetesSettings:
     queues: str = "auto"
     """Where queues come from: ``configmap`` (gpu-policy-queues), ``kai`` (KAI-Scheduler Queue
     objects) or ``auto`` (the ConfigMap when it exists, else KAI's queues)."""
+    topology: str | None = None
+    """The Kueue Topology whose levels gpu-policy places by, when the queues ConfigMap has no
+    ``topology.yaml`` (None: the only one, else the one the pods name in ``kai.scheduler/topology``)."""
     page_size: int = 500
     """Objects per LIST page. 500 is what kubectl uses: small pages keep each answer cheap
     for the API server, and 4,200 pods still take only 9 pages."""
@@ -109,6 +116,9 @@ class KubernetesSettings:
             raise ValueError(f"queues: must be auto, configmap or kai, got {self.queues!r}")
         if not self.namespace or not self.gpu_resource:
             raise ValueError("namespace and gpu_resource: must be non-empty")
+        if self.topology is not None and not (len(self.topology) <= 253 and _OBJECT_NAME.fullmatch(self.topology)):
+            raise ValueError(f"topology: must be a Kubernetes object name (lower-case letters, digits, '-' and '.'), "
+                             f"got {self.topology!r}")
         for name in ("page_size", "max_response_bytes", "max_pages", "max_empty_pages",
                      "max_requests_per_round", "max_requests_in_flight"):
             value = getattr(self, name)

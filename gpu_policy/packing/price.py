@@ -27,7 +27,7 @@ from gpu_policy.packing.fragmentation import MILLI, WorkloadMix, task_fits, usab
 #: Weight of the capacity shortfall's growth next to FGD's. Chosen with the best-fit
 #: weight on held-out seeds 10-14 of the openb trace and its four variants: the most
 #: workloads at least 0.5 points above FGD, then the largest worst-case gain
-#: (docs/benchmarks.md, "Choosing the price").
+#: (docs/benchmarks-history.md, "openb packing: choosing the price").
 CAPACITY_WEIGHT = 0.5
 
 #: Weight of the GPU capacity a node has left after a placement, chosen with

@@ -14,9 +14,9 @@ from gpu_policy.errors import UsageError
 #: Options that take a number in a syntax of their own (a range, a list, or a word as well),
 #: checked by their own parsers after argparse
 TEXT_SYNTAX = {("simulate teams", "--days"), ("simulate teams", "--checkpoint-every"),
-               ("simulate openb", "--seeds")}
+               ("simulate openb", "--seeds"), ("simulate topology", "--seeds")}
 #: The argparse types that are not numbers
-OTHER_TYPES = {"output_file", "prometheus_url"}
+OTHER_TYPES = {"output_file", "prometheus_url", "topology_name"}  # types of text, not numbers
 
 
 PARSER = build_parser()  # built once: argparse parsers can parse again and again

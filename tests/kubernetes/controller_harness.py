@@ -19,13 +19,14 @@ DEADLINE_S = 60.0  # generous: a loaded machine still finishes, a hung test stil
 
 
 def cluster_of(api, nodes: int = 4, gpus: int = 8, queues: list[dict] | None = None, namespace: str = "jobs",
-               labels: dict[str, dict] | None = None) -> None:
+               labels: dict[str, dict] | None = None, policy: dict | None = None) -> None:
     for i in range(1, nodes + 1):
         api.put(node_object(Node(name=f"n{i}", gpus=gpus, labels=(labels or {}).get(f"n{i}", {}))))
     api.put({"kind": "Namespace", "metadata": {"name": namespace, "labels": {"gpu-policy.io/managed": "true"}}})
     queues = queues or [{"name": "a", "deserved": nodes * gpus // 2}, {"name": "b", "deserved": nodes * gpus // 2}]
+    data = {names.QUEUES_KEY: yaml.safe_dump(queues), **({names.POLICY_KEY: yaml.safe_dump(policy)} if policy else {})}
     api.put({"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": names.DEFAULT_NAMESPACE},
-             "data": {names.QUEUES_KEY: yaml.safe_dump(queues)}})
+             "data": data})
 
 
 def gated_pod(name: str, queue: str, gpus: int = 1, job: str | None = None, replicas: int | None = None,

@@ -2,8 +2,9 @@
 helper that loads a fake cluster. Reading them back (`snapshot`) must give the scenario.
 
 Jobs go to one namespace (default "jobs") with the pod label `gpu-policy.io/queue`, one
-pod per replica, all carrying the label `gpu-policy.io/job`; queues go to the
-`gpu-policy-queues` ConfigMap.
+pod per replica, all carrying the label `gpu-policy.io/job` (and a job's topology levels in
+gpu-policy's annotations); queues, the policy and the topology levels go to the
+`gpu-policy-queues` ConfigMap, the queues' usage to `gpu-policy-usage`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime, timezone
 import yaml
 
 from gpu_policy.kubernetes import names
+from gpu_policy.kubernetes.clocks import stamp
 from gpu_policy.model import Job, Node, Scenario
 from gpu_policy.model.scenario_dump import scenario_to_dict
 
@@ -92,11 +94,22 @@ def serve_composability_requests(api) -> None:
 
 
 def queues_config_map(s: Scenario, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
+    """The queues, the policy and the topology levels (the queues' usage: `usage_config_map`)."""
     written = scenario_to_dict(s)
-    data = {names.QUEUES_KEY: yaml.safe_dump(written["queues"], sort_keys=False)}
+    queues = [{k: v for k, v in q.items() if k != "usage_gpu_h"} for q in written["queues"]]
+    data = {names.QUEUES_KEY: yaml.safe_dump(queues, sort_keys=False)}
     if "policy" in written:
         data[names.POLICY_KEY] = yaml.safe_dump(written["policy"], sort_keys=False)
+    if "topology" in written:
+        data[names.TOPOLOGY_KEY] = yaml.safe_dump(written["topology"], sort_keys=False)
     return {"kind": "ConfigMap", "metadata": {"name": names.QUEUES_CONFIGMAP, "namespace": namespace}, "data": data}
+
+
+def usage_config_map(usage: dict[str, float], at: float, namespace: str = names.DEFAULT_NAMESPACE) -> dict:
+    """The leader's usage history: each queue's GPU-hours as they were at `at`."""
+    entries = {queue: {"gpu_h": gpu_h, "at": stamp(at)} for queue, gpu_h in usage.items()}
+    return {"kind": "ConfigMap", "metadata": {"name": names.USAGE_CONFIGMAP, "namespace": namespace},
+            "data": {names.USAGE_KEY: yaml.safe_dump(entries, sort_keys=False)}}
 
 
 def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str, int] | None = None) -> list[dict]:
@@ -111,7 +124,7 @@ def pod_objects(job: Job, now: float, namespace: str = "jobs", shared: dict[str,
         labels = {names.QUEUE_LABEL: job.queue, names.JOB_LABEL: name}
         if job.preemptible is not None:
             labels[names.PREEMPTIBLE_LABEL] = "true" if job.preemptible else "false"
-        notes = _checkpointing(job)
+        notes = {**_checkpointing(job), **_topology(job)}
         resources: dict = {}
         if job.mig_profile:
             resources = {"limits": {f"nvidia.com/mig-{job.mig_profile}": "1"}}
@@ -169,6 +182,26 @@ def _checkpointing(job: Job) -> dict[str, str]:
     return notes
 
 
+def _topology(job: Job) -> dict[str, str]:
+    """The job's topology levels in gpu-policy's own annotations, by level name."""
+    required, preferred = names.TOPOLOGY_ANNOTATIONS[0]
+    levels = ((required, job.topology.required), (preferred, job.topology.preferred)) if job.topology else ()
+    return {key: level for key, level in levels if level is not None}
+
+
+def serve_kueue_topologies(api, versions: tuple[str, ...] = names.KUEUE_TOPOLOGY_VERSIONS) -> None:
+    """Kueue's Topology CRD (cluster-scoped), stored at the first of `versions` and served at all
+    of them: both as Kueue 0.16 on serves it, ("v1beta1",) as Kueue 0.14 does."""
+    api.add_resource(names.KUEUE_GROUP, versions[0], names.KUEUE_TOPOLOGIES, "Topology", namespaced=False,
+                     also=versions[1:])
+
+
+def kueue_topology(name: str, labels: list[str], version: str = names.KUEUE_TOPOLOGY_VERSIONS[0]) -> dict:
+    """A Kueue Topology as an admin writes it: its levels' node labels, widest first."""
+    return {"apiVersion": f"{names.KUEUE_GROUP}/{version}", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
+
+
 def _constraints(spec: dict, job: Job) -> None:
     """The job's node selector, required node affinity and tolerations, as a pod spec says them."""
     if job.node_selector:
@@ -186,7 +219,8 @@ def _constraints(spec: dict, job: Job) -> None:
 def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
     """Put the scenario's nodes, queues and jobs into the fake API server; with a
     `composable:` section, its nodes labelled, its pools in the ConfigMap (the pool's free
-    GPUs plus what requests hold) and one request of gpu-policy's per node with GPUs attached."""
+    GPUs plus what requests hold) and one request of gpu-policy's per node with GPUs attached;
+    the queues' usage in the usage ConfigMap, as at `now`."""
     spots = {n.name: n for n in s.composable.nodes} if s.composable else {}
     for n in s.nodes:
         api.put(composable_node_object(n, spots[n.name].max_gpus) if n.name in spots else node_object(n))
@@ -206,6 +240,9 @@ def load_into(api, s: Scenario, now: float, namespace: str = "jobs") -> None:
     for ns in sorted({namespace} | {j.name.partition("/")[0] for j in s.jobs if "/" in j.name} | set(labels)):
         api.put({"kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels.get(ns, {}))}})
     api.put(queues_config_map(s))
+    usage = {q.name: q.usage_gpu_h for q in s.queues if q.usage_gpu_h}
+    if usage:  # where a cluster holds it: the history the leader wrote, now
+        api.put(usage_config_map(usage, now))
     shared = {n.name: n.gpu_sharing.replicas for n in s.nodes if n.gpu_sharing}
     for job in s.jobs:
         for pod in pod_objects(job, now, namespace, shared):

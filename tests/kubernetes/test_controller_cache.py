@@ -7,6 +7,7 @@ import pytest
 
 from gpu_policy import load_scenario
 from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
+from gpu_policy.controller.usage import UsageKeeper
 from gpu_policy.kubernetes.read.look import look
 from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes.names import TERMINATING_QUEUE, UNMANAGED_QUEUE
@@ -27,9 +28,9 @@ def filled(client) -> Cache:
     return cache
 
 
-def cached_look(cluster, cache, memo=None):
+def cached_look(cluster, cache, usage=None, memo=None):
     return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster.clocks.wall(), cluster.url,
-                cluster.device_plugin_lag, cache.bad(), memo)
+                cluster.device_plugin_lag, cache.bad(), usage, memo)
 
 
 @pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
@@ -37,7 +38,9 @@ def test_a_snapshot_of_the_cache_is_the_one_shot_snapshot(api, cluster, path):
     load_into(api, load_scenario(path), time.time())
     k8s = cluster()
     one_shot = k8s.observe()
-    snap, warnings, bad = cached_look(k8s, filled(k8s.client))
+    # the leader's usage history, read from the usage ConfigMap on its first look
+    snap, warnings, bad = cached_look(k8s, filled(k8s.client), UsageKeeper(k8s.client, k8s.settings.namespace,
+                                                                           k8s.lease.check))
     assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
     assert warnings + snap.warnings == one_shot.warnings and bad == one_shot.object_warnings
 
@@ -51,10 +54,10 @@ def test_a_look_that_keeps_what_did_not_change_is_a_fresh_look(api, cluster, pat
     load_into(api, load_scenario(path), time.time())
     k8s = cluster()
     cache = filled(k8s.client)
-    first = cached_look(k8s, cache, cache.memo)[0]
+    first = cached_look(k8s, cache, memo=cache.memo)[0]
     plan(first.scenario)
     cache.apply(PODS, "ADDED", gpu_pod("jobs", "late", gpus=1))
-    kept, warnings, bad = cached_look(k8s, cache, cache.memo)
+    kept, warnings, bad = cached_look(k8s, cache, memo=cache.memo)
     fresh, fresh_warnings, fresh_bad = cached_look(k8s, cache)  # a memo of its own, kept nowhere
     assert scenario_to_dict(kept.scenario) == scenario_to_dict(fresh.scenario)
     assert (warnings + kept.warnings, bad) == (fresh_warnings + fresh.warnings, fresh_bad)
@@ -71,9 +74,9 @@ def test_a_kept_job_ages_with_the_time(api, cluster, fake_time, path):
     load_into(api, load_scenario(path), time.time())
     k8s = cluster()
     cache = filled(k8s.client)
-    first = cached_look(k8s, cache, cache.memo)[0]
+    first = cached_look(k8s, cache, memo=cache.memo)[0]
     fake_time.sleep(3600)
-    kept = cached_look(k8s, cache, cache.memo)[0]
+    kept = cached_look(k8s, cache, memo=cache.memo)[0]
     fresh = cached_look(k8s, cache)[0]
     assert scenario_to_dict(kept.scenario) == scenario_to_dict(fresh.scenario)
     timed = ("running_for_s", "waiting_for_s", "checkpoint_age_s")

@@ -14,7 +14,8 @@ from tests.telemetry.conftest import running_prometheus, wait_until
 CONTRACT = {"gpu_policy_queue_allocated_gpus", "gpu_policy_queue_deserved_gpus", "gpu_policy_queue_fair_share_gpus",
             "gpu_policy_queue_limit_gpus", "gpu_policy_pending_pods", "gpu_policy_admission_wait_seconds",
             "gpu_policy_preemptions", "gpu_policy_moves", "gpu_policy_plan_seconds", "gpu_policy_api_requests",
-            "gpu_policy_watch_restarts", "gpu_policy_is_leader"}  # counters' families drop `_total`
+            "gpu_policy_watch_restarts", "gpu_policy_is_leader",
+            "gpu_policy_queue_usage_gpu_hours"}  # counters' families drop `_total`
 
 
 def _query(url: str, expr: str) -> dict[tuple, float]:

@@ -95,7 +95,7 @@ def test_dra_kinds_and_pod_groups_are_listed_once_then_watched(api, cluster, fak
         skipped = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
         assert sorted(skipped) == [f"the cluster does not serve {k}: not watched (restart gpu-policy once it does)"
                                    for k in ("composability_requests", "coscheduling_pod_groups", "device_taint_rules",
-                                             "train_jobs")]
+                                             "kueue_topologies", "train_jobs")]
         assert api.watch_connections("podgroups", "scheduling.x-k8s.io") == 0
         gated_dra_pod(api, "train", "a", 4)
         settle(c, fake_time, lambda: "train" in released(api))

@@ -25,7 +25,7 @@ from tests.kubernetes.admission_cases import DEPLOY, PODS, pod, policy_matches
 from tests.kubernetes.dra_objects import serve_dra, serve_pod_groups, serve_taint_rules
 from tests.kubernetes.fake.patch import json_patch
 from tests.kubernetes.fake_trainer import serve_train_jobs
-from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests
+from tests.kubernetes.objects import attached_request, gpu_pod, serve_composability_requests, serve_kueue_topologies
 
 #: the webhook folders serve every Kubernetes gpu-policy supports (scheduling gates: beta in 1.29, GA in 1.30)
 WEBHOOK_VERSIONS = tuple(f"1.{minor}.0" for minor in range(29, 38))
@@ -56,6 +56,8 @@ CONTRACT = {
        for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
     # issue 43: a TrainJob's numNodes sizes the gang of its pods
     ("trainer.kubeflow.org", "trainjobs", False): {"list", "watch"},
+    # issue 39: the levels of a Kueue Topology, when the queues ConfigMap has none
+    ("kueue.x-k8s.io", "topologies", False): {"get", "list", "watch"},
 }
 
 
@@ -216,7 +218,7 @@ def controller_landed() -> bool:
 #: what the contract grants but no request of the code sends (docs/kubernetes.md, "Permissions"):
 #: when the code starts sending one, it leaves this set
 CONTRACT_ONLY = {Permission("get", "", "nodes"), Permission("get", "", "namespaces"),
-                 Permission("get", "scheduling.run.ai", "queues"),
+                 Permission("get", "scheduling.run.ai", "queues"), Permission("get", "kueue.x-k8s.io", "topologies"),
                  Permission("update", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
                  Permission("patch", "", "configmaps", own_namespace=True)}
 
@@ -381,6 +383,7 @@ def calls(client: KubeClient) -> dict:
         "list_volcano_pod_groups": lambda: client.list_volcano_pod_groups(),
         "list_coscheduling_pod_groups": lambda: client.list_coscheduling_pod_groups(),
         "list_train_jobs": lambda: client.list_train_jobs(),
+        "list_kueue_topologies": lambda: client.list_kueue_topologies(),
         "read_config_map": lambda: client.read_config_map("gpu-policy-queues"),
         "create_config_map": lambda: client.create_config_map("x", {"a": "b"}),
         "replace_config_map": lambda: client.replace_config_map("x", {"a": "c"}, "1"),
@@ -410,6 +413,7 @@ def test_each_client_method_sends_exactly_its_declared_request(api, cluster):
     serve_taint_rules(api)
     serve_pod_groups(api)
     serve_train_jobs(api)
+    serve_kueue_topologies(api)
     client = cluster().client
     methods = {name for name in dir(KubeClient) if hasattr(getattr(KubeClient, name), "permission")}
     assert methods == set(calls(client))

@@ -15,6 +15,9 @@ import yaml
 
 from gpu_policy import load_scenario
 from gpu_policy.cli import main
+from gpu_policy.kubernetes import names
+from gpu_policy.kubernetes.read.usage import read_usage
+from gpu_policy.kubernetes.write.usage import usage_data
 from tests.conftest import SCENARIOS
 from tests.kubernetes.conftest import declared
 from tests.kubernetes.objects import load_into
@@ -75,3 +78,11 @@ def test_yaml_and_json_blocks_parse_and_grant_only_declared_permissions():
                     for resource in rule["resources"]:
                         for verb in rule["verbs"]:
                             assert (verb, group, resource) in declared(), (doc["metadata"]["name"], verb, resource)
+
+
+def test_the_usage_history_shown_is_what_the_leader_writes():
+    (example,) = [doc for text in blocks("yaml") for doc in yaml.safe_load_all(text)
+                  if doc["metadata"]["name"] == names.USAGE_CONFIGMAP]
+    at = 1_800_000_000.0  # its `at`
+    read = read_usage(example, at, 604_800, names.DEFAULT_NAMESPACE)
+    assert read.problem is None and example["data"] == usage_data(read.history)

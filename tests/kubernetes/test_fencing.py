@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from gpu_policy.errors import ClusterBusy, ClusterObjectError
-from gpu_policy.kubernetes.write.lease import _stamp
+from gpu_policy.kubernetes.clocks import stamp
 from gpu_policy.kubernetes.names import LEASE_NAME
 
 
@@ -14,7 +14,7 @@ def foreign_lease(api, fake_time, **spec) -> None:
     api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
              "metadata": {"name": LEASE_NAME, "namespace": "gpu-policy"},
              "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 30,
-                      "renewTime": _stamp(fake_time.time()), **spec}})
+                      "renewTime": stamp(fake_time.time()), **spec}})
 
 
 def test_no_write_once_the_last_renewal_is_as_old_as_the_lease(api, cluster, fake_time):

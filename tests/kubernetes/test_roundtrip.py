@@ -29,12 +29,14 @@ def run(capsys, *argv) -> dict:
 AGES = ("checkpoint_age_s", "running_for_s", "waiting_for_s")
 
 
-def comparable(scenario, waiting: set[str] = frozenset()) -> tuple[dict, dict]:
-    """The scenario as data, job names without the namespace, jobs by name; and each job's
-    ages apart (read some time after they were written: compared with `ages_agree`). A job
-    whose time waiting the file gives (`waiting`) is created that long ago: its `submitted_at`
-    is that time, not the file's."""
+def comparable(scenario, waiting: set[str] = frozenset()) -> tuple[dict, dict, dict]:
+    """The scenario as data, job names without the namespace, jobs by name; each job's ages
+    apart (read some time after they were written: compared with `ages_agree`); and each
+    queue's usage apart (decayed since it was written: `usage_agrees`). A job whose time
+    waiting the file gives (`waiting`) is created that long ago: its `submitted_at` is that
+    time, not the file's."""
     data = scenario_to_dict(scenario)
+    usage = {q["name"]: q.pop("usage_gpu_h", 0) for q in data["queues"]}
     ages = {}
     for job in data["jobs"]:
         job["name"] = job["name"].removeprefix(f"{NAMESPACE}/")
@@ -42,7 +44,8 @@ def comparable(scenario, waiting: set[str] = frozenset()) -> tuple[dict, dict]:
         if job["name"] in waiting:
             job.pop("submitted_at", None)
     data["jobs"].sort(key=lambda j: j["name"])
-    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy")}, ages
+    return {k: data.get(k) for k in ("nodes", "queues", "jobs", "composable", "namespaces", "policy",
+                                     "topology")}, ages, usage
 
 
 def ages_agree(read: dict, written: dict, elapsed: float) -> bool:
@@ -56,6 +59,17 @@ def ages_agree(read: dict, written: dict, elapsed: float) -> bool:
 
     return read.keys() == written.keys() and all(
         agree(field, read[job][field], written[job][field]) for job in written for field in AGES)
+
+
+def usage_agrees(read: dict, written: dict, elapsed: float, half_life_s: float | None) -> bool:
+    """Usage read `elapsed` seconds after it was written is what was written, decayed by at most
+    that time (to the thousandth, as a snapshot holds it). A cluster keeps usage only with a
+    half-life: without one, a look reads none (the planner would not count it)."""
+    if half_life_s is None:
+        return all(v == 0 for v in read.values())
+    most_decayed = 2 ** (-(elapsed + 1) / half_life_s)
+    return read.keys() == written.keys() and all(
+        written[q] * most_decayed - 0.0005 <= read[q] <= written[q] + 0.0005 for q in written)
 
 
 def decisions(result: dict) -> dict:
@@ -75,13 +89,17 @@ def test_round_trip(api, kubeconfig, path, capsys):
     cluster = ["--cluster", "k8s://", "--kubeconfig", kubeconfig]
     snapshot = parse_scenario(run(capsys, "snapshot", *cluster, "--format", "json"), "snapshot")
     waiting = {j.name for j in original.jobs if j.waiting_for_s is not None}
-    (read, read_ages), (want, want_ages) = comparable(snapshot, waiting), comparable(original, waiting)
-    assert read == want and ages_agree(read_ages, want_ages, time.time() - written)
+    (read, read_ages, read_usage), (want, want_ages, want_usage) = comparable(snapshot, waiting), \
+        comparable(original, waiting)
+    elapsed = time.time() - written
+    assert read == want and ages_agree(read_ages, want_ages, elapsed)
+    assert usage_agrees(read_usage, want_usage, elapsed, original.policy.usage_half_life_s)
 
     got = run(capsys, "plan", *cluster, "--format", "json")
     calls = 7 if original.composable else 5  # nodes, pods, ResourceSlices (a 404), 2 ConfigMaps; composable: its
     # ConfigMap and one LIST of requests more
     calls += any(q.namespace_selector for q in original.queues)  # namespaces listed only for a selector's labels
+    calls += original.policy.usage_half_life_s is not None  # the usage ConfigMap, read only when usage is kept
     assert got["observed"]["source"] == "k8s://" and got["observed"]["api_calls"] == calls
     if original.telemetry or original.composable:
         # `plan FILE` simulates DCGM (the file's profiles; the idle GPUs composition may detach), which no

@@ -127,3 +127,36 @@ def test_packing_puts_pooled_replicas_on_the_most_preferred_nodes_first():
     layout = running_layout(s)
     placed = pack(s, layout, [(new, ["all"])], {"all": ["busy", "empty"]}, None)
     assert [p.node for p in placed["new"]] == ["busy"]
+
+
+@pytest.mark.parametrize("exact_nodes", [16, 64])
+def test_a_required_block_with_a_preferred_rack_is_the_tightest_block_on_large_clusters(exact_nodes):
+    """Two blocks of three racks of four nodes: block b0 has four free nodes over two racks,
+    block b1 is empty. A gang of four whole nodes that requires a block and prefers a rack
+    goes, on candidate domains (exact_nodes 16), to the tightest block, b0, over its two racks
+    (Kueue's best fit: preferring a block with a free rack cost allocation in `simulate
+    topology`); decided whole (64), the program's preference stage puts it in one rack of b1."""
+    nodes, jobs = [], []
+    for b in range(2):
+        for r in range(3):
+            for i in range(4):
+                name = f"n{12 * b + 4 * r + i}"
+                nodes.append({"name": name, "gpus": 8,
+                              "labels": {"example.com/block": f"b{b}", "example.com/rack": f"r{r}"}})
+                if b == 0 and (r == 2 or i >= 2):
+                    jobs.append({"name": f"busy-{name}", "queue": "team-a", "gpus": 8, "running": [name]})
+    jobs.append({"name": "gang", "queue": "team-a", "gpus": 8, "replicas": 4,
+                 "topology": {"required": "block", "preferred": "rack"}})
+    s = parse_scenario({"topology": [{"name": "block", "label": "example.com/block"},
+                                     {"name": "rack", "label": "example.com/rack"}],
+                        "queues": [{"name": "team-a", "deserved": 192}], "nodes": nodes, "jobs": jobs})
+    result = plan(s, PlannerConfig(time_limit_s=600.0, exact_nodes=exact_nodes))
+    assert result.job("gang").action == "start"
+    d = Domains.of(s)
+    replicas = result.job("gang").replicas
+    blocks = {d.domain(r.node, d.level("block")) for r in replicas}
+    racks = {d.domain(r.node, d.level("rack")) for r in replicas}
+    if exact_nodes == 16:
+        assert blocks == {("b0",)} and len(racks) == 2
+    else:
+        assert blocks == {("b1",)} and len(racks) == 1

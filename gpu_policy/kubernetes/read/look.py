@@ -4,9 +4,10 @@ snapshot of the cache is what `gpu-policy snapshot` prints.
 
 `reads` answers the few reads a look needs besides nodes and pods (`Reads`). KubeClient
 asks the API server; the controller's cache answers from memory. Namespaces, KAI queues, the
-composable ConfigMap, ComposabilityRequests, DRA objects, PodGroups and TrainJobs are read
-only when the look needs them (a pod with resourceClaims, a pod naming a PodGroup, a JobSet's
-pod).
+composable and usage ConfigMaps, ComposabilityRequests, DRA objects, PodGroups, TrainJobs and
+Kueue Topologies are read only when the look needs them (a policy that keeps usage, a pod with
+resourceClaims, a pod naming a PodGroup, a JobSet's pod, a pod with topology annotations). The
+leader passes its own usage history instead of the usage ConfigMap (`usage`).
 """
 
 from __future__ import annotations
@@ -20,18 +21,22 @@ from gpu_policy.kubernetes.read.dra import DraView, publishes_gpus, read_dra, wi
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, placeable, read_each
 from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
-                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, VOLCANO_GROUP)
+                                         QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, USAGE_CONFIGMAP,
+                                         VOLCANO_GROUP)
 from gpu_policy.kubernetes.read.nodes import NodeView
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
-from gpu_policy.kubernetes.read.queues import policy_from_config_map, queues_from_config_map, queues_from_kai
+from gpu_policy.kubernetes.read.queues import (policy_from_config_map, queues_from_config_map, queues_from_kai,
+                                               topology_from_config_map)
 from gpu_policy.kubernetes.read.requests import read_request
 from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.read.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
                                          RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, TRAIN_JOB)
 from gpu_policy.kubernetes.read.snapshot import ByUid, Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.read.topology import hierarchy, with_topology
+from gpu_policy.kubernetes.read.usage import UsageLook, read_usage, with_usage
 from gpu_policy.kubernetes.read.workloads import min_members, node_counts, with_train_jobs
-from gpu_policy.model import Policy, Queue
+from gpu_policy.model import Policy, Queue, TopologyLevel
 
 
 class Reads(Protocol):
@@ -48,14 +53,17 @@ class Reads(Protocol):
     def list_volcano_pod_groups(self) -> list[dict] | None: ...
     def list_coscheduling_pod_groups(self) -> list[dict] | None: ...
     def list_train_jobs(self) -> list[dict] | None: ...
+    def list_kueue_topologies(self) -> list[dict] | None: ...
 
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
          source: str, lag: DevicePluginLag, bad: list[ObjectWarning] = (),
+         usage: UsageLook | None = None,
          memo: LookMemo | None = None) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
     """The snapshot of these nodes and pods; the warnings of reading the rest (one line
     each, the objects left out first); and the objects left out or left waiting (`bad`,
     the nodes and pods that could not be read, and the pods no node could ever hold).
+    `usage`: the queues' usage history (the leader's); None reads the usage ConfigMap as it is.
     `memo`: what the last look built, for the controller's looks (gpu_policy.kubernetes.read.memo)."""
     bad = list(bad)
     dra = _dra(reads, pods, bad)
@@ -65,14 +73,22 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     bad += unplaceable
     pod_groups = _pod_groups(reads, pods, bad)
     pods = with_train_jobs(pods, _train_jobs(reads, pods, bad))
-    queues, policy, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
+    queues, policy, config_levels, warnings = _queues(reads, settings, sum(n.gpus for n in nodes))
+    gpu_h, said = usage(policy, now) if usage is not None else _usage(reads, settings, policy, now)
+    queues, ignored = with_usage(queues, gpu_h, settings.namespace)
+    warnings += ignored + said
+    levels, choosing = hierarchy(config_levels, f"ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP}",
+                                 reads.list_kueue_topologies, settings.topology, pods)
+    pods, left_out, planned_without = with_topology(pods, levels)
+    bad += left_out
+    warnings += choosing + planned_without
     warnings += dra.warnings if dra is not None else []
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
     warnings += unreadable.values()
     labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
     composed = _composition(reads, settings, nodes, now, lag, warnings)
     snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source,
-                          memo or LookMemo(), composed, labels, pod_groups, policy)
+                          memo or LookMemo(), composed, labels, pod_groups, policy, levels.levels)
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
     jobs = {**snap.pods, **snap.broken}
     snap.marked = _carrying(pods, jobs, lambda p: p.marked)  # a broken gang's pods: evicted, not unmarked
@@ -81,22 +97,36 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     return snap, [b.line() for b in bad] + warnings, bad
 
 
-def _queues(reads: Reads, settings: KubernetesSettings, cluster_gpus: int) -> tuple[list[Queue], Policy, list[str]]:
+def _queues(reads: Reads, settings: KubernetesSettings,
+            cluster_gpus: int) -> tuple[list[Queue], Policy, list[TopologyLevel] | None, list[str]]:
     """The queues ConfigMap when it exists (or must), else KAI-Scheduler's Queue objects; the
-    policy of the ConfigMap (KAI's queues: the defaults)."""
+    policy and the topology levels of the ConfigMap (KAI's queues: the defaults, and no levels:
+    None, they come from a Kueue Topology)."""
     mode = settings.queues
     if mode != "kai":
         config_map = reads.read_config_map(QUEUES_CONFIGMAP)
         if config_map is not None:
-            return queues_from_config_map(config_map), policy_from_config_map(config_map), []
+            return (queues_from_config_map(config_map), policy_from_config_map(config_map),
+                    topology_from_config_map(config_map), [])
         if mode == "configmap":
             raise ClusterObjectError(f"ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP}", "",
                                      f"does not exist: create it with a {QUEUES_KEY} key (deploy/examples/queues.yaml)")
     kai = reads.list_kai_queues()
     if not kai:
-        return [], Policy(), [f"no queues: neither the ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP} nor KAI-Scheduler "
-                    "Queue objects exist, so every GPU pod is unmanaged (docs/kubernetes.md)"]
-    return queues_from_kai(kai, cluster_gpus), Policy(), []
+        return [], Policy(), None, [f"no queues: neither the ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP} nor "
+                                    "KAI-Scheduler Queue objects exist, so every GPU pod is unmanaged "
+                                    "(docs/kubernetes.md)"]
+    return queues_from_kai(kai, cluster_gpus), Policy(), None, []
+
+
+def _usage(reads: Reads, settings: KubernetesSettings, policy: Policy,
+           now: float) -> tuple[dict[str, float], list[str]]:
+    """A one-shot look's usage history: the usage ConfigMap as it is, decayed to `now`, read only
+    when the policy keeps usage (sets `usage_half_life_s`)."""
+    if policy.usage_half_life_s is None:
+        return {}, []
+    read = read_usage(reads.read_config_map(USAGE_CONFIGMAP), now, policy.usage_half_life_s, settings.namespace)
+    return read.history.gpu_h, [read.problem] if read.problem else []
 
 
 def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:

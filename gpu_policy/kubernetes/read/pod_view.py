@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpu_policy.model import JobTopology
+
 
 @dataclass(frozen=True)
 class PodRef:
@@ -16,6 +18,17 @@ class PodRef:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class TopologyAsk:
+    """What a pod's annotations ask of the network hierarchy, as written: the (annotation, value)
+    that gives its required and its preferred level (each from the first annotation set that
+    has it), and the Topology object it names (`kai.scheduler/topology`)."""
+
+    required: tuple[str, str] | None = None
+    preferred: tuple[str, str] | None = None
+    named: str | None = None
 
 
 @dataclass
@@ -58,6 +71,9 @@ class PodView:
     checkpoint_requested: float | None = None  # gpu-policy.io/checkpoint-requested: when gpu-policy asked
     checkpoint_awaited: float | None = None  # gpu-policy.io/checkpoint-awaited: the plan that waits for its checkpoint
     evict_by: float | None = None  # gpu-policy.io/evict-by: when a victim awaited at its checkpoint goes at the latest
+    # where its job goes in the network hierarchy (gpu_policy.kubernetes.read.topology)
+    topology_ask: TopologyAsk | None = None  # as its annotations say it (None: they say nothing of topology)
+    topology: JobTopology | None = None  # the levels it asks for, by name, once read against the cluster's levels
 
     @property
     def full_name(self) -> str:

@@ -19,8 +19,9 @@ from gpu_policy.kubernetes.names import (
     ADMISSION_GATE, CHECKPOINT_AWAITED_ANNOTATION, CHECKPOINT_EVERY_S_ANNOTATION, CHECKPOINT_REQUESTED_ANNOTATION,
     CHECKPOINT_SAVE_S_ANNOTATION, EVICT_BY_ANNOTATION, FRACTION_ANNOTATION, GPU_INDEX_ANNOTATION, GPU_PRODUCT_LABEL,
     HOSTNAME_LABEL, KAI_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, LAST_CHECKPOINT_ANNOTATION, PREEMPTED_ANNOTATION,
-    PREEMPTIBLE_LABEL, QUEUE_LABEL, SAVES_ON_REQUEST_ANNOTATION, SHARED_RESOURCE_SUFFIX)
-from gpu_policy.kubernetes.read.pod_view import PodRef, PodView
+    KAI_TOPOLOGY_ANNOTATION, PREEMPTIBLE_LABEL, QUEUE_LABEL, SAVES_ON_REQUEST_ANNOTATION, SHARED_RESOURCE_SUFFIX,
+    TOPOLOGY_ANNOTATIONS)
+from gpu_policy.kubernetes.read.pod_view import PodRef, PodView, TopologyAsk
 from gpu_policy.kubernetes.read.quantity import parse_quantity
 from gpu_policy.kubernetes.read.workloads import read_workload
 
@@ -51,9 +52,21 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
         marked=PREEMPTED_ANNOTATION in notes, constraints=pod_constraints(spec, where),
         shared_devices=shared, mig_request=mig_request, claims=_claims(spec, pod.get("status") or {}),
         gated=gated, bound=bool(spec.get("nodeName")), gang=workload.gang, replicas=workload.replicas,
-        pod_group=workload.pod_group, train_job=workload.train_job,
+        pod_group=workload.pod_group, train_job=workload.train_job, topology_ask=_topology_ask(notes),
         **_progress(spec, pod.get("status") or {}, notes, where),
     )
+
+
+def _topology_ask(notes: dict) -> TopologyAsk | None:
+    """The pod's topology annotations as written: each of its required and preferred level from
+    the first set that gives it (gpu-policy's, Kueue's, KAI-Scheduler's; a blank value gives
+    none), and the Topology it names. None when it has none of them."""
+    def first(field: int) -> tuple[str, str] | None:
+        return next(((keys[field], notes[keys[field]]) for keys in TOPOLOGY_ANNOTATIONS
+                     if str(notes.get(keys[field], "")).strip()), None)
+
+    ask = TopologyAsk(first(0), first(1), str(notes.get(KAI_TOPOLOGY_ANNOTATION, "")).strip() or None)
+    return ask if ask != TopologyAsk() else None
 
 
 def _progress(spec: dict, status: dict, notes: dict, where: str) -> dict:

@@ -1,13 +1,13 @@
 """Queues (teams) from the `gpu-policy-queues` ConfigMap or KAI-Scheduler's Queue objects, and the
-scenario's `policy:` from the same ConfigMap."""
+scenario's `policy:` and `topology:` from the same ConfigMap."""
 
 from __future__ import annotations
 
 import json
 
 from gpu_policy.errors import ClusterObjectError, InputError, ScenarioError
-from gpu_policy.kubernetes.names import POLICY_KEY, QUEUES_KEY
-from gpu_policy.model import Policy, Queue
+from gpu_policy.kubernetes.names import POLICY_KEY, QUEUES_KEY, TOPOLOGY_KEY
+from gpu_policy.model import Policy, Queue, TopologyLevel
 from gpu_policy.model.safe_load import parse_text
 from gpu_policy.model.scenario_file import parse_scenario
 
@@ -38,6 +38,18 @@ def policy_from_config_map(config_map: dict) -> Policy:
     if not isinstance(section, dict):
         raise ClusterObjectError(where, f"data.{POLICY_KEY}", f"must be a mapping, got {type(section).__name__}")
     return _section(section, "policy", where, POLICY_KEY).policy
+
+
+def topology_from_config_map(config_map: dict) -> list[TopologyLevel] | None:
+    """The ConfigMap's ``topology.yaml``: a YAML list with exactly the scenario's `topology:` schema,
+    widest level first (None: absent, so the levels come from a Kueue Topology; `[]`: no levels)."""
+    where, text = _entry(config_map, TOPOLOGY_KEY)
+    if text is None:
+        return None
+    items = _parsed(text, where, TOPOLOGY_KEY)
+    if not isinstance(items, list):
+        raise ClusterObjectError(where, f"data.{TOPOLOGY_KEY}", f"must be a list of levels, got {type(items).__name__}")
+    return _section(items, "topology", where, TOPOLOGY_KEY).topology
 
 
 def _entry(config_map: dict, key: str) -> tuple[str, str | None]:

@@ -12,7 +12,8 @@ person should read. It does no I/O. What it decides where the contract is silent
 - A node that takes no new work (cordoned, not Ready) keeps its running jobs; all its
   GPUs are marked unhealthy (no new work), and its labels say why. A tainted node keeps
   its taints: it takes the jobs that tolerate them. Of its labels, the snapshot keeps
-  those some job's node selector or affinity looks at.
+  those some job's node selector or affinity looks at, and those of the topology levels
+  (but kubernetes.io/hostname: a level of it is the node itself).
 - CPU and memory left for GPU jobs are the node's allocatable minus what its
   non-GPU pods request.
 - Which pods are one job, and which jobs are gangs: gpu_policy.kubernetes.read.workloads. A
@@ -41,15 +42,16 @@ from functools import cached_property, lru_cache
 from gpu_policy.kubernetes.read.composable import ComposedNodes
 from gpu_policy.kubernetes.read.constraints import selected_labels
 from gpu_policy.kubernetes.read.devices import physical_requests
-from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, NO_NEW_WORK_LABEL, QUEUE_LABEL, TERMINATING_QUEUE,
-                                         UNMANAGED_QUEUE)
+from gpu_policy.kubernetes.names import (GPU_INDEX_ANNOTATION, HOSTNAME_LABEL, NO_NEW_WORK_LABEL, QUEUE_LABEL,
+                                         TERMINATING_QUEUE, UNMANAGED_QUEUE)
 from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.read.nodes import NodeView
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.kubernetes.read.progress import Moments, ages, progress
 from gpu_policy.kubernetes.read.reservations import Reservation
+from gpu_policy.kubernetes.read.topology import words
 from gpu_policy.kubernetes.read.workloads import gang_trouble, with_pod_groups
-from gpu_policy.model import Job, Namespace, Node, Policy, Queue, Scenario
+from gpu_policy.model import Job, Namespace, Node, Policy, Queue, Scenario, TopologyLevel
 from gpu_policy.model.scenario_file import check_built
 
 
@@ -121,13 +123,15 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
                    namespace_queues: dict[str, str], reservations: list[Reservation], now: float,
                    source: str, memo: LookMemo, composed: ComposedNodes | None = None,
                    namespace_labels: dict[str, dict[str, str]] | None = None,
-                   pod_groups: dict[tuple[str, str, str], int] | None = None, policy: Policy = Policy()) -> Snapshot:
+                   pod_groups: dict[tuple[str, str, str], int] | None = None, policy: Policy = Policy(),
+                   topology: list[TopologyLevel] = ()) -> Snapshot:
     """The scenario of one look; with `composed`, its nodes are the composable nodes as
     planned (gpu_policy.kubernetes.read.composable) and its section becomes `composable:`.
     `namespace_labels` (read when a queue chooses its users by label, `needs_namespace_list`):
     the labels of the namespaces that hold jobs go into the scenario's `namespaces:`;
     `pod_groups`: (namespace, API group, PodGroup name) -> its minMember (workloads.min_members);
-    `policy`: the scenario's `policy:` (the queues ConfigMap's `policy.yaml`);
+    `policy`: the scenario's `policy:` (the queues ConfigMap's `policy.yaml`); `topology`: its
+    `topology:` levels (gpu_policy.kubernetes.read.topology), the pods' requests read against them;
     `memo`: what the last look built (gpu_policy.kubernetes.read.memo), kept where unchanged."""
     if composed is not None:
         nodes = composed.nodes
@@ -146,11 +150,12 @@ def build_scenario(nodes: list[NodeView], pods: list[PodView], queues: list[Queu
     jobs += [_reservation_job(r) for r in reserved.values()]
     synthetic = _held_elsewhere(jobs, unmanaged, terminating)
     jobs.sort(key=lambda j: (j.submitted_at, j.name))  # oldest first: jobs without GPU indices take them in this order
-    scenario_nodes = _nodes(node_views, jobs, pods, warnings, memo)
+    scenario_nodes = _nodes(node_views, jobs, pods, topology, warnings, memo)
     memo.end()
     _drop_bad_indices(scenario_nodes, jobs, warnings)
     scenario = Scenario(nodes=scenario_nodes, queues=list(queues) + synthetic, jobs=jobs, source=source,
-                        namespaces=_namespaces(jobs, queues, namespace_labels or {}), policy=policy)
+                        namespaces=_namespaces(jobs, queues, namespace_labels or {}), policy=policy,
+                        topology=list(topology))
     if composed is not None:
         warnings += composed.warnings
     check_built(scenario, composed.section if composed is not None else None, memo.unchecked)  # a file's checks
@@ -330,7 +335,7 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
         gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in planned),
         memory_gib=_most(p.memory_gib for p in planned), **_where_running(planned, bool(bound)),
         submitted_at=_round(min(p.created for p in planned)), **progress(planned, now, bool(bound)),
-        **first.constraints,
+        **first.constraints, topology=first.topology,
     )
     refs = [p.ref for p in pods if p.node or not job.running]
     return job, refs, Moments.of(planned)
@@ -347,10 +352,11 @@ def _where_running(pods: list[PodView], bound: bool) -> dict:
 def _agree(name: str, pods: list[PodView], queue: str, namespace_queues: dict[str, str], known: set[str],
            warnings: list[str]) -> bool:
     """Whether the pods of one job ask for the same GPUs in the same queue (`queue`, the first
-    pod's); a warning names the first that does not."""
+    pod's) and the same topology levels; a warning names the first that does not."""
     first = pods[0]
     for p in pods[1:]:
-        for what, mine, theirs in (("GPUs", p.gpus, first.gpus), ("queue", _queue_of(p, namespace_queues, known), queue)):
+        for what, mine, theirs in (("GPUs", p.gpus, first.gpus), ("queue", _queue_of(p, namespace_queues, known), queue),
+                                   ("topology", words(p.topology), words(first.topology))):
             if mine != theirs:
                 warnings.append(f"job {name}: pod {p.full_name} asks for {what} {mine}, pod {first.full_name} for "
                                 f"{theirs}: the pods of one job must agree; counted as unmanaged")
@@ -358,13 +364,15 @@ def _agree(name: str, pods: list[PodView], queue: str, namespace_queues: dict[st
     return True
 
 
-def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], warnings: list[str],
-           memo: LookMemo) -> list[Node]:
+def _nodes(views: dict[str, NodeView], jobs: list[Job], pods: list[PodView], topology: list[TopologyLevel],
+           warnings: list[str], memo: LookMemo) -> list[Node]:
     """The scenario's nodes, in natural order of their names; each kept from the last look where
-    its view, what its pods use there and the labels of it some job selects are the same."""
+    its view, what its pods use there and the labels of it some job or topology level selects are
+    the same."""
     held, need, others = _usage(jobs, pods)
     out = []
-    selected = sorted(selected_labels(jobs))
+    # the labels jobs select by, and the levels' (a level labelled kubernetes.io/hostname is the node itself)
+    selected = sorted(selected_labels(jobs) | ({level.label for level in topology} - {HOSTNAME_LABEL}))
     memo.begin("nodes", None)
     for v in sorted(views.values(), key=lambda v: _natural(v.name)):
         if v.gpus == 0 and not held[v.name] and v.max_gpus is None:

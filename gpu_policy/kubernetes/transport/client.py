@@ -22,8 +22,8 @@ from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.transport.answers import Answer
 from gpu_policy.kubernetes.transport.kinds import (
     COMPOSABILITY_REQUESTS, COSCHEDULING_POD_GROUPS, DEVICE_CLASSES, DEVICE_TAINT_RULES, KAI_POD_GROUPS, KAI_QUEUES,
-    KINDS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES, TRAIN_JOBS,
-    VOLCANO_POD_GROUPS, Kind)
+    KINDS, KUEUE_TOPOLOGY_OBJECTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES,
+    TRAIN_JOBS, VOLCANO_POD_GROUPS, Kind)
 from gpu_policy.kubernetes.transport.permissions import needs
 from gpu_policy.kubernetes.transport.sender import Sender
 
@@ -57,6 +57,7 @@ class KubeClient(Sender):
         self._custom = client.CustomObjectsApi(api_client)
         self._events = client.EventsV1Api(api_client)
         self._models = client
+        self._served: dict[str, str] = {}  # kind -> the version its last LIST found served (KINDS' `older`)
 
     # -- reads of one observation --------------------------------------------------------------
     list_nodes = _listing(NODES, "Every node.")
@@ -78,6 +79,8 @@ class KubeClient(Sender):
                                            "no such resource.")
     list_composability_requests = _listing(COMPOSABILITY_REQUESTS, "Every ComposabilityRequest; None when the "
                                                                    "operator's CRD is not installed.")
+    list_kueue_topologies = _listing(KUEUE_TOPOLOGY_OBJECTS, "Kueue's Topology objects, at v1beta2, else v1beta1; "
+                                                             "None when the cluster serves neither.")
 
     @needs("get", "configmaps", own_namespace=True)
     def read_config_map(self, name: str) -> dict | None:
@@ -194,24 +197,32 @@ class KubeClient(Sender):
 
     # -- the controller: its informer (LIST once, then WATCH), releases and Events ---------------
     def list_kind(self, kind: str) -> tuple[list[dict] | None, str]:
-        """A LIST of one kind (KINDS) and its resourceVersion; None for a custom resource the
-        cluster does not serve."""
+        """A LIST of one kind (KINDS) and its resourceVersion, at the first of its versions the
+        cluster serves (remembered for its WATCH); None for a custom resource it does not serve."""
         row = KINDS[kind]
-        return self._list_versioned(f"list {self._shown(row)}", self._lister(row), missing_ok=row.served_maybe)
+        for version in row.versions:
+            items, resource_version = self._list_versioned(f"list {self._shown(row)}", self._lister(row, version),
+                                                           missing_ok=row.served_maybe)
+            if items is not None:
+                self._served[kind] = version
+                return items, resource_version
+        return None, ""
 
     def watch(self, kind: str, resource_version: str, timeout_s: float) -> Iterator[tuple[str, dict]]:
-        """(type, object) events of one WATCH of `kind` (KINDS) from `resource_version`, with
-        bookmarks, until the server ends it (at most `timeout_s`). A 410 raises WatchExpired
-        (relist that kind); a stream that breaks raises ClusterUnavailable (resume it)."""
+        """(type, object) events of one WATCH of `kind` (KINDS) from `resource_version`, at the
+        version its LIST found served, with bookmarks, until the server ends it (at most
+        `timeout_s`). A 410 raises WatchExpired (relist that kind); a stream that breaks raises
+        ClusterUnavailable (resume it)."""
         row = KINDS[kind]
-        return self._watch(f"watch {self._shown(row)}", self._lister(row), resource_version, timeout_s)
+        return self._watch(f"watch {self._shown(row)}", self._lister(row, self._served.get(kind, row.version)),
+                           resource_version, timeout_s)
 
-    def _lister(self, row: Kind) -> Callable[..., Any]:
+    def _lister(self, row: Kind, version: str) -> Callable[..., Any]:
         """The kind's LIST (with watch=True, its WATCH): a core kind's own, else a custom
-        resource's in all namespaces."""
+        resource's in all namespaces, at `version`."""
         if row.core is not None:
             return row.core(self._core, self.settings.namespace)
-        return lambda **kw: self._custom.list_cluster_custom_object(group=row.group, version=row.version,
+        return lambda **kw: self._custom.list_cluster_custom_object(group=row.group, version=version,
                                                                     plural=row.resource, **kw)
 
     def _shown(self, row: Kind) -> str:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Callable
 
 from gpu_policy.errors import ClusterUnavailable
+from gpu_policy.kubernetes.clocks import stamp
 from gpu_policy.kubernetes.transport.client import Answer, KubeClient
 from gpu_policy.kubernetes.read.pods import PodRef
 from gpu_policy.kubernetes.write.inflight import InFlight
@@ -28,10 +28,6 @@ NOTE_LIMIT = 1024  # bytes: the API server refuses longer notes
 
 #: the codes no amount of waiting gets a pod past: a Warning (`GpuPolicyNotAdmitted`), not `GpuPolicyWaiting`
 NOT_ADMITTED = frozenset({"NoNodeFits", "NoNodeMatches", "NotAllowedInQueue", "NotManaged", "UnreadablePod"})
-
-
-def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _note(text: str) -> str:
@@ -110,7 +106,7 @@ class EventWriter:
         name = f"{pod.name}.{uuid.uuid4().hex[:16]}"[:253]
         body = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
                 "metadata": {"name": name, "namespace": pod.namespace},
-                "eventTime": _stamp(now), "reportingController": CONTROLLER, "reportingInstance": self.instance[:128],
+                "eventTime": stamp(now), "reportingController": CONTROLLER, "reportingInstance": self.instance[:128],
                 "action": action, "reason": reason, "type": kind, "note": _note(note),
                 "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
                               "uid": pod.uid}}
@@ -118,7 +114,7 @@ class EventWriter:
 
     def _series(self, pod: PodRef, name: str, count: int, now: float) -> Callable[[], Answer]:
         return lambda: self.client.patch_event(pod.namespace, name, {
-            "series": {"count": count, "lastObservedTime": _stamp(now)}})
+            "series": {"count": count, "lastObservedTime": stamp(now)}})
 
     def _send_all(self, writes: list[_Write], in_flight: InFlight) -> set[int]:
         """Send the writes (each fenced); count each as written or failed (an API server that stays

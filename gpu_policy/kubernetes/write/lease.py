@@ -25,11 +25,11 @@ import socket
 import threading
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Iterator
 
 from gpu_policy.errors import ClusterBusy, ClusterObjectError, GpuPolicyError
-from gpu_policy.kubernetes.clocks import Clocks
+from gpu_policy.kubernetes.clocks import Clocks, stamp
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.names import LEASE_NAME
 
@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 def new_identity() -> str:
     """Who holds the lease: host, process and a random suffix (two planners never share one)."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _moment(text) -> float | None:
@@ -179,7 +175,7 @@ class PlanningLease:
 
     def _held_spec(self, now: float, transitions: int) -> dict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.settings.lease_duration_s)),
-                "acquireTime": _stamp(now), "renewTime": _stamp(now), "leaseTransitions": transitions}
+                "acquireTime": stamp(now), "renewTime": stamp(now), "leaseTransitions": transitions}
 
     def _write(self, answer: dict | None, spec: dict, sent: float) -> bool:
         if answer is None:
@@ -195,7 +191,7 @@ class PlanningLease:
         Its retries last what is left of the lease, at least a third of it (client-go's
         RenewDeadline): past that the fence stops every write anyway."""
         with self._lock:
-            spec, version, last = {**self._spec, "renewTime": _stamp(self._clock())}, self._version, self.renewed_at
+            spec, version, last = {**self._spec, "renewTime": stamp(self._clock())}, self._version, self.renewed_at
         sent = self._monotonic()
         duration = self.settings.lease_duration_s
         left = duration if last is None else last + duration - sent
@@ -219,7 +215,7 @@ class PlanningLease:
         if self.lost:
             return
         with self._lock:
-            spec = {**self._spec, "holderIdentity": None, "renewTime": _stamp(self._clock())}
+            spec = {**self._spec, "holderIdentity": None, "renewTime": stamp(self._clock())}
             if self.client.replace_lease(LEASE_NAME, spec, self._version) is None:
                 log.warning("could not release %s: another planner took it over", self.where)
             self.lost, self.renewed_at = "released", None

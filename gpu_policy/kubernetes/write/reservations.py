@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gpu_policy.errors import ClusterBusy
 from gpu_policy.kubernetes.names import RESERVATIONS_CONFIGMAP
 from gpu_policy.kubernetes.read.reservations import Reservation
+from gpu_policy.kubernetes.write.config_map import update_config_map
 from gpu_policy.model import Job
 from gpu_policy.model.plan import JobDecision
 
@@ -21,19 +21,9 @@ def write_reservations(client, add: list[Reservation], stale: set[str], check) -
     optimistic write of the ConfigMap, read again on a conflict. `check` runs before each
     write (it raises when the planning lease was lost). Returns the ConfigMap as it now is
     (None: it does not exist and nothing was to be written)."""
-    for _ in range(5):
-        check()
-        config_map = client.read_config_map(RESERVATIONS_CONFIGMAP)
-        data = dict((config_map or {}).get("data") or {})
+    def change(data: dict[str, str]) -> dict[str, str]:
         new = {key: value for key, value in data.items() if key not in stale}
         new.update({r.key: r.value() for r in add})
-        if config_map is None and not new:
-            return None
-        if new == data:
-            return config_map
-        written = client.create_config_map(RESERVATIONS_CONFIGMAP, new) if config_map is None else \
-            client.replace_config_map(RESERVATIONS_CONFIGMAP, new, config_map["metadata"]["resourceVersion"])
-        if written is not None:
-            return written
-    raise ClusterBusy(f"{client.where}: ConfigMap {client.settings.namespace}/{RESERVATIONS_CONFIGMAP}: "
-                      "another writer changed it 5 times in a row; the reservation was not written")
+        return new
+
+    return update_config_map(client, RESERVATIONS_CONFIGMAP, change, check, "the reservation")

@@ -3,6 +3,7 @@ the protocol's options and the sharing-safety comparison with `static`."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.sim.teams.engine import SimConfig, simulate
 from gpu_policy.sim.teams.kai import KaiLikePolicy
+from gpu_policy.sim.teams.kai_time import KaiTimePolicy
 from gpu_policy.sim.teams.metrics import PolicyMetrics, measure
 from gpu_policy.sim.teams.ours import PlannerPolicy
 from gpu_policy.sim.teams.policies import FifoPolicy, StaticPolicy
@@ -22,12 +24,16 @@ MAX_NODES = 100_000
 MAX_DAY = 3660.0
 #: Largest seed of the draw of cooperating trainers (numpy's and Python's seeds alike)
 MAX_SEED = 2 ** 32 - 1
+#: Largest usage weight (`--usage-weight`)
+MAX_USAGE_WEIGHT = 1000.0
 
 POLICIES: dict[str, Callable[[], object]] = {
     "static": StaticPolicy,
     "fifo": FifoPolicy,
     "kai-like": KaiLikePolicy,
+    "kai-time": KaiTimePolicy,
     "gpu-policy": PlannerPolicy,
+    "gpu-policy-no-history": functools.partial(PlannerPolicy, history=False),
 }
 
 
@@ -46,6 +52,13 @@ class Protocol:
     seed: int = 0
     reclaim_wait_s: float = 300.0
     min_runtime_s: float = 0.0
+    usage_half_life_s: float | None = None  # None: gpu-policy counts no history, kai-time's does not decay
+    usage_weight: float = 1.0
+
+    def default_policies(self) -> list[str]:
+        """Every policy; `gpu-policy-no-history` only where gpu-policy counts history (else
+        the two are one)."""
+        return [p for p in POLICIES if p != "gpu-policy-no-history" or self.usage_half_life_s is not None]
 
     def check(self) -> None:
         """Options a parser cannot judge alone, named as the command line names them.
@@ -67,6 +80,11 @@ class Protocol:
             raise GpuPolicyError(f"--saves-on-request: must be a share in 0..1, got {self.saves_on_request:g}")
         if not 0 <= self.seed <= MAX_SEED:
             raise GpuPolicyError(f"--seed: must be a whole number in 0..{MAX_SEED}, got {self.seed}")
+        if self.usage_half_life_s is not None and not 1 <= self.usage_half_life_s <= MAX_DAY * DAY_S:
+            raise GpuPolicyError(f"--usage-half-life: must be seconds in 1..{MAX_DAY * DAY_S:g}, "
+                                 f"got {self.usage_half_life_s:g}")
+        if not 0 <= self.usage_weight <= MAX_USAGE_WEIGHT:
+            raise GpuPolicyError(f"--usage-weight: must be in 0..{MAX_USAGE_WEIGHT:g}, got {self.usage_weight:g}")
 
     def config(self) -> SimConfig:
         d0, d1 = self.days
@@ -74,7 +92,8 @@ class Protocol:
                          restart_cost_s=self.restart_cost_s, start_s=(d0 - self.warmup_days) * DAY_S,
                          window=(d0 * DAY_S, d1 * DAY_S), save_s=self.save_s,
                          saves_on_request=self.saves_on_request, seed=self.seed,
-                         reclaim_wait_s=self.reclaim_wait_s, min_runtime_s=self.min_runtime_s)
+                         reclaim_wait_s=self.reclaim_wait_s, min_runtime_s=self.min_runtime_s,
+                         usage_half_life_s=self.usage_half_life_s, usage_weight=self.usage_weight)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from gpu_policy.sim.teams.metrics import Ledger
 from gpu_policy.sim.teams.shares import owed_teams
 from gpu_policy.sim.teams.stopping import Departure, departure, draw_trainer
 from gpu_policy.sim.teams.trace import GPUS_PER_NODE, TraceJob
+from gpu_policy.sim.teams.usage import UsageHistory
 
 
 @dataclass
@@ -79,6 +80,14 @@ class SimConfig:
     min_runtime_s: float = 0.0
     """Every team's minimum runtime: no job is a victim before it has run this long."""
 
+    usage_half_life_s: float | None = None
+    """gpu-policy's `policy.usage_half_life_s`: its queues carry their decayed usage
+    (`usage.UsageHistory`); `kai-time` decays its usage with it too (None: KAI's default,
+    no decay)."""
+
+    usage_weight: float = 1.0
+    """gpu-policy's `policy.usage_weight`, and `kai-time`'s kValue."""
+
     @property
     def gpus(self) -> int:
         return self.nodes * GPUS_PER_NODE
@@ -95,6 +104,7 @@ class SimRun:
     acted_unchanged: int            # rounds with nothing changed that acted (skipping off)
     horizon_reached: bool           # stopped at `drain_limit_s` with jobs unfinished
     policy_stats: dict
+    usage: UsageHistory             # the GPUs each team held, from the run's start
 
 
 class Simulation:
@@ -119,6 +129,7 @@ class Simulation:
         self.finishes: list[tuple[float, int, str, int]] = []
         self.departures: list[tuple[float, int, str]] = []
         self.ledger = Ledger(list(self.quotas), self.quotas, config.gpus, config.window)
+        self.usage = UsageHistory(list(self.quotas), config.usage_half_life_s, config.start_s)
         self.rounds = 0
         self.acted_unchanged = 0
         self.finished = 0
@@ -157,7 +168,7 @@ class Simulation:
         # the measured time runs to the window's end even when the last job left before it
         self.ledger.close(max(t, self.cfg.window[1]) if math.isfinite(self.cfg.window[1]) else t)
         return SimRun(self.policy.name, self.cfg, list(self.jobs.values()), self.ledger, t, self.rounds,
-                      self.acted_unchanged, self.horizon_reached, dict(getattr(self.policy, "stats", {})))
+                      self.acted_unchanged, self.horizon_reached, dict(getattr(self.policy, "stats", {})), self.usage)
 
     def _next_arrival(self) -> float:
         return self.arrivals[self._arrived].spec.arrival_s if self._arrived < len(self.arrivals) else math.inf
@@ -201,7 +212,8 @@ class Simulation:
         self.rounds += 1
         view = RoundView(t, list(self.free), sorted(self.placed.values(), key=lambda j: (j.placed_at, j.name)),
                          list(self.waiting.values()), self.quotas, self.cfg.gpus, self.cfg.checkpoint_every_s,
-                         self.cfg.reclaim_wait_s, self.cfg.min_runtime_s)
+                         self.cfg.reclaim_wait_s, self.cfg.min_runtime_s, self.usage, self.cfg.usage_half_life_s,
+                         self.cfg.usage_weight)
         decision = self.policy.decide(view)
         self._apply(decision, t)
         owed = owed_teams(self.ledger.shares_now(), self.held, ((j.team, j.gpus) for j in self.waiting.values()))
@@ -314,7 +326,7 @@ class Simulation:
         job.saved_s = dep.kept_s
         give_back(self.idle, job.spec, job.held)
         job.held = None
-        self.ledger.held_changed(job.team, -job.gpus)
+        self._held_changed(job, t, -job.gpus)
         if dep.finished:
             if job.nodes is not None:  # a mover: its new place is not needed
                 give_back(self.free, job.spec, job.nodes)
@@ -349,7 +361,12 @@ class Simulation:
         job.version += 1
         heapq.heappush(self.finishes, (job.finish_time(), self._seq, job.name, job.version))
         self._seq += 1
-        self.ledger.held_changed(job.team, job.gpus)
+        self._held_changed(job, t, job.gpus)
+
+    def _held_changed(self, job: SimJob, t: float, delta: int) -> None:
+        """The job's GPUs are occupied (`delta` > 0) or free again: the ledger and the usage history count them."""
+        self.ledger.held_changed(job.team, delta)
+        self.usage.changed(t, job.team, delta)
 
     def _lose(self, job: SimJob, t: float, gpu_s: float, kind: str) -> None:
         if gpu_s > 0:
@@ -362,7 +379,7 @@ class Simulation:
         give_back(self.free, job.spec, job.nodes)
         job.held, job.running = None, False
         self._unplace(job)
-        self.ledger.held_changed(job.team, -job.gpus)
+        self._held_changed(job, t, -job.gpus)
         self._finished(job, t)
 
     def _finished(self, job: SimJob, t: float) -> None:

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from gpu_policy.sim.teams.stopping import Eviction, Trainer
 from gpu_policy.sim.teams.trace import TraceJob
+from gpu_policy.sim.teams.usage import UsageHistory
 
 
 class SimJob:
@@ -96,6 +97,9 @@ class RoundView:
     checkpoint_every_s: float | None
     reclaim_wait_s: float = 0.0  # gpu-policy's: a stop may wait this long for the victim's checkpoint
     min_runtime_s: float = 0.0   # every team's: a job is no victim before it has run this long
+    usage: UsageHistory | None = None  # what each team held so far (None: no history kept)
+    usage_half_life_s: float | None = None  # gpu-policy's policy.usage_half_life_s (None: no history counts)
+    usage_weight: float = 1.0    # gpu-policy's policy.usage_weight, kai-time's kValue
 
     def held(self) -> dict[str, int]:
         out = dict.fromkeys(self.quotas, 0)

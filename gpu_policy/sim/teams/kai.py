@@ -49,12 +49,16 @@ class KaiLikePolicy:
         demand = dict(held)
         for job in view.waiting:
             demand[job.team] += job.gpus
-        fair = team_shares(view.quotas, demand, view.gpus).fair
+        fair = self.fair_shares(view, demand)
         decision = Decision()
         left = self._allocate(view, held, fair, decision)
         left = self._consolidate(view, left, decision)
         self._reclaim(view, left, held, fair, decision)
         return decision
+
+    def fair_shares(self, view: RoundView, demand: dict[str, int]) -> dict[str, int]:
+        """Each queue's fair share on this demand: the planner's rule, which is KAI's documented one."""
+        return team_shares(view.quotas, demand, view.gpus).fair
 
     def _in_queue_order(self, jobs: list[SimJob], held: dict[str, int], fair: dict[str, int]):
         """Jobs one at a time: the least saturated queue's oldest job next,

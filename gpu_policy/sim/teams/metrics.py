@@ -24,10 +24,17 @@ LOSSES = ("redone", "restarts", "saving")
 BIN_S = 3600.0
 MAX_BINS = 2000
 
+#: The measured days are split into weeks for the surplus each team got in each
+WEEK_S = 7 * 86_400.0
+#: A team borrowed heavily in a week when the GPUs it held beyond its quota averaged at
+#: least this part of the cluster's GPUs over the week (5%: 38 of 768 GPUs)
+HEAVY_BORROWING = 0.05
+
 
 class Ledger:
-    """Integrals over the measured window, per team: GPUs held, fair share, time
-    below the guarantee (judged after each round), preemptions and lost work."""
+    """Integrals over the measured window, per team: GPUs held, fair share, GPUs held
+    beyond the quota (per week), time below the guarantee (judged after each round),
+    preemptions and lost work."""
 
     def __init__(self, teams: list[str], quotas: dict[str, int], capacity: int, window: tuple[float, float]):
         self.teams = teams
@@ -58,6 +65,11 @@ class Ledger:
         bins = max(1, math.ceil((self.w1 - self.w0) / self.bin_s)) if finite else 1
         self.held_bins = np.zeros((len(teams), bins))
         self.demand_bins = np.zeros((len(teams), bins))
+        self.fair_bins = np.zeros((len(teams), bins))
+        weeks = max(1, math.ceil((self.w1 - self.w0) / WEEK_S)) if finite else 1
+        self.week_s = WEEK_S if finite else math.inf
+        self.surplus_gpu_s = np.zeros((len(teams), weeks))  # GPU-seconds held beyond the quota, per week
+        self._quota = np.array([quotas[t] for t in teams], dtype=float)
         self._index = {team: i for i, team in enumerate(teams)}
 
     @property
@@ -82,11 +94,21 @@ class Ledger:
     def _bin(self, lo: float, hi: float) -> None:
         held = np.array([self.held[t] for t in self.teams], dtype=float)
         demand = np.array([self.demand[t] for t in self.teams], dtype=float)
-        b = int((lo - self.w0) // self.bin_s)
-        while lo < hi and b < self.held_bins.shape[1]:
-            end = min(hi, self.w0 + (b + 1) * self.bin_s)
-            self.held_bins[:, b] += held * (end - lo)
-            self.demand_bins[:, b] += demand * (end - lo)
+        fair = np.array([self.fair[t] for t in self.teams], dtype=float)
+        for b, seconds in self._spans(lo, hi, self.bin_s, self.held_bins.shape[1]):
+            self.held_bins[:, b] += held * seconds
+            self.demand_bins[:, b] += demand * seconds
+            self.fair_bins[:, b] += fair * seconds
+        surplus = np.maximum(0.0, held - self._quota)
+        for w, seconds in self._spans(lo, hi, self.week_s, self.surplus_gpu_s.shape[1]):
+            self.surplus_gpu_s[:, w] += surplus * seconds
+
+    def _spans(self, lo: float, hi: float, width: float, count: int):
+        """(bin, seconds) of `[lo, hi)` in each of `count` bins of `width` from the window's start."""
+        b = int((lo - self.w0) // width) if math.isfinite(width) else 0
+        while lo < hi and b < count:
+            end = min(hi, self.w0 + (b + 1) * width)
+            yield b, end - lo
             lo, b = end, b + 1
 
     def held_changed(self, team: str, delta: int) -> None:
@@ -168,6 +190,18 @@ class Stats:
 
 
 @dataclass
+class MeanWorst:
+    """Mean and largest of a list of errors (None when empty)."""
+
+    mean: float | None
+    worst: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> MeanWorst:
+        return cls(float(np.mean(values)), max(values)) if values else cls(None, None)
+
+
+@dataclass
 class TeamMetrics:
     quota: int
     jobs: int                     # measured jobs (arrived in the window)
@@ -183,10 +217,28 @@ class TeamMetrics:
     lost_gpu_hours: float
     queueing: Stats
     jct: Stats
+    surplus_gpu_h: list[float] = field(default_factory=list)  # GPU-hours held beyond the quota, per week
 
     @property
     def allocation_to_fair_share(self) -> float | None:
         return self.mean_gpus / self.mean_fair_share if self.mean_fair_share > 0 else None
+
+    @property
+    def entitlement_error(self) -> float | None:
+        """|GPU-hours received - GPU-hours of its fair share| / the latter; None for a team
+        whose fair share was 0 throughout (it had no demand)."""
+        ratio = self.allocation_to_fair_share
+        return None if ratio is None else abs(ratio - 1)
+
+
+@dataclass
+class Borrowed:
+    """A team that borrowed heavily in the first measured week (`HEAVY_BORROWING`): the
+    GPU-hours it held beyond its quota in that week and in the next (None: the window
+    ends within the first week)."""
+
+    first_week_gpu_h: float
+    second_week_gpu_h: float | None
 
 
 @dataclass
@@ -211,10 +263,13 @@ class PolicyMetrics:
     teams: dict[str, TeamMetrics]
     rounds: int
     end_s: float
+    entitlement_error: MeanWorst = field(default_factory=lambda: MeanWorst(None, None))  # over teams with demand
+    borrowed_heavily: dict[str, Borrowed] = field(default_factory=dict)
     horizon_reached: bool = False           # stopped by the drain limit with jobs unfinished
     policy_stats: dict = field(default_factory=dict)
     held_bins: np.ndarray | None = None     # mean GPUs per team per time bin of the window
     demand_bins: np.ndarray | None = None
+    fair_bins: np.ndarray | None = None     # mean fair share (past usage not counted)
     bin_s: float = BIN_S
 
 
@@ -227,14 +282,15 @@ def measure(run) -> PolicyMetrics:
     teams = {team: _team_metrics(led, team, [j for j in measured if j.team == team], span, run.end_s)
              for team in led.teams}
     with_quota = [t for t in teams.values() if t.guarantee_share is not None]
-    ratios = [t.allocation_to_fair_share for t in teams.values() if t.allocation_to_fair_share is not None]
     widths = _bin_widths(led)
     return PolicyMetrics(
         policy=run.policy,
         utilization=sum(led.held_gpu_s.values()) / (led.capacity * span),
         guarantee_share=min((t.guarantee_share for t in with_quota), default=None),
         longest_below_guarantee_s=max((t.longest_below_guarantee_s for t in with_quota), default=None),
-        jain=jain(ratios),
+        jain=jain([t.allocation_to_fair_share for t in _with_demand(teams)]),
+        entitlement_error=MeanWorst.of([t.entitlement_error for t in _with_demand(teams)]),
+        borrowed_heavily=borrowed_heavily(led),
         preemptions=sum(led.preemptions.values()), moves=sum(led.moves.values()),
         lost_gpu_hours=sum(led.lost_gpu_s.values()) / 3600,
         lost_split={kind: gpu_s / 3600 for kind, gpu_s in led.lost_split.items()},
@@ -246,8 +302,27 @@ def measure(run) -> PolicyMetrics:
         unstarted=sum(j.first_start is None for j in measured),
         teams=teams, rounds=run.rounds, end_s=run.end_s, horizon_reached=run.horizon_reached,
         policy_stats=dict(run.policy_stats),
-        held_bins=led.held_bins / widths, demand_bins=led.demand_bins / widths, bin_s=led.bin_s,
+        held_bins=led.held_bins / widths, demand_bins=led.demand_bins / widths, fair_bins=led.fair_bins / widths,
+        bin_s=led.bin_s,
     )
+
+
+def _with_demand(teams: dict[str, TeamMetrics]) -> list[TeamMetrics]:
+    """The teams whose fair share was above 0 some of the time: those with demand."""
+    return [t for t in teams.values() if t.mean_fair_share > 0]
+
+
+def borrowed_heavily(led: Ledger) -> dict[str, Borrowed]:
+    """The teams that held beyond their quota, over the first measured week, at least
+    `HEAVY_BORROWING` of the cluster's GPUs on average, with what they held beyond it then
+    and in the second week."""
+    first = min(led.week_s, led.w1 - led.w0)
+    out = {}
+    for i, team in enumerate(led.teams):
+        weeks = led.surplus_gpu_s[i]
+        if weeks[0] >= HEAVY_BORROWING * led.capacity * first:
+            out[team] = Borrowed(weeks[0] / 3600, weeks[1] / 3600 if len(weeks) > 1 else None)
+    return out
 
 
 def _team_metrics(led: Ledger, team: str, own: list, span: float, end_s: float) -> TeamMetrics:
@@ -264,6 +339,7 @@ def _team_metrics(led: Ledger, team: str, own: list, span: float, end_s: float) 
         lost_gpu_hours=led.lost_gpu_s[team] / 3600,
         queueing=Stats.of([queueing_s(j, end_s) for j in own]),
         jct=Stats.of([j.finish - j.spec.arrival_s for j in own if j.finish is not None]),
+        surplus_gpu_h=[float(x) / 3600 for x in led.surplus_gpu_s[led.teams.index(team)]],
     )
 
 

@@ -5,7 +5,12 @@ interval, save time, whether it saves on request and how long it has run or
 waited, and `policy.reclaim_wait_s`) goes to `gpu_policy.plan`, and the plan's
 starts, preemptions and consolidation moves are applied as they are, a stop that
 waits for the victim's checkpoint (`evict_after_s`) included. Its victims are
-stopped as the contract says (`stopping.CONTRACT`)."""
+stopped as the contract says (`stopping.CONTRACT`).
+
+With a usage half-life (`--usage-half-life`), the scenario also carries the policy's
+`usage_half_life_s` and `usage_weight` and each queue's `usage_gpu_h`, the GPU-hours its
+team held so far, decayed with that half-life (`usage.UsageHistory`), as the controller
+would keep them; `gpu-policy-no-history` is the same planner without them."""
 
 from __future__ import annotations
 
@@ -25,11 +30,12 @@ def default_config() -> PlannerConfig:
 
 
 class PlannerPolicy:
-    name = "gpu-policy"
     eviction = CONTRACT
 
-    def __init__(self, config: PlannerConfig | None = None):
+    def __init__(self, config: PlannerConfig | None = None, history: bool = True):
         self.config = config or default_config()
+        self.history = history
+        self.name = "gpu-policy" if history else "gpu-policy-no-history"
         self.stats = {"plans": 0, "plan_seconds": 0.0, "slowest_plan_s": 0.0, "plans_at_time_limit": 0,
                       "solver": self.config.solver}
 
@@ -39,11 +45,14 @@ class PlannerPolicy:
         jobs = [_job(view, j, running=[names[n] for n in j.nodes], checkpoint_age_s=view.checkpoint_age(j),
                      running_for_s=view.running_for(j)) for j in view.running]
         jobs += [_job(view, j, waiting_for_s=view.waiting_for(j)) for j in view.waiting]
+        counted = self.history and view.usage is not None and view.usage_half_life_s is not None
+        usage = view.usage.gpu_hours(view.now) if counted else dict.fromkeys(view.quotas, 0.0)
+        policy = Policy(reclaim_wait_s=view.reclaim_wait_s, usage_weight=view.usage_weight,
+                        usage_half_life_s=view.usage_half_life_s if counted else None)
         scenario = Scenario(nodes=[Node(name, GPUS_PER_NODE) for name in names],
-                            queues=[Queue(team, deserved=quota, min_runtime_s=view.min_runtime_s)
-                                    for team, quota in view.quotas.items()],
-                            jobs=jobs, policy=Policy(reclaim_wait_s=view.reclaim_wait_s),
-                            source=f"round at t={view.now:g}")
+                            queues=[Queue(team, deserved=quota, min_runtime_s=view.min_runtime_s,
+                                          usage_gpu_h=usage[team]) for team, quota in view.quotas.items()],
+                            jobs=jobs, policy=policy, source=f"round at t={view.now:g}")
         began = time.perf_counter()
         result = plan(scenario, self.config)
         seconds = time.perf_counter() - began

@@ -10,7 +10,7 @@ import numpy as np
 from gpu_policy.extras import pyplot
 from gpu_policy.presentation.render import text_table
 from gpu_policy.sim.teams.compare import TeamsComparison
-from gpu_policy.sim.teams.metrics import LOSSES, PolicyMetrics, Stats, TeamMetrics
+from gpu_policy.sim.teams.metrics import HEAVY_BORROWING, LOSSES, PolicyMetrics, Stats, TeamMetrics
 from gpu_policy.sim.teams.stopping import SAVE_BASE_S, SAVE_PER_GPU_S
 
 
@@ -33,11 +33,13 @@ def describe(c: TeamsComparison) -> str:
     jobs = c.policies[0].jobs if c.policies else 0
     warmup = f"{p.warmup_days:g} day{'' if p.warmup_days == 1 else 's'} of warm-up"
     save = (f"{SAVE_BASE_S:g} s + {SAVE_PER_GPU_S:g} s per GPU" if p.save_s is None else f"{p.save_s:g} s")
+    history = ("no usage history" if p.usage_half_life_s is None
+               else f"usage half-life {p.usage_half_life_s:g} s, weight {p.usage_weight:g}")
     return (f"philly-vc: {p.nodes} nodes, {8 * p.nodes} GPUs; days {d0:g}-{d1:g} after {warmup}, "
             f"{jobs} jobs measured; rounds every {p.round_s:g} s; checkpoints {ckpt}, restart {p.restart_cost_s:g} s\n"
             f"saves take {save}, {100 * p.saves_on_request:g}% of trainers save on request (seed {p.seed}); "
             f"gpu-policy waits up to {p.reclaim_wait_s:g} s for a victim's checkpoint; "
-            f"minimum runtime {p.min_runtime_s:g} s")
+            f"minimum runtime {p.min_runtime_s:g} s; {history}")
 
 
 def comparison_table(c: TeamsComparison) -> str:
@@ -46,15 +48,17 @@ def comparison_table(c: TeamsComparison) -> str:
         worse = c.worse_than_static.get(m.policy)
         rows.append([m.policy, _pct(m.utilization), _pct(m.guarantee_share, 2),
                      "-" if m.longest_below_guarantee_s is None else f"{m.longest_below_guarantee_s / 60:.0f}",
-                     "-" if m.jain is None else f"{m.jain:.3f}", str(m.preemptions), str(m.moves),
+                     "-" if m.jain is None else f"{m.jain:.3f}", _f(m.entitlement_error.mean),
+                     _f(m.entitlement_error.worst), str(m.preemptions), str(m.moves),
                      f"{m.lost_gpu_hours:.1f}", *(f"{m.lost_split[kind]:.1f}" for kind in LOSSES),
                      _s(m.reclaim_wait.p50), _s(m.reclaim_wait.p95), _h(m.queueing.mean), _h(m.queueing.p50), _h(m.queueing.p95),
                      _h(m.jct.mean), _h(m.jct.p95), "-" if worse is None else str(len(worse))])
-    table = text_table(["POLICY", "UTIL %", "GUARANTEE %", "LONGEST BELOW MIN", "JAIN", "PREEMPT", "MOVES",
+    table = text_table(["POLICY", "UTIL %", "GUARANTEE %", "LONGEST BELOW MIN", "JAIN", "ENTITLEMENT ERR MEAN",
+                        "WORST", "PREEMPT", "MOVES",
                         "LOST GPU-H", "REDONE", "RESTARTS", "SAVING",
                         "RECLAIM WAIT P50 S", "P95 S", "QUEUE MEAN H", "P50", "P95", "JCT MEAN H", "P95",
                         "TEAMS WORSE THAN STATIC"], rows)
-    return f"{describe(c)}\n{table}\n\n{team_table(c)}"
+    return f"{describe(c)}\n{table}\n\n{team_table(c)}\n\n{surplus_table(c)}"
 
 
 def team_table(c: TeamsComparison) -> str:
@@ -71,6 +75,28 @@ def team_table(c: TeamsComparison) -> str:
     return "mean queueing delay per team, hours (* worse than static)\n" + text_table(header, rows)
 
 
+def surplus_table(c: TeamsComparison) -> str:
+    """GPU-hours each team held beyond its quota, first week / second week, per policy;
+    '*' marks a team that borrowed heavily in the first week under that policy."""
+    teams = [t for t in c.quotas if any(m.teams[t].jobs for m in c.policies)]
+    rows = []
+    for team in teams:
+        row = [team, str(c.quotas[team])]
+        for m in c.policies:
+            weeks = m.teams[team].surplus_gpu_h
+            second = f"{weeks[1]:.0f}" if len(weeks) > 1 else "-"
+            row.append(f"{weeks[0]:.0f} / {second}" + ("*" if team in m.borrowed_heavily else ""))
+        rows.append(row)
+    header = ["TEAM", "QUOTA"] + [m.policy for m in c.policies]
+    return (f"GPU-hours held beyond the quota, first week / second week (* borrowed heavily in the first: "
+            f"beyond its quota by {100 * HEAVY_BORROWING:g}% of the GPUs or more on average)\n"
+            + text_table(header, rows))
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
 def _stats(prefix: str, s: Stats) -> dict:
     return {f"mean_{prefix}_s": _round(s.mean), f"p50_{prefix}_s": _round(s.p50), f"p95_{prefix}_s": _round(s.p95)}
 
@@ -85,6 +111,8 @@ def _team_json(m: TeamMetrics, worse: bool | None) -> dict:
         "utilization": round(m.utilization, 6), "mean_gpus": round(m.mean_gpus, 3),
         "mean_fair_share": round(m.mean_fair_share, 3),
         "allocation_to_fair_share": _round(m.allocation_to_fair_share, 6),
+        "entitlement_error": _round(m.entitlement_error, 6),
+        "surplus_gpu_h_by_week": [round(x, 3) for x in m.surplus_gpu_h],
         "guarantee_share": _round(m.guarantee_share, 6), "longest_below_guarantee_s": _round(m.longest_below_guarantee_s),
         "worse_than_static": worse, "preemptions": m.preemptions, "moves": m.moves,
         "lost_gpu_hours": round(m.lost_gpu_hours, 3), **_stats("queueing", m.queueing), **_stats("jct", m.jct),
@@ -95,7 +123,12 @@ def _policy_json(m: PolicyMetrics, worse: list[str] | None, wall_s: float) -> di
     return {
         "utilization": round(m.utilization, 6), "guarantee_share": _round(m.guarantee_share, 6),
         "longest_below_guarantee_s": _round(m.longest_below_guarantee_s), "teams_worse_than_static": worse,
-        "jain": _round(m.jain, 6), "preemptions": m.preemptions, "moves": m.moves,
+        "jain": _round(m.jain, 6),
+        "entitlement_error": {"mean": _round(m.entitlement_error.mean, 6), "worst": _round(m.entitlement_error.worst, 6)},
+        "borrowed_heavily": {team: {"first_week_surplus_gpu_h": round(b.first_week_gpu_h, 3),
+                                    "second_week_surplus_gpu_h": _round(b.second_week_gpu_h, 3)}
+                             for team, b in m.borrowed_heavily.items()},
+        "preemptions": m.preemptions, "moves": m.moves,
         "lost_gpu_hours": round(m.lost_gpu_hours, 3),
         "lost_gpu_hours_split": {kind: round(m.lost_split[kind], 3) for kind in LOSSES},
         "reclaim_wait_s": {"p50": _round(m.reclaim_wait.p50), "p95": _round(m.reclaim_wait.p95)},
@@ -114,7 +147,8 @@ def comparison_json(c: TeamsComparison) -> dict:
         "protocol": {"nodes": p.nodes, "gpus": 8 * p.nodes, "days": list(p.days), "warmup_days": p.warmup_days,
                      "checkpoint_every_s": p.checkpoint_every_s, "restart_cost_s": p.restart_cost_s,
                      "round_s": p.round_s, "save_s": p.save_s, "saves_on_request": p.saves_on_request,
-                     "seed": p.seed, "reclaim_wait_s": p.reclaim_wait_s, "min_runtime_s": p.min_runtime_s},
+                     "seed": p.seed, "reclaim_wait_s": p.reclaim_wait_s, "min_runtime_s": p.min_runtime_s,
+                     "usage_half_life_s": p.usage_half_life_s, "usage_weight": p.usage_weight},
         "quotas": c.quotas,
         "policies": {m.policy: _policy_json(m, c.worse_than_static.get(m.policy), c.wall_s[m.policy])
                      for m in c.policies},

@@ -14,11 +14,12 @@ def team_shares(quotas: Mapping[str, int], demand: Mapping[str, float], capacity
     """Each team as a queue with its deserved quota and its demand, judged by the planner's
     vocabulary (`Shares`): the guarantee min(deserved, demand), and the fair share,
     the deserved quota up to the demand then the rest water-filled by equal over-quota
-    weights (`gpu_policy.fair_shares`, which is also KAI-Scheduler's documented rule)."""
+    weights (`gpu_policy.fair_shares`, which is also KAI-Scheduler's documented rule),
+    past usage not counted: what each team is entitled to on this demand alone."""
     queues = [Queue(team, deserved=quota) for team, quota in quotas.items()]
     jobs = [Job(f"demand-{team}", team, gpus=demand[team]) for team in quotas if demand.get(team, 0) > 0]
     scenario = Scenario(nodes=[], queues=queues, jobs=jobs)
-    return Shares.of(scenario, fair_shares(scenario, capacity=capacity))
+    return Shares.of(scenario, fair_shares(scenario, capacity=capacity, with_usage=False))
 
 
 def owed_teams(shares: Shares, held: Mapping[str, int], waiting: Iterable[tuple[str, int]]) -> set[str]:

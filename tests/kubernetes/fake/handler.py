@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import socket
@@ -9,6 +10,7 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from . import crud, watch
+from .watch import at_version
 from .selectors import flag
 from .server import TOKEN, Fault, FakeKubernetes, Request, Resource
 from .status import REASONS, status
@@ -48,7 +50,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         with self.fake.answering():
             status_code, body, headers = refusal or self._answer(method, query, raw, route)
-        data = json.dumps(body).encode()
+        data = json.dumps(at_version(body, route[0]) if refusal is None else body).encode()
         self.fake.requests.append(Request(method, url.path, query, status_code, len(data), verb, res_name))
         self.send_response(status_code)
         self.send_header("Content-Type", "application/json")
@@ -111,9 +113,9 @@ def route_of(fake: FakeKubernetes, path: str, served: bool = True):
     a resource this server does not serve (so the request log names it)."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
-        group, rest = "", parts[2:]
+        group, version, rest = "", "v1", parts[2:]
     elif parts[:1] == ["apis"] and len(parts) >= 3:
-        group, rest = parts[1], parts[3:]
+        group, version, rest = parts[1], parts[2], parts[3:]
     else:
         return None
     namespace = ""
@@ -126,6 +128,10 @@ def route_of(fake: FakeKubernetes, path: str, served: bool = True):
         res = Resource(group, "", rest[0], "", bool(namespace))
     if res is None or (namespace and not res.namespaced):
         return None
+    if served and version != res.version:  # another version of the resource, if it is served at it
+        if version not in res.served:
+            return None
+        res = dataclasses.replace(res, version=version)
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
     return res, namespace, name, sub

@@ -28,15 +28,20 @@ TOKEN = "gpu-policy-test-token"
 @dataclass(frozen=True)
 class Resource:
     group: str
-    version: str
+    version: str  # the version objects are stored at (a request's route carries the version it asked for)
     plural: str
     kind: str
     namespaced: bool
     status: bool = False  # a custom resource with the status subresource: /status writes status only
+    also: tuple[str, ...] = ()  # other versions served, of the same schema (a CRD's `served` versions)
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        return (self.version, *self.also)
 
 
 BUILTIN = [
@@ -195,11 +200,12 @@ class FakeKubernetes:
 
     # -- the store, for tests --------------------------------------------------------------------
     def add_resource(self, group: str, version: str, plural: str, kind: str, namespaced: bool,
-                     status: bool = False) -> None:
+                     status: bool = False, also: tuple[str, ...] = ()) -> None:
         """Serve a custom resource (any group/version/plural); with `status`, its status
         subresource (as a CRD's `subresources.status`: writes of the object leave its status as
-        it was, writes of /status change nothing else)."""
-        self.resources[(group, plural)] = Resource(group, version, plural, kind, namespaced, status)
+        it was, writes of /status change nothing else); `also`: other versions it is served at,
+        objects stored at `version` (a path at a version not served answers 404)."""
+        self.resources[(group, plural)] = Resource(group, version, plural, kind, namespaced, status, also)
 
     def put(self, obj: dict) -> dict:
         """Create or overwrite an object as a controller would (no admission); returns the stored copy."""
@@ -370,7 +376,7 @@ class FakeKubernetes:
         meta["resourceVersion"] = str(self._version)
         meta.setdefault("uid", (old or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", (old or {}).get("metadata", {}).get("creationTimestamp") or now_rfc3339())
-        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+        obj["apiVersion"], obj["kind"] = self.resources[(res.group, res.plural)].api_version, res.kind  # stored at
         if old is None:
             self.creation_order[key] = next(self._created)
         self._store[key] = obj

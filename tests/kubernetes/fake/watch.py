@@ -78,6 +78,17 @@ def gone_status(rv: int, now: int) -> dict:
             "message": f"too old resource version: {rv} ({now})", "reason": "Expired", "code": 410}
 
 
+def at_version(body, res):
+    """An answer as a request at `res.version` (a `Resource` routed at the version asked for) sees
+    it: its objects of that kind, a list's items too, carry that apiVersion (the versions of one
+    CRD here differ in nothing else, so the API server's conversion is the apiVersion alone)."""
+    if isinstance(body, dict) and body.get("kind") == res.kind:
+        return {**body, "apiVersion": res.api_version}
+    if isinstance(body, dict) and isinstance(body.get("items"), list):
+        return {**body, "items": [at_version(o, res) for o in body["items"]]}
+    return body
+
+
 def event_line(kind: str, obj: dict) -> bytes:
     return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
 
@@ -109,7 +120,7 @@ def open_stream(fake, res, namespace: str, query: dict) -> tuple[Watcher | None,
         start = fake._version
         for (g, p, _, _), obj in sorted(fake._store.items()):
             if (g, p) == (res.group, res.plural) and selected(obj, namespace, query):
-                lines.append(event_line("ADDED", obj))
+                lines.append(event_line("ADDED", at_version(obj, res)))
     else:
         start = int(rv_text)
         if start < history.floor:
@@ -135,7 +146,7 @@ def _next_lines(fake, w: Watcher, res) -> tuple[list[bytes], bool]:
     for change in history.since(w.cursor):
         seen = as_seen(change, w.namespace, w.query)
         if seen:
-            lines.append(event_line(*seen))
+            lines.append(event_line(seen[0], at_version(seen[1], res)))
         w.cursor = change.rv
     now = time.monotonic()
     timed_out = w.deadline is not None and now >= w.deadline

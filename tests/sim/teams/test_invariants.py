@@ -47,7 +47,8 @@ class Audited:
 def test_whole_runs_keep_capacity_finish_every_job_once_and_conserve_gpu_time(policy, seed):
     jobs = random_jobs(seed)
     audited = Audited(POLICIES[policy]())
-    result = simulate(jobs, QUOTAS, audited, SimConfig(nodes=4))
+    # an hour's half-life: gpu-policy and kai-time count history, gpu-policy-no-history does not
+    result = simulate(jobs, QUOTAS, audited, SimConfig(nodes=4, usage_half_life_s=3600.0))
     assert audited.rounds == result.rounds > 0
     assert sorted(j.name for j in result.jobs) == sorted(j.name for j in jobs)
     never = {j.name for j in result.jobs if j.finish is None}
