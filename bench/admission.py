@@ -45,8 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent  # run as a script, bench/ comes first: its prometheus_client.py is not the library
-sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpu_policy.controller import Controller, ControllerSettings  # noqa: E402
 from gpu_policy.controller.metrics import Metrics  # noqa: E402
