@@ -9,10 +9,12 @@ naming it and the field, as the one-shot commands do (gpu_policy.kubernetes.read
 
 from __future__ import annotations
 
+import bisect
 from typing import Callable
 
 from gpu_policy.kubernetes.names import USAGE_CONFIGMAP
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, read_one
+from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.read.nodes import NodeView, read_node
 from gpu_policy.kubernetes.read.pods import PodView, read_pod
 from gpu_policy.kubernetes.read.shape import NODE, POD
@@ -70,7 +72,10 @@ class Cache:
         self.gpu_resource = gpu_resource
         self.objects: dict[str, dict[tuple[str, str], dict]] = {}
         self.views: dict[str, dict[tuple[str, str], object]] = {NODES: {}, PODS: {}}
+        self._order: dict[str, list[tuple[str, str]]] = {NODES: [], PODS: []}  # view keys, in LIST order
+        self._bad: dict[str, set[tuple[str, str]]] = {NODES: set(), PODS: set()}  # keys of views left out
         self.served: dict[str, bool] = {}  # kind -> whether the cluster serves it (KAI queues may not exist)
+        self.memo = LookMemo()  # what the last look built of these views: the next rebuilds only what changed
 
     @property
     def synced(self) -> bool:
@@ -82,13 +87,15 @@ class Cache:
         if kind not in self.views:  # swapped in whole: the webhook's threads read namespaces, never half a relist
             self.objects[kind] = {_key(o): _kept(kind, o) for o in items or []}
             return
-        self.objects[kind], self.views[kind] = {}, {}
+        self.objects[kind], self.views[kind], self._order[kind], self._bad[kind] = {}, {}, [], set()
         for obj in items or []:
-            self.apply(kind, "ADDED", obj)
+            self.apply(kind, "ADDED", obj, listed=True)
+        self._order[kind] = sorted(self.views[kind])
 
-    def apply(self, kind: str, kind_of_change: str, obj: dict) -> bool:
-        """One WATCH event (or a write's answer); True when it changes what a plan sees.
-        An event older than the object held (a write's answer arrived first) is ignored."""
+    def apply(self, kind: str, kind_of_change: str, obj: dict, listed: bool = False) -> bool:
+        """One WATCH event (or a write's answer; `listed`: an object of a LIST, put in order
+        after); True when it changes what a plan sees. An event older than the object held (a
+        write's answer arrived first) is ignored."""
         store, key = self.objects.setdefault(kind, {}), _key(obj)
         held = store.get(key)
         trim = _TRIMS.get(kind)
@@ -100,7 +107,12 @@ class Cache:
         if kind_of_change == "DELETED":
             store.pop(key, None)
             if kind in self.views:
-                return self.views[kind].pop(key, None) is not None
+                gone = self.views[kind].pop(key, None)
+                if gone is not None:
+                    order = self._order[kind]
+                    del order[bisect.bisect_left(order, key)]
+                    self._bad[kind].discard(key)
+                return gone is not None
             return held is not None and key[1] not in _UNPLANNED.get(kind, ())
         store[key] = obj
         if key[1] in _UNPLANNED.get(kind, ()):
@@ -113,6 +125,9 @@ class Cache:
         word, schema, read = _READERS[kind]
         view = read_one(obj, word, schema, lambda o: read(o, self.gpu_resource))
         self.views[kind][key] = view
+        if before is None and not listed:
+            bisect.insort(self._order[kind], key)
+        (self._bad[kind].add if isinstance(view, ObjectWarning) else self._bad[kind].discard)(key)
         return before != view
 
     def node_views(self) -> list[NodeView]:
@@ -123,11 +138,14 @@ class Cache:
 
     def bad(self) -> list[ObjectWarning]:
         """The nodes and pods left out because they cannot be read."""
-        return [v for kind in (NODES, PODS) for _, v in sorted(self.views[kind].items()) if isinstance(v, ObjectWarning)]
+        return [self.views[kind][key] for kind in (NODES, PODS) for key in sorted(self._bad[kind])]
 
     def _views(self, kind: str) -> list:
-        """In the order a LIST answers (namespace, then name), so the look maps as a LIST's would."""
-        return [v for _, v in sorted(self.views[kind].items()) if not isinstance(v, ObjectWarning)]
+        """In the order a LIST answers (namespace, then name), so the look maps as a LIST's would;
+        the order is kept as objects come and go, not sorted again for every look."""
+        views, bad = self.views[kind], self._bad[kind]
+        return [views[key] for key in self._order[kind] if key not in bad] if bad else \
+            [views[key] for key in self._order[kind]]
 
     def pod(self, namespace: str, name: str) -> dict | None:
         return self.objects.get(PODS, {}).get((namespace, name))

@@ -33,6 +33,7 @@ from gpu_policy.kubernetes.read.look import look
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.write.actuator import KubernetesActuator
 from gpu_policy.kubernetes.write.events import EventWriter
+from gpu_policy.kubernetes.write.lease import Renewer
 from gpu_policy.model.cluster import Observation, Orders, Outcome
 from gpu_policy.model.plan import Plan
 from gpu_policy.planner import PlannerConfig
@@ -83,7 +84,8 @@ class Controller:
         self.recheck_at: float | None = None  # a victim's checkpoint deadline: plan again then (monotonic)
         self.plans = 0
         self.last_error: str | None = None
-        self._renew_sent = self._next_look = float("-inf")
+        self._next_look = float("-inf")
+        self.renewer: Renewer | None = None  # the Lease's, while this replica leads
 
     # -- the loop -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -108,6 +110,7 @@ class Controller:
 
     def shut_down(self) -> None:
         self.stop.set()
+        self._stop_renewing()
         if self.leading:
             self.leading = False
             self.usage.stop()
@@ -134,10 +137,12 @@ class Controller:
             return False
         self.dirty_since = self.recheck_at = None
         self.planned_at = now
+        self.witness.carried = []
         self.round()
-        # what arrived while this round planned has waited long enough: it is planned as soon as
-        # the debounce, counted from the round's start, allows (at once after a round that long)
-        if self.take_changes() and self.dirty_since is not None:
+        # what arrived while this round planned, and the releases it carried over, have waited long
+        # enough: the next round starts as soon as the debounce, counted from this one's start,
+        # allows (at once after a round that long)
+        if (self.take_changes() and self.dirty_since is not None) or self.witness.carried:
             self.dirty_since = now
         return True
 
@@ -168,7 +173,7 @@ class Controller:
 
     def _until_due(self) -> float:
         now = self.clocks.monotonic()
-        s, due = self.settings, [self.lease.settings.lease_duration_s / 3 - (now - self._renew_sent)]
+        s, due = self.settings, [] if self.leading else [self._next_look - now]
         if self.dirty_since is not None:
             due.append(s.debounce_s - (now - self.dirty_since))
         if self.planned_at is not None:
@@ -182,20 +187,17 @@ class Controller:
 
     # -- leadership -----------------------------------------------------------------------------
     def _lead(self, now: float) -> None:
-        every = self.lease.settings.lease_duration_s / 3
+        """Lead while the Lease is ours (its renewer keeps it, the fence says so); else look at it
+        every third of its duration and take it once it is free or expired."""
         if self.leading:
-            if now - self._renew_sent >= every:
-                self._renew_sent = now
-                try:
-                    self.lease.renew()
-                except GpuPolicyError as e:
-                    self.lease.lost = str(e)
-            if self.lease.lost:
+            try:
+                self.lease.check()
+            except ClusterBusy:
                 self._stand_by(self.lease.lost)
             return
         if now < self._next_look:
             return
-        self._next_look = now + every
+        self._next_look = now + self.lease.settings.lease_duration_s / 3
         try:
             taken = self.lease.try_acquire()[0]
         except GpuPolicyError as e:
@@ -203,15 +205,22 @@ class Controller:
             return
         if taken:
             log.info("leading as %s", self.lease.identity)
-            self.leading, self._renew_sent, self.planned_at = True, now, None
+            self.leading, self.planned_at = True, None
+            self.renewer = self.lease.renewing()
             self.metrics.is_leader.set(1)
 
     def _stand_by(self, why: str) -> None:
         log.warning("stopped acting: %s; standing by", why)
+        self._stop_renewing(wait=False)  # a renewal in flight ends by itself; this turn does not wait for it
         self.leading = False
         self.usage.stop()
         self.metrics.is_leader.set(0)
         self._next_look = float("-inf")
+
+    def _stop_renewing(self, wait: bool = True) -> None:
+        if self.renewer is not None:
+            self.renewer.close(wait)
+            self.renewer = None
 
     # -- one round: look, plan, act ---------------------------------------------------------------
     def round(self) -> Plan | None:
@@ -220,7 +229,8 @@ class Controller:
         try:
             snap, warnings, bad = look(self.cache, self.cluster.settings, self.cache.node_views(),
                                        self.cache.pod_views(), self.clocks.wall(), self.cluster.url,
-                                       self.cluster.device_plugin_lag, self.cache.bad(), self.usage)
+                                       self.cluster.device_plugin_lag, self.cache.bad(), self.usage,
+                                       self.cache.memo)
         except GpuPolicyError as e:  # a bad object or queue definition: say so, plan again on its fix
             self._failed(str(e))
             return None
@@ -231,7 +241,7 @@ class Controller:
         self.metrics.plan_seconds.observe(time.perf_counter() - began)
         self.plans += 1
         self.metrics.show_queues(plan.queues)
-        self._lead(self.clocks.monotonic())  # a long look and plan: renew (if due) before the first write
+        self._lead(self.clocks.monotonic())  # lost while it looked and planned: stand by before any write
         if not self.leading:
             return plan
         outcomes: list[Outcome] = []

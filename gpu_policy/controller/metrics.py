@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from gpu_policy.kubernetes.transport.reporting import ReportingApiClient
+from gpu_policy.kubernetes.transport.reporting import Report, ReportingApiClient
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -83,10 +83,13 @@ class Metrics:
             if q.usage_gpu_h is not None:
                 self.usage.labels(q.name).set(q.usage_gpu_h)
 
-    def counted_client(self, configuration) -> ReportingApiClient:
+    def counted_client(self, configuration, and_then: Report | None = None) -> ReportingApiClient:
         """An ApiClient for `configuration` whose every request is counted, by verb, resource
-        and status code (a watch once, as verb="watch")."""
-        return ReportingApiClient(configuration, self._count)
+        and status code (a watch once, as verb="watch"); `and_then` hears of each request too,
+        once counted (a benchmark's or a test's view of the answers)."""
+        if and_then is None:
+            return ReportingApiClient(configuration, self._count)
+        return ReportingApiClient(configuration, lambda *request: (self._count(*request), and_then(*request)))
 
     def _count(self, method: str, url: str, query_params, code: str) -> None:
         verb, resource = _verb_and_resource(method, url, query_params)

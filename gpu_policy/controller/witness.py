@@ -44,6 +44,8 @@ class ControllerWitness(Witness):
         self.requests = RequestTracker(cache, metrics)
         #: pod uid -> its release, until it is bound or gone (the controller checks them each turn)
         self.unbound: dict[str, Released] = {}
+        #: the jobs whose releases the last round carried over to the next (its request budget was spent)
+        self.carried: list[str] = []
         #: a job a plan starts on its victims' GPUs -> when the first such plan acted (wall), until its release
         self.reclaimed_at: dict[str, float] = {}
         self._claimant_of: dict[str, str] = {}  # gated pod uid -> that job
@@ -83,6 +85,9 @@ class ControllerWitness(Witness):
 
     def gangs_reserved(self, config_map: dict | None) -> None:
         self.cache.apply(CONFIG_MAPS, "MODIFIED", config_map)
+
+    def carried_over(self, jobs: list[str]) -> None:
+        self.carried = jobs
 
     def released(self, pod: PodRef, node: str, answer: dict) -> None:
         self.cache.apply(PODS, "MODIFIED", answer)  # seen at once: the next round does not release it again

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 import time
 from typing import Callable
 
 from gpu_policy.errors import ScenarioError
-from gpu_policy.kubernetes.clocks import Clocks
+from gpu_policy.kubernetes.clocks import Clocks, wait_for
 from gpu_policy.kubernetes.read.isolate import read_each
 from gpu_policy.kubernetes.read.look import look
 from gpu_policy.kubernetes.read.nodes import read_node
@@ -56,21 +57,23 @@ class KubernetesCluster:
     def __init__(self, url: str = "k8s://", *, kubeconfig: str | None = None,
                  settings: KubernetesSettings | None = None, api_client=None, namespace: str | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wait: Callable[[threading.Event, float], bool] = wait_for):
         self.url = url
         #: the clocks its reading and acting run on (the controller runs on the same)
-        self.clocks = Clocks(clock, monotonic, sleep)
+        self.clocks = Clocks(clock, monotonic, sleep, wait)
         self.settings = (settings or KubernetesSettings()).validate()
         default_namespace = None
         if api_client is None:
-            api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url)
+            api_client, default_namespace = connect(url.removeprefix("k8s://") or None, kubeconfig, url,
+                                                    self.settings.max_requests_in_flight)
         #: where a step's job lives when its name gives no namespace
         self.default_namespace = namespace or default_namespace or "default"
         self.api_client = api_client
         self.client = KubeClient(api_client, url, self.settings, sleep, monotonic)
         # the lease renews from its own thread: its own client keeps the observation's counts exact
         self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
-                                   clock, sleep, monotonic)
+                                   self.clocks)
         #: which Online devices each composable node's allocatable counts, across this cluster's looks
         self.device_plugin_lag = DevicePluginLag(self.settings.composition_settle_s)
         #: what carries plans out for the one-shot commands and the steps, fenced by the lease

@@ -65,7 +65,16 @@ class KubernetesSettings:
     tenths of a second each; a server that trickles out pages is cut off here."""
     max_requests_per_round: int = 2000
     """Requests one round (an observation and the acting on its plan) may send, retries
-    included: an observation takes about ten, acting one per pod evicted and per write."""
+    included: an observation takes about ten, acting one per pod evicted and per write. It
+    bounds what a server that makes a round loop (answers that never settle, retries without
+    end) can cost; a burst of releases is not that: the controller releases what the budget
+    holds (a patch and an Event per pod) and carries the rest over to the next round, at once."""
+    max_requests_in_flight: int = 20
+    """Writes (releases, Events) one round has out at once. 20 keeps within the concurrency
+    client-go lets a controller have (controller-runtime's client: QPS 20, burst 30;
+    kube-scheduler, which binds the pods this releases: QPS 50, burst 100), and against an API
+    server that takes 50 ms to answer still sends 400 a second (one at a time: 20), 200 pods
+    released a second at a patch and an Event each."""
     reservation_lifetime_s: float = 600.0
     """Seconds a step's reservation holds its GPUs when its pods never show up bound."""
     lease_duration_s: float = 30.0
@@ -111,7 +120,7 @@ class KubernetesSettings:
             raise ValueError(f"topology: must be a Kubernetes object name (lower-case letters, digits, '-' and '.'), "
                              f"got {self.topology!r}")
         for name in ("page_size", "max_response_bytes", "max_pages", "max_empty_pages",
-                     "max_requests_per_round"):
+                     "max_requests_per_round", "max_requests_in_flight"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")

@@ -86,34 +86,52 @@ _SECTIONS = (("nodes", Node, NODE_FIELDS), ("queues", Queue, QUEUE_FIELDS), ("jo
              ("namespaces", Namespace, NAMESPACE_FIELDS), ("topology", TopologyLevel, TOPOLOGY_FIELDS))
 
 
-def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
+def check_built(scenario: Scenario, composable: Any = None,
+                unchecked: Callable[[Any], tuple[str, ...] | None] = lambda item: None) -> Scenario:
     """Validate a scenario built in code (the Kubernetes mapping builds one per look) as
     `parse_scenario` validates one read from a file, without writing it out and reading it
     back: every field that is not its default passes its field check, names are unique, and
     the cross checks (references, placements, `composable`, the section as a file has it)
-    hold. The first problem raises a ScenarioError naming the field path."""
+    hold. The first problem raises a ScenarioError naming the field path. `unchecked(item)`: the
+    fields of an item still to check, None for all (the controller's looks keep the jobs and
+    nodes no watch event changed, their fields checked once; a kept job's ages change)."""
     for section, cls, checks in _SECTIONS:
         items, seen = getattr(scenario, section), set()
         if len(items) > MAX_ITEMS[section]:
             raise ScenarioError(scenario.source, section,
                                 f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
         for i, item in enumerate(items):
-            path = job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
-            for name in REQUIRED[cls]:
-                if getattr(item, name) is None:
-                    raise ScenarioError(scenario.source, f"{path}.{name}", "is required")
-            for key, value in vars(item).items():
-                if value is None or (type(value) in (list, dict) and not value):
-                    continue  # the field's default: what scenario_to_dict leaves out
-                try:
-                    checks[key](plain_data(value))
-                except Invalid as e:
-                    raise ScenarioError(scenario.source, f"{path}.{key}{e.at}", str(e)) from None
+            fields = unchecked(item)
+            if fields is None:
+                _check_fields(scenario.source, section, i, item, REQUIRED[cls], checks)
+            elif fields:
+                _check_fields(scenario.source, section, i, item, (), checks, fields)
             if item.name in seen:
-                raise ScenarioError(scenario.source, f"{path}.name", f"duplicate name {show(item.name)}")
+                raise ScenarioError(scenario.source, f"{_path(section, i, item)}.name",
+                                    f"duplicate name {show(item.name)}")
             seen.add(item.name)
     _check_cluster_gpus(scenario.nodes, scenario.source)
     return _check_whole(scenario, composable)
+
+
+def _path(section: str, i: int, item: Any) -> str:
+    return job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
+
+
+def _check_fields(source: str, section: str, i: int, item: Any, required: Any, checks: dict,
+                  only: Any = None) -> None:
+    """Every required field of a built item (`section`[`i`]) is there, and every field (of
+    `only`, when given) that is not its default passes its check."""
+    for name in required:
+        if getattr(item, name) is None:
+            raise ScenarioError(source, f"{_path(section, i, item)}.{name}", "is required")
+    for key, value in vars(item).items() if only is None else ((k, getattr(item, k)) for k in only):
+        if value is None or (type(value) in (list, dict) and not value):
+            continue  # the field's default: what scenario_to_dict leaves out
+        try:
+            checks[key](plain_data(value))  # as a file has it: a queue's model quotas, a node's sharing as mappings
+        except Invalid as e:
+            raise ScenarioError(source, f"{_path(section, i, item)}.{key}{e.at}", str(e)) from None
 
 
 def _check_cluster_gpus(nodes: list[Node], source: str) -> None:
@@ -289,18 +307,18 @@ def _check_placements(s: Scenario) -> None:
     per_gpu: dict[tuple[str, int], float] = {}
     slices: dict[tuple[str, str], int] = defaultdict(int)
     for i, job in enumerate(s.jobs):
-        path = job_path(i, job.name)
-        _check_replicas(s, path, job)
+        _check_replicas(s, i, job)  # job_path(i, ...) is written out only in an error: 21,000 jobs a look
         for r, node_name in enumerate(job.running):
             if node_name not in nodes:
-                raise ScenarioError(s.source, f"{path}.running[{r}]", f"unknown node {show(node_name)}")
+                raise ScenarioError(s.source, f"{job_path(i, job.name)}.running[{r}]",
+                                    f"unknown node {show(node_name)}")
             node = nodes[node_name]
-            _check_slice(s, f"{path}.running[{r}]", job, node, slices)
+            _check_slice(s, i, r, job, node, slices)
             load[node_name]["gpus"] += job.gpus
             load[node_name]["cpu"] += job.cpu or 0
             load[node_name]["memory_gib"] += job.memory_gib or 0
             if job.gpu_indices is not None:
-                _check_indices(s, f"{path}.gpu_indices[{r}]", job, node, job.gpu_indices[r], per_gpu)
+                _check_indices(s, i, r, job, node, job.gpu_indices[r], per_gpu)
     _check_room(s, nodes, load)
 
 
@@ -315,18 +333,19 @@ def _check_node_gpus(s: Scenario) -> None:
             raise ScenarioError(s.source, f"nodes[{i}].mig", "a node's GPUs are MIG slices or shared, not both")
 
 
-def _check_replicas(s: Scenario, path: str, job: Job) -> None:
+def _check_replicas(s: Scenario, i: int, job: Job) -> None:
     """A running job names one node per replica (a gang all or none) and GPU indices for each."""
     if job.mig_profile and job.gpus > 1:
-        raise ScenarioError(s.source, f"{path}.gpus", f"a MIG slice is at most one GPU, got {show(job.gpus)}")
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpus",
+                            f"a MIG slice is at most one GPU, got {show(job.gpus)}")
     if len(job.running) > job.replicas:
-        raise ScenarioError(s.source, f"{path}.running",
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.running",
                             f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
     if job.running and len(job.running) < job.replicas:
-        raise ScenarioError(s.source, f"{path}.running",
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.running",
                             f"a gang runs all {job.replicas} replicas or none, got {len(job.running)} nodes")
     if job.gpu_indices is not None and len(job.gpu_indices) != len(job.running):
-        raise ScenarioError(s.source, f"{path}.gpu_indices",
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices",
                             f"must have one entry per running replica ({len(job.running)}), "
                             f"got {len(job.gpu_indices)}")
 
@@ -343,10 +362,12 @@ def _check_room(s: Scenario, nodes: dict[str, Node], load: dict[str, dict[str, f
                                     f"{used[resource]:g} {resource} of {capacity:g}")
 
 
-def _check_slice(s: Scenario, path: str, job: Job, node: Node, slices: dict[tuple[str, str], int]) -> None:
+def _check_slice(s: Scenario, i: int, r: int, job: Job, node: Node,
+                 slices: dict[tuple[str, str], int]) -> None:
     """A MIG job runs on a slice of its profile that the node has; other jobs not on MIG GPUs."""
     if not job.mig_profile and not node.mig:
         return
+    path = f"{job_path(i, job.name)}.running[{r}]"
     if not job.mig_profile:
         raise ScenarioError(s.source, path, f"node {show(node.name)} has MIG slices only; the job asks for none")
     slices[node.name, job.mig_profile] += 1
@@ -355,18 +376,21 @@ def _check_slice(s: Scenario, path: str, job: Job, node: Node, slices: dict[tupl
                                             f"{job.mig_profile} slices; its running jobs use more")
 
 
-def _check_indices(s: Scenario, path: str, job: Job, node: Node, idx: list[int],
+def _check_indices(s: Scenario, i: int, r: int, job: Job, node: Node, idx: list[int],
                    per_gpu: dict[tuple[str, int], float]) -> None:
     want = 1 if job.is_fractional else int(job.gpus)
     if len(idx) != want or len(set(idx)) != len(idx):
-        raise ScenarioError(s.source, path, f"must list {want} distinct GPU indices, got {show(idx)}")
+        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
+                            f"must list {want} distinct GPU indices, got {show(idx)}")
     for g in idx:
         if g >= node.gpus:
-            raise ScenarioError(s.source, path, f"GPU {g} does not exist on {node.name} ({node.gpus} GPUs)")
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
+                                f"GPU {g} does not exist on {node.name} ({node.gpus} GPUs)")
         share = job.gpus if job.is_fractional else 1.0
         per_gpu[(node.name, g)] = per_gpu.get((node.name, g), 0.0) + share
         if per_gpu[(node.name, g)] > 1 + 1e-9:
-            raise ScenarioError(s.source, path, f"GPU {g} of {node.name} is already fully used")
+            raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
+                                f"GPU {g} of {node.name} is already fully used")
 
 
 #: The queue fields of a plan that `expect.queues` may pin (numbers, or null where a field may be absent).

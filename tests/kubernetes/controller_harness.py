@@ -10,6 +10,7 @@ import yaml
 from gpu_policy.controller import Controller, ControllerSettings
 from gpu_policy.controller.metrics import Metrics
 from gpu_policy.kubernetes import names
+from gpu_policy.kubernetes.transport.reporting import Report
 from tests.kubernetes.fake import FakeScheduler
 from tests.kubernetes.objects import gpu_pod, node_object
 from gpu_policy.model import Node
@@ -37,20 +38,31 @@ def gated_pod(name: str, queue: str, gpus: int = 1, job: str | None = None, repl
                    schedulingGates=[{"name": g} for g in gates], **spec)
 
 
-def counted_cluster(cluster, metrics: Metrics, **settings):
-    """The fake cluster through an ApiClient whose requests `metrics` counts (as `gpu-policy controller` opens it)."""
+def counted_cluster(cluster, metrics: Metrics, answered: Report | None = None, **settings):
+    """The fake cluster through an ApiClient whose requests `metrics` counts (as `gpu-policy controller` opens it);
+    `answered(method, url, query, code)` runs in the requesting thread after each answer (a slow API server
+    takes fake time there)."""
     plain = cluster(**settings)
-    return cluster(api_client=metrics.counted_client(plain.api_client.configuration),
+    return cluster(api_client=metrics.counted_client(plain.api_client.configuration, answered),
                    default_namespace=plain.default_namespace, **settings)
 
 
-def new_controller(cluster, **settings) -> Controller:
+def new_controller(cluster, answered: Report | None = None, kube: dict | None = None, **settings) -> Controller:
+    """A controller on the fake cluster (its settings `kube`, a 15 s lease unless told), started."""
     metrics = Metrics()
-    controller = Controller(counted_cluster(cluster, metrics, lease_duration_s=15.0),
+    controller = Controller(counted_cluster(cluster, metrics, answered, **{"lease_duration_s": 15.0, **(kube or {})}),
                             ControllerSettings(**{"debounce_s": 0.2, "watch_timeout_s": 2.0, **settings}),
                             metrics=metrics)
     controller.start()
     return controller
+
+
+def kill(controller: Controller) -> None:
+    """What SIGKILL does to a replica, as the Lease sees it: no more turns, no more renewals, the
+    Lease not released (its watches end by themselves)."""
+    controller.stop.set()
+    if controller.renewer is not None:
+        controller.renewer.close()
 
 
 def settle(controller: Controller, fake_time, done=None, turns: int = 3) -> None:

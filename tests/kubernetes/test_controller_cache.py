@@ -9,7 +9,11 @@ from gpu_policy import load_scenario
 from gpu_policy.controller.cache import CONFIG_MAPS, DRA_AND_POD_GROUPS, KAI_QUEUES, NAMESPACES, NODES, PODS, Cache
 from gpu_policy.controller.usage import UsageKeeper
 from gpu_policy.kubernetes.read.look import look
+from gpu_policy.errors import ScenarioError
+from gpu_policy.kubernetes.names import TERMINATING_QUEUE, UNMANAGED_QUEUE
 from gpu_policy.model.scenario_dump import scenario_to_dict
+from gpu_policy.model.scenario_file import check_built
+from gpu_policy.planner import plan
 from tests.conftest import SCENARIOS, scenario_files
 from tests.kubernetes.dra_objects import load_dra, serve_taint_rules, taint_rule
 from tests.kubernetes.objects import gpu_pod, load_into
@@ -24,9 +28,9 @@ def filled(client) -> Cache:
     return cache
 
 
-def cached_look(cluster, cache, usage=None):
+def cached_look(cluster, cache, usage=None, memo=None):
     return look(cache, cluster.settings, cache.node_views(), cache.pod_views(), cluster.clocks.wall(), cluster.url,
-                cluster.device_plugin_lag, cache.bad(), usage)
+                cluster.device_plugin_lag, cache.bad(), usage, memo)
 
 
 @pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
@@ -39,6 +43,65 @@ def test_a_snapshot_of_the_cache_is_the_one_shot_snapshot(api, cluster, path):
                                                                            k8s.lease.check))
     assert scenario_to_dict(snap.scenario) == scenario_to_dict(one_shot.scenario)
     assert warnings + snap.warnings == one_shot.warnings and bad == one_shot.object_warnings
+
+
+@pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
+def test_a_look_that_keeps_what_did_not_change_is_a_fresh_look(api, cluster, path):
+    """The controller's looks keep each job and node no watch event changed (kubernetes/read/memo.py).
+    Planned on (nothing that reads a scenario may change what is kept), then looked at again
+    after a change, the cache maps as a fresh look does, and what did not change is the very
+    object kept."""
+    load_into(api, load_scenario(path), time.time())
+    k8s = cluster()
+    cache = filled(k8s.client)
+    first = cached_look(k8s, cache, memo=cache.memo)[0]
+    plan(first.scenario)
+    cache.apply(PODS, "ADDED", gpu_pod("jobs", "late", gpus=1))
+    kept, warnings, bad = cached_look(k8s, cache, memo=cache.memo)
+    fresh, fresh_warnings, fresh_bad = cached_look(k8s, cache)  # a memo of its own, kept nowhere
+    assert scenario_to_dict(kept.scenario) == scenario_to_dict(fresh.scenario)
+    assert (warnings + kept.warnings, bad) == (fresh_warnings + fresh.warnings, fresh_bad)
+    assert all(a is b for a, b in zip(kept.scenario.nodes, first.scenario.nodes))  # the pod is on none of them
+    before = {id(j) for j in first.scenario.jobs}
+    again = [j for j in kept.scenario.jobs if id(j) in before]
+    assert len(again) >= len([j for j in first.scenario.jobs if not j.checkpoint_age_s]) // 2  # most jobs too
+
+
+@pytest.mark.parametrize("path", [p for p in scenario_files() if "compos" not in p.stem], ids=lambda p: p.stem)
+def test_a_kept_job_ages_with_the_time(api, cluster, fake_time, path):
+    """An hour later and nothing else changed: every kept job's running, waiting and checkpoint
+    ages are a fresh look's, set on a copy; nothing else of it differs from the job kept."""
+    load_into(api, load_scenario(path), time.time())
+    k8s = cluster()
+    cache = filled(k8s.client)
+    first = cached_look(k8s, cache, memo=cache.memo)[0]
+    fake_time.sleep(3600)
+    kept = cached_look(k8s, cache, memo=cache.memo)[0]
+    fresh = cached_look(k8s, cache)[0]
+    assert scenario_to_dict(kept.scenario) == scenario_to_dict(fresh.scenario)
+    timed = ("running_for_s", "waiting_for_s", "checkpoint_age_s")
+    before = {j.name: j for j in first.scenario.jobs}
+    for job in kept.scenario.jobs:
+        old = before[job.name]
+        if job.queue in (UNMANAGED_QUEUE, TERMINATING_QUEUE):
+            continue  # built anew every look
+        if any(getattr(job, k) is not None for k in timed):
+            assert job is not old and {k: v for k, v in vars(job).items() if k not in timed} == \
+                {k: v for k, v in vars(old).items() if k not in timed}
+            assert all(getattr(job, k) == getattr(old, k) + 3600 for k in timed if getattr(job, k) is not None)
+        else:
+            assert job is old
+
+
+def test_the_checks_check_what_is_left_to_check():
+    """check_built checks only the fields `unchecked` names of an item (those a kept job's copy
+    set anew), all of one it says None of, none of one it says () of."""
+    scenario = load_scenario(SCENARIOS / "move-not-preempt.yaml")
+    job = scenario.jobs[0]
+    job.running_for_s, job.priority = -1, -5  # both out of range
+    with pytest.raises(ScenarioError, match=r"jobs\[0\].*running_for_s"):
+        check_built(scenario, unchecked=lambda item: ("running_for_s",) if item is job else None)
+    check_built(scenario, unchecked=lambda item: () if item is job else None)
 
 
 def test_events_change_the_cache_and_only_real_changes_matter(api, cluster):

@@ -17,8 +17,8 @@ from gpu_policy.controller.telemetry import TelemetryFeed
 from gpu_policy.kubernetes import names
 from gpu_policy.model import Node, Scenario
 from gpu_policy.telemetry import GpuKey, GpuReading, GpuTelemetry, TelemetrySettings, TelemetryUnavailable
-from tests.kubernetes.controller_harness import (DEADLINE_S, counted_cluster, described, gated_pod, new_controller,
-                                                released, sees, settle)
+from tests.kubernetes.controller_harness import (DEADLINE_S, counted_cluster, described, gated_pod, kill,
+                                                new_controller, released, sees, settle)
 from tests.kubernetes.fake_cdi import MODEL, composable_cluster
 from tests.kubernetes.objects import attached_request, composable_node_object
 
@@ -93,7 +93,7 @@ def test_a_killed_leader_s_request_is_not_asked_again(api, cluster, fake_time):
         settle(first, fake_time, lambda: cdi.requests())
         settle(second, fake_time, turns=2)
         assert not second.leading and request_writes(api) == ["POST"]
-        first.stop.set()  # killed mid-wait: no more turns, the Lease is not released
+        kill(first)  # killed mid-wait
         sees(second, lambda: ("", OURS) in second.cache.objects[COMPOSABILITY_REQUESTS])
         settle(second, fake_time, lambda: second.leading and second.plans >= 1)
         settle(second, fake_time, turns=3)
@@ -133,8 +133,8 @@ def test_a_standby_and_a_fenced_leader_write_no_request(api, cluster, fake_time)
         api.put(gated_pod("train", "team-b", gpus=4, namespace="b"))
         sees(leader, lambda: leader.cache.pod("b", "train") is not None)
         sees(standby, lambda: standby.cache.pod("b", "train") is not None)
-        fake_time.now = leader.lease.renewed_at + 15.0  # its last renewal is as old as the lease
-        api.inject(503, method="PUT", path=r".*/leases/.*", times=None)  # and no renewal is taken
+        api.inject(503, method="PUT", path=r".*/leases/.*", times=None)  # no renewal is taken
+        fake_time.now = leader.lease.renewed_at + 15.0  # and its last renewal is as old as the lease
         plan = leader.round()
         assert [(c.node, c.change) for c in plan.compositions] == [("node-3", 4)]  # it would have asked
         settle(standby, fake_time, turns=3)

@@ -189,7 +189,9 @@ def test_a_leader_that_lost_the_lease_writes_no_usage(api, cluster, fake_time):
     c = new_controller(cluster)
     try:
         settle(c, fake_time, lambda: len(released(api)) == 1)
-        fake_time.now = c.lease.renewed_at + 15.0  # the loop stalled: no renewal sent for a whole lease
+        # the API server takes no renewal (the leader's renewer is refused) for a whole lease
+        api.inject(503, method="PUT", path=r".*/leases/.*", times=None)
+        fake_time.now = c.lease.renewed_at + 15.0
         with pytest.raises(ClusterBusy, match="lost the planning lease"):
             c.usage.write(fake_time.time())
         assert api.get("configmaps", names.USAGE_CONFIGMAP, names.DEFAULT_NAMESPACE) is None

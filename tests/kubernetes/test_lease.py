@@ -88,3 +88,33 @@ def test_the_lease_is_renewed_while_the_planner_works(api, kubeconfig):
         first = lease(api)["metadata"]["resourceVersion"]
         time.sleep(0.5)
         assert lease(api)["metadata"]["resourceVersion"] != first and not c.lease.lost
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["answered-409", "answered-late"])
+def test_a_late_renewal_does_not_undo_the_lease_taken_again(api, cluster, written):
+    """The loop stands by without waiting for a renewal in flight and may take the lease again at
+    once; that renewal's answer, refused (the new write came first) or late (it came first), is
+    no longer this holder's news."""
+    c = cluster(lease_duration_s=30)
+    c.lease.acquire()
+    send = c.lease.client.replace_lease
+
+    def meanwhile():
+        c.lease.lose("fenced")
+        assert c.lease.try_acquire()[0]
+
+    def renewal(name, spec, version, deadline_s=None):
+        c.lease.client.replace_lease = send
+        if written:
+            answer = send(name, spec, version, deadline_s=deadline_s)
+            meanwhile()
+            return answer
+        meanwhile()
+        return send(name, spec, version, deadline_s=deadline_s)
+
+    c.lease.client.replace_lease = renewal
+    c.lease.renew()
+    c.lease.check()  # still ours
+    c.lease.renew()
+    c.lease.check()
+    assert lease(api)["spec"]["holderIdentity"] == c.lease.identity

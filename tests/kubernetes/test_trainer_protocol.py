@@ -180,9 +180,10 @@ def test_a_standby_and_a_fenced_leader_write_nothing_and_the_next_leader_goes_on
         drive([first, second], fake_time, [trainer], lambda: REQUESTED in trainer.annotations())
         asked = trainer.annotations()[REQUESTED]
         assert not second.leading and writes(second) == 0
-        # the leader stalls for a whole lease and the API server takes no renewal; the trainer answers meanwhile
-        fake_time.now = first.lease.renewed_at + 15.0
+        # the API server takes no renewal (the leader's renewer is refused) for a whole lease; the trainer
+        # answers meanwhile
         api.inject(503, method="PUT", path=r".*/leases/.*", times=None)
+        fake_time.now = first.lease.renewed_at + 15.0
         wait_for(lambda: LAST in trainer.annotations(), "the trainer's answer")
         sees(first, lambda: answered(in_cache(first, trainer)))
         before = writes(first)

@@ -3,7 +3,7 @@ the bounds that hold through it give the same one-line answers as gpu-policy's o
 (depth, non-finite values, TLS verified, secrets never shown, unreachable, HTTP errors), and
 the one that cannot hold is shown for what it is (the answer's size: read whole, then judged).
 docs/telemetry.md ("Your own PrometheusConnect") has the measurements, the slow-drip case
-among them (bench/prometheus_client.py): the reason gpu-policy's own client stays the default."""
+among them (bench/prometheus_connect.py): the reason gpu-policy's own client stays the default."""
 
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

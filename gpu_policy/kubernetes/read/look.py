@@ -19,6 +19,7 @@ from gpu_policy.kubernetes.read.composable import ComposedNodes, compose_nodes, 
 from gpu_policy.kubernetes.read.settle import DevicePluginLag
 from gpu_policy.kubernetes.read.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, placeable, read_each
+from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
                                          QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, USAGE_CONFIGMAP,
                                          VOLCANO_GROUP)
@@ -31,7 +32,7 @@ from gpu_policy.kubernetes.read.reservations import read_reservations
 from gpu_policy.kubernetes.settings import KubernetesSettings
 from gpu_policy.kubernetes.read.shape import (DEVICE_CLASS, DEVICE_TAINT_RULE, POD_GROUP, RESOURCE_CLAIM,
                                          RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, TRAIN_JOB)
-from gpu_policy.kubernetes.read.snapshot import Snapshot, build_scenario, namespace_queues, needs_namespace_list
+from gpu_policy.kubernetes.read.snapshot import ByUid, Snapshot, build_scenario, namespace_queues, needs_namespace_list
 from gpu_policy.kubernetes.read.topology import hierarchy, with_topology
 from gpu_policy.kubernetes.read.usage import UsageLook, read_usage, with_usage
 from gpu_policy.kubernetes.read.workloads import min_members, node_counts, with_train_jobs
@@ -57,11 +58,13 @@ class Reads(Protocol):
 
 def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods: list[PodView], now: float,
          source: str, lag: DevicePluginLag, bad: list[ObjectWarning] = (),
-         usage: UsageLook | None = None) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
+         usage: UsageLook | None = None,
+         memo: LookMemo | None = None) -> tuple[Snapshot, list[str], list[ObjectWarning]]:
     """The snapshot of these nodes and pods; the warnings of reading the rest (one line
     each, the objects left out first); and the objects left out or left waiting (`bad`,
     the nodes and pods that could not be read, and the pods no node could ever hold).
-    `usage`: the queues' usage history (the leader's); None reads the usage ConfigMap as it is."""
+    `usage`: the queues' usage history (the leader's); None reads the usage ConfigMap as it is.
+    `memo`: what the last look built, for the controller's looks (gpu_policy.kubernetes.read.memo)."""
     bad = list(bad)
     dra = _dra(reads, pods, bad)
     if dra is not None:
@@ -84,13 +87,13 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     warnings += unreadable.values()
     labels = _namespace_labels(reads) if needs_namespace_list(pods, queues) else {}
     composed = _composition(reads, settings, nodes, now, lag, warnings)
-    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source, composed, labels,
-                          pod_groups, policy, levels.levels)
+    snap = build_scenario(nodes, pods, queues, namespace_queues(labels), reservations, now, source,
+                          memo or LookMemo(), composed, labels, pod_groups, policy, levels.levels)
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
     jobs = {**snap.pods, **snap.broken}
     snap.marked = _carrying(pods, jobs, lambda p: p.marked)  # a broken gang's pods: evicted, not unmarked
     snap.asked = _carrying(pods, jobs, lambda p: p.checkpoint_requested is not None or p.checkpoint_awaited is not None)
-    snap.views = {p.uid: p for p in pods}
+    snap.views = ByUid(pods)
     return snap, [b.line() for b in bad] + warnings, bad
 
 
@@ -212,9 +215,11 @@ def _composition(reads: Reads, settings: KubernetesSettings, nodes: list[NodeVie
 def _carrying(pods: list[PodView], jobs: dict[str, list[PodRef]], mark) -> dict[str, list[PodRef]]:
     """The pods `mark`ed (still marked preempted; asked to save or awaited at a checkpoint) and not
     on their way out, by job (the pod's own name when it belongs to no planned job)."""
+    marked = [p for p in pods if mark(p) and not p.deleting]
+    if not marked:  # as a look mostly finds: no need to know every pod's job
+        return {}
     job_of = {ref.uid: job for job, refs in jobs.items() for ref in refs}
     out: dict[str, list[PodRef]] = {}
-    for p in pods:
-        if mark(p) and not p.deleting:
-            out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
+    for p in marked:
+        out.setdefault(job_of.get(p.uid, p.full_name), []).append(p.ref)
     return out

@@ -128,13 +128,15 @@ class KubeClient(Sender):
         return None if answer.status == 409 else answer.body
 
     @needs("update", "leases", group="coordination.k8s.io", own_namespace=True)
-    def replace_lease(self, name: str, spec: dict, resource_version: str) -> dict | None:
-        """Write it if it is still at `resource_version`; None when another holder wrote first."""
+    def replace_lease(self, name: str, spec: dict, resource_version: str,
+                      deadline_s: float | None = None) -> dict | None:
+        """Write it if it is still at `resource_version`; None when another holder wrote first.
+        Retried within `deadline_s` (default: the settings')."""
         ns = self.settings.namespace
         meta = self._models.V1ObjectMeta(name=name, namespace=ns, resource_version=resource_version)
         body = self._models.V1Lease(metadata=meta, spec=self._lease_spec(spec))
         answer = self._request(f"update Lease {ns}/{name}", lambda **kw: self._coordination.replace_namespaced_lease(
-            name=name, namespace=ns, body=body, **kw), accept={409})
+            name=name, namespace=ns, body=body, **kw), accept={409}, deadline_s=deadline_s)
         return None if answer.status == 409 else answer.body
 
     @needs("get", "pods")

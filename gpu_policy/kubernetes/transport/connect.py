@@ -21,10 +21,11 @@ def service_account_namespace() -> str:
         return f.read().strip() or "default"
 
 
-def connect(context: str | None, kubeconfig: str | None, where: str):
+def connect(context: str | None, kubeconfig: str | None, where: str, in_flight: int = 10):
     """An ApiClient for the in-cluster service account (no context and no kubeconfig given,
     inside a pod), else for `context` (None: the current one) of `kubeconfig` (None:
-    $KUBECONFIG or ~/.kube/config). Returns (api_client, default namespace)."""
+    $KUBECONFIG or ~/.kube/config), with a connection for each of `in_flight` writes at once
+    beside the watches. Returns (api_client, default namespace)."""
     import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
@@ -45,6 +46,7 @@ def connect(context: str | None, kubeconfig: str | None, where: str):
         raise ClusterError(f"{where}: cannot load the Kubernetes configuration"
                            f"{f' {kubeconfig}' if kubeconfig else ''}: {detail}") from None
     cfg.retries = 0  # our own retries: one place that bounds them and words the failure
-    # the controller holds a WATCH per kind open (up to 14) beside its requests: a connection each, kept
-    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32)
+    # the controller holds a WATCH per kind open (up to 14) beside its writes in flight and the Lease's
+    # renewal: a connection each, kept (urllib3 drops, with a warning, one returned to a full pool)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32, in_flight + 22)
     return client.ApiClient(cfg), namespace

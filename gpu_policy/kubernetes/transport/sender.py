@@ -13,6 +13,7 @@ Nothing but gpu-policy's own errors leaves this module.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -39,10 +40,15 @@ class Sender:
         self._jitter = jitter
         self._pool = bounded_pool(api_client)
         self._round_began = 0
+        self._counting = threading.Lock()  # writes go out side by side (kubernetes.write.inflight)
 
     def begin_round(self) -> None:
         """Start counting a new round's requests against `max_requests_per_round`."""
         self._round_began = self.stats.calls
+
+    def requests_left(self) -> int:
+        """The requests this round may still send (`max_requests_per_round`)."""
+        return self.settings.max_requests_per_round - (self.stats.calls - self._round_began)
 
     def backoff(self, deadline_s: float, sleep: Callable[[float], None] | None = None,
                 monotonic: Callable[[], float] | None = None) -> Backoff:
@@ -61,7 +67,7 @@ class Sender:
         backoff = self.backoff(deadline_s)
         attempts = 0
         while True:
-            if self.stats.calls - self._round_began >= s.max_requests_per_round:
+            if self.requests_left() <= 0:
                 raise ClusterUnavailable(f"{self.where}: {what}: this round already sent {s.max_requests_per_round} "
                                          "requests (max_requests_per_round); the rest waits for the next round")
             attempts += 1
@@ -80,7 +86,8 @@ class Sender:
         from urllib3.exceptions import HTTPError
 
         s = self.settings
-        self.stats.calls += 1
+        with self._counting:
+            self.stats.calls += 1
         window = max(min(s.timeout_s, deadline - self._monotonic()), 0.001)
         self._pool.within(time.monotonic() + window, s.max_response_bytes)
         try:
@@ -100,7 +107,8 @@ class Sender:
             return None, said, answer.retry_after
         except HTTPError as e:
             return None, f"is unreachable ({cause(e)})", None
-        self.stats.bytes += len(data)
+        with self._counting:
+            self.stats.bytes += len(data)
         try:
             body = parse_json(data)
         except BodyRefused as e:
@@ -179,7 +187,8 @@ class Sender:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        self.stats.calls += 1
+        with self._counting:
+            self.stats.calls += 1
         window = self.settings.timeout_s
         try:
             response = call(watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
@@ -198,7 +207,8 @@ class Sender:
         body = BoundedBody(response, time.monotonic() + timeout_s + window, self.settings.max_response_bytes)
         try:
             for line in body.lines():
-                self.stats.bytes += len(line)
+                with self._counting:
+                    self.stats.bytes += len(line)
                 yield watch_event(what, self.where, parse_json(line))
         except BodyRefused as e:
             raise ClusterUnavailable(f"{self.where}: {what}: {e.reason}") from None

@@ -21,7 +21,10 @@ In this order:
 7. with `Orders.admit`, the gated jobs the plan starts released and the waiting pods told why
    (gpu_policy.kubernetes.write.admit); a job that waits for a victim's checkpoint stays gated.
 Every write runs `fence` first (the planning Lease's check): a planner that lost the Lease
-writes nothing more. What the caller hears as it goes is a `Witness`.
+writes nothing more. Events, releases and the Events after them go out side by side, at most
+`max_requests_in_flight` at once (gpu_policy.kubernetes.write.inflight); evictions, compositions
+and reservations one at a time. What the caller hears as it goes is a `Witness`, always on the
+thread that called `carry_out`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from gpu_policy.kubernetes.write.checkpoint_first import (ASKED, WITHDRAWN, Verd
                                                           stamp)
 from gpu_policy.kubernetes.write.evict import evict_job, unmark
 from gpu_policy.kubernetes.write.events import EventWriter
+from gpu_policy.kubernetes.write.inflight import InFlight
 from gpu_policy.kubernetes.write.reservations import reservation_for, write_reservations
 from gpu_policy.model.cluster import Acted, Observation, Orders, Outcome, Waiting
 from gpu_policy.model.plan import JobDecision, Plan
@@ -67,6 +71,10 @@ class Witness:
 
     def released(self, pod: PodRef, node: str, answer: dict) -> None:
         """A gated pod was released onto `node`; `answer` is the pod as patched."""
+
+    def carried_over(self, jobs: list[str]) -> None:
+        """Jobs the plan starts whose releases this round's request budget did not hold: the next
+        round releases them (it should come at once)."""
 
     def pod_annotated(self, answer: dict) -> None:
         """A victim's pod was asked to checkpoint, awaited, or had that withdrawn: the pod as patched."""
@@ -100,8 +108,9 @@ class KubernetesActuator:
                  read_pod: Callable[[str, str], dict | None] | None = None, witness: Witness | None = None):
         self.client, self.settings, self.fence, self.events, self.clocks = client, settings, fence, events, clocks
         self.witness = witness or Witness()
+        self.in_flight = InFlight(settings.max_requests_in_flight)
         self.admission = Admission(client, fence, self.events, read_pod or client.read_pod, self.witness,
-                                   self.expires_at)
+                                   self.expires_at, self.in_flight)
 
     def expires_at(self) -> float:
         """When a reservation written now lapses."""
@@ -158,10 +167,9 @@ class KubernetesActuator:
 
     def _tell_victims(self, plan: Plan, snap: Snapshot, verdicts: dict[str, Verdict]) -> None:
         """Say on each victim pod evicted this round why it goes, before anything else is written."""
-        for d in plan.jobs:
-            if d.name in verdicts and verdicts[d.name].evict:
-                for ref in snap.pods.get(d.name, []):
-                    self.events.write(ref, VICTIM_EVENTS[d.action], f"{d.code}: {d.reason}", action="Preempt")
+        told = [(ref, VICTIM_EVENTS[d.action], f"{d.code}: {d.reason}", "Normal", "Preempt") for d in plan.jobs
+                if d.name in verdicts and verdicts[d.name].evict for ref in snap.pods.get(d.name, [])]
+        self.events.write_many(told, self.in_flight)
 
     def _compose(self, plan: Plan, snap: Snapshot, execute: bool) -> list[Outcome]:
         """Roll back gpu-policy's requests that missed their deadline, then attach and detach."""

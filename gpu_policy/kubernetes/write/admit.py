@@ -7,11 +7,16 @@ The last part of acting on a plan (gpu_policy.kubernetes.write.actuator), in thi
    unless it runs on GPUs still being attached (`WaitingForComposition`); the others wait
    with the plan's reason, or stays gated for a victim's checkpoint (`WaitingForCheckpoint`,
    gpu_policy.kubernetes.write.checkpoint_first). Every pod of a job is checked before any is patched;
-2. the placements of the gangs about to be released are written as reservations, in one
+2. the jobs this round's request budget (`max_requests_per_round`) holds are released this
+   round, in order, each counted as a patch and an Admitted Event per pod; the rest are carried
+   over to the next round, which comes at once (a burst is work, not a failure: no Event, no
+   warning, nothing lost; the budget is there for a server that makes a round loop);
+3. the placements of the gangs about to be released are written as reservations, in one
    write, before the first release, so a gang released part way holds all its nodes;
-3. the release patches (gpu_policy.kubernetes.write.release), each fenced;
-4. the Admitted Events, then an Event on each pod that still waits, the pods the look left
-   out included (releases first: they are what pods wait for, Events are not).
+4. the release patches of every job at once (gpu_policy.kubernetes.write.release), at most
+   `max_requests_in_flight` out, each fenced;
+5. the Admitted Events, then an Event on each pod that still waits, the pods the look left
+   out included (releases first: they are what pods wait for, Events are not), side by side too.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from gpu_policy.kubernetes.read.pods import PodRef
 from gpu_policy.kubernetes.read.snapshot import Snapshot
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.write.events import NOT_ADMITTED, EventWriter
+from gpu_policy.kubernetes.write.inflight import InFlight
 from gpu_policy.kubernetes.write.release import PodRelease, release_patches, send_releases
 from gpu_policy.kubernetes.write.reservations import reservation_for, write_reservations
 from gpu_policy.model.cluster import Outcome, WaitReason, Waiting
@@ -59,12 +65,14 @@ class Admission:
     """Releases gated jobs and tells gated pods why they wait; every write runs `fence` first.
     `read_pod` gives a pod's object as it is now (the controller's cache, or a GET), `witness`
     hears of each release and of the gangs' reservation (gpu_policy.kubernetes.write.actuator.Witness),
-    `expires_at()` is when a reservation written now lapses."""
+    `expires_at()` is when a reservation written now lapses; the releases and Events go out
+    side by side through `in_flight`."""
 
     def __init__(self, client: KubeClient, fence: Callable[[], None], events: EventWriter,
-                 read_pod: Callable[[str, str], dict | None], witness, expires_at: Callable[[], float]):
+                 read_pod: Callable[[str, str], dict | None], witness, expires_at: Callable[[], float],
+                 in_flight: InFlight):
         self.client, self.fence, self.events, self.read_pod = client, fence, events, read_pod
-        self.witness, self.expires_at = witness, expires_at
+        self.witness, self.expires_at, self.in_flight = witness, expires_at, in_flight
 
     def admit(self, plan: Plan, snap: Snapshot, bad: list[ObjectWarning], attaching: list[Outcome],
               execute: bool, held: dict[str, WaitReason] | None = None) -> tuple[list[Outcome], list[Waiting]]:
@@ -75,18 +83,16 @@ class Admission:
         if not execute:
             return [Outcome(r.job, "release", "dry run", _places(r), [str(p) for p in r.pods])
                     for r in found.releases], found.waiting
-        self._reserve_gangs([r.gang for r in found.releases if r.gang is not None], snap)
-        outcomes, admitted = [], []
-        for r in found.releases:
-            outcome, still = self._release(r, admitted)
-            outcomes.append(outcome)
-            if still is not None:
-                found.waiting.append(still)
-        for ref, note in admitted:
-            self.events.write(ref, "GpuPolicyAdmitted", note)
+        releases, carried = self._this_round(found.releases)
+        self._reserve_gangs([r.gang for r in releases if r.gang is not None], snap)
+        outcomes, admitted = self._release(releases, found.waiting)
+        self.events.write_many([(ref, "GpuPolicyAdmitted", note, "Normal", "Admit") for ref, note in admitted],
+                               self.in_flight)
         found.waiting += self._left_out(bad)
-        self._tell_waiting(found.waiting)
-        return outcomes, found.waiting
+        self._tell_waiting(found.waiting, carried)
+        if carried:
+            self.witness.carried_over([w.job for w in carried])
+        return outcomes, found.waiting + carried
 
     def sort(self, plan: Plan, snap: Snapshot, attaching: list[Outcome],
              held: dict[str, WaitReason] | None = None) -> Sorted:
@@ -131,31 +137,58 @@ class Admission:
         if gangs:
             self.witness.gangs_reserved(write_reservations(self.client, gangs, set(), self.fence))
 
-    def _release(self, r: Release, admitted: list[tuple[PodRef, str]]) -> tuple[Outcome, Waiting | None]:
-        """Send the job's release patches; each released pod's Admitted Event is added to
-        `admitted`. Returns the outcome, and the pods still gated and why (or None)."""
-        done: list[PodRef] = []
+    def _this_round(self, releases: list[Release]) -> tuple[list[Release], list[Waiting]]:
+        """The releases this round's request budget holds, in order (a patch and an Admitted Event
+        per pod, and the gangs' reservation write), and the jobs carried over to the next round.
+        The first always goes: a gang larger than the budget is released part way, its
+        reservation holding the rest for the next round."""
+        left, budget = self.client.requests_left() - 1, self.client.settings.max_requests_per_round
+        for i, r in enumerate(releases):
+            left -= 2 * len(r.patches)
+            if i and left < 0:
+                sent = sum(len(x.patches) for x in releases[:i])
+                why = WaitReason("Admitted", f"released by the next round, at once: this round's {budget} requests "
+                                             f"(max_requests_per_round) went to the {sent} pods released before it")
+                return releases[:i], [Waiting(x.job, x.queue, x.pods, why) for x in releases[i:]]
+        return releases, []
+
+    def _release(self, releases: list[Release], waiting: list[Waiting]) -> tuple[list[Outcome],
+                                                                                   list[tuple[PodRef, str]]]:
+        """Send every job's release patches at once; the outcome of each job and the Admitted
+        Event of each pod released. A job with pods still gated (a patch refused) joins `waiting`."""
+        job_of = {id(p): r for r in releases for p in r.patches}
+        done: dict[str, list[PodRef]] = {r.job: [] for r in releases}
+        refused: dict[str, list[str]] = {r.job: [] for r in releases}
+        admitted: list[tuple[PodRef, str]] = []
 
         def released(release: PodRelease, pod: dict) -> None:
+            r = job_of[id(release)]
             self.events.forget(release.pod.uid)
             self.witness.released(release.pod, release.node, pod)
             admitted.append((release.pod, f"Admitted: onto {release.node}{r.share} (a replica of {r.job})"))
-            done.append(release.pod)
+            done[r.job].append(release.pod)
 
         try:
-            why = send_releases(self.client, r.patches, self.fence, released)
+            send_releases(self.client, [p for r in releases for p in r.patches], self.fence, released,
+                          lambda release, why: refused[job_of[id(release)].job].append(why), self.in_flight)
         finally:  # also when a write raised part way: say what was released
-            if 0 < len(done) < len(r.pods):
-                log.warning("%s: released %d of its %d gated pods; the rest stay gated on their reserved nodes and "
-                            "are released next round", r.job, len(done), len(r.pods))
-            elif done:
-                log.info("released %s: %d pod%s", r.job, len(done), "s" if len(done) > 1 else "")
-        names = [str(p) for p in r.pods]
-        if why is None:
-            return Outcome(r.job, "release", "done", _places(r), names), None
-        still = [p for p in r.pods if p not in done]
-        return (Outcome(r.job, "release", "failed", f"released {len(done)} of {len(r.pods)}: {why.text}", names),
-                Waiting(r.job, r.queue, still, why))
+            for r in releases:
+                if 0 < len(done[r.job]) < len(r.pods):
+                    log.warning("%s: released %d of its %d gated pods; the rest stay gated on their reserved nodes "
+                                "and are released next round", r.job, len(done[r.job]), len(r.pods))
+                elif done[r.job]:
+                    log.info("released %s: %d pod%s", r.job, len(done[r.job]), "s" if len(done[r.job]) > 1 else "")
+        outcomes = []
+        for r in releases:
+            names = [str(p) for p in r.pods]
+            if not refused[r.job]:
+                outcomes.append(Outcome(r.job, "release", "done", _places(r), names))
+                continue
+            why = WaitReason("ReleaseFailed", "; ".join(refused[r.job]))
+            outcomes.append(Outcome(r.job, "release", "failed",
+                                    f"released {len(done[r.job])} of {len(r.pods)}: {why.text}", names))
+            waiting.append(Waiting(r.job, r.queue, [p for p in r.pods if p not in done[r.job]], why))
+        return outcomes, admitted
 
     def _left_out(self, bad: list[ObjectWarning]) -> list[Waiting]:
         """The pods the look left out or left waiting (issue 29): each is told why, naming the
@@ -170,14 +203,17 @@ class Admission:
                 out.append(Waiting(f"{namespace}/{name}", "", [PodRef(namespace, name, uid)], why))
         return out
 
-    def _tell_waiting(self, waiting: list[Waiting]) -> None:
-        """An Event on each waiting pod, once per change of reason; pods no longer waiting are forgotten."""
-        self.events.keep_only({ref.uid for w in waiting for ref in w.pods})
+    def _tell_waiting(self, waiting: list[Waiting], carried: list[Waiting]) -> None:
+        """An Event on each waiting pod, once per change of reason, side by side; pods no longer
+        waiting are forgotten. Pods carried over to the next round are told nothing: their
+        release comes next."""
+        self.events.keep_only({ref.uid for w in waiting + carried for ref in w.pods})
+        told = []
         for w in waiting:
             never = w.why.code in NOT_ADMITTED
-            for ref in w.pods:
-                self.events.waiting(ref, w.why.code, w.why.text, "Warning" if never else "Normal",
-                                    "GpuPolicyNotAdmitted" if never else "GpuPolicyWaiting")
+            told += [(ref, w.why.code, w.why.text, "Warning" if never else "Normal",
+                      "GpuPolicyNotAdmitted" if never else "GpuPolicyWaiting") for ref in w.pods]
+        self.events.waiting_many(told, self.in_flight)
 
 
 def waits_for_composition(decision: JobDecision, snap: Snapshot, attaching: list[Outcome]) -> WaitReason | None:

@@ -3,8 +3,9 @@
 observe -> decide -> act runs while holding it. It is acquired with optimistic
 concurrency (a write carries the resourceVersion read; 409 means another planner wrote
 first), taken over only after ``renewTime + leaseDurationSeconds`` has passed, renewed
-every third of its duration while the planner works, and released at the end by an
-update that clears the holder (never deleted). A planner that dies holding it is
+every third of its duration by a thread of its own (`Renewer`, as client-go's leader
+election renews from a goroutine of its own: no long round starves it), and released at the
+end by an update that clears the holder (never deleted). A planner that dies holding it is
 replaced once the lease expires.
 
 Fencing (docs/security.md): `check()`, called before every write, stops acting once the
@@ -22,14 +23,13 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterator
+from typing import Iterator
 
 from gpu_policy.errors import ClusterBusy, ClusterObjectError, GpuPolicyError
-from gpu_policy.kubernetes.clocks import stamp
+from gpu_policy.kubernetes.clocks import Clocks, stamp
 from gpu_policy.kubernetes.transport.client import KubeClient
 from gpu_policy.kubernetes.names import LEASE_NAME
 
@@ -67,12 +67,12 @@ def _version_of(obj: dict, where: str) -> str:
 class PlanningLease:
     """The planning lease of one planner (`identity`). Use `held()` as a context manager."""
 
-    def __init__(self, client: KubeClient, identity: str, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic):
+    def __init__(self, client: KubeClient, identity: str, clocks: Clocks = Clocks()):
         self.client = client
         self.identity = identity
         self.settings = client.settings
-        self._clock, self._sleep, self._monotonic = clock, sleep, monotonic
+        self.clocks = clocks
+        self._clock, self._sleep, self._monotonic = clocks.wall, clocks.sleep, clocks.monotonic
         self._version: str | None = None  # the resourceVersion of our last write
         self._spec: dict = {}
         self.lost: str | None = None  # why we no longer hold it, once that happens
@@ -88,27 +88,32 @@ class PlanningLease:
     def held(self) -> Iterator[PlanningLease]:
         """Hold the lease for the block, renewing it in the background; release it after."""
         self.acquire()
-        stop = threading.Event()
-        renewer = threading.Thread(target=self._renew_until, args=(stop,), name="gpu-policy-lease", daemon=True)
-        renewer.start()
+        renewer = self.renewing()
         try:
             yield self
         finally:
-            stop.set()
-            renewer.join()
+            renewer.close()
             self.release()
+
+    def renewing(self) -> Renewer:
+        """Renew the lease just taken from a thread of its own until told to stop or it is lost."""
+        return Renewer(self)
 
     def check(self) -> None:
         """Raise ClusterBusy when the lease was lost (another planner took it over, or the last
         renewal is as old as the lease): act no more."""
         with self._lock:
-            age = None if self.renewed_at is None else self._monotonic() - self.renewed_at
-            if not self.lost and age is not None and age >= self.settings.lease_duration_s:
-                self.lost = (f"its last renewal was sent {age:.0f} s ago and the lease lasts "
-                             f"{self.settings.lease_duration_s:g} s")
+            self._fence()
         if self.lost:
             raise ClusterBusy(f"{self.client.where}: {self.where}: lost the planning lease ({self.lost}); "
                               "nothing more was done")
+
+    def _fence(self) -> None:
+        """Lose the lease once its last renewal is as old as the lease (the caller holds `_lock`)."""
+        age = None if self.renewed_at is None else self._monotonic() - self.renewed_at
+        if not self.lost and age is not None and age >= self.settings.lease_duration_s:
+            self.lost = (f"its last renewal was sent {age:.0f} s ago and the lease lasts "
+                         f"{self.settings.lease_duration_s:g} s")
 
     def acquire(self) -> None:
         s = self.settings
@@ -181,16 +186,29 @@ class PlanningLease:
         return True
 
     def renew(self) -> None:
-        """Write a new renewTime; a conflict means another planner took the lease over."""
+        """Write a new renewTime; a conflict means another planner took the lease over. No lock
+        is held while the request is out, so the fence (`check`) never waits for a slow answer.
+        Its retries last what is left of the lease, at least a third of it (client-go's
+        RenewDeadline): past that the fence stops every write anyway."""
         with self._lock:
-            spec = {**self._spec, "renewTime": stamp(self._clock())}
-            sent = self._monotonic()
-            answer = self.client.replace_lease(LEASE_NAME, spec, self._version)
+            spec, version, last = {**self._spec, "renewTime": stamp(self._clock())}, self._version, self.renewed_at
+        sent = self._monotonic()
+        duration = self.settings.lease_duration_s
+        left = duration if last is None else last + duration - sent
+        answer = self.client.replace_lease(LEASE_NAME, spec, version, deadline_s=max(left, duration / 3))
+        with self._lock:
+            if self._version != version:  # taken again meanwhile (a standby that was this replica): not this answer's
+                return
             if answer is None:
-                self.lost = "another planner wrote it"
-            else:
+                self.lost = self.lost or "another planner wrote it"
+            elif not self.lost:  # lost meanwhile (fenced, released): a late answer does not win it back
                 self._version, self._spec = _version_of(answer, self.where), spec
                 self.renewed_at = sent
+
+    def lose(self, why: str) -> None:
+        """Act no more: `why` the lease is no longer ours (the first reason stays)."""
+        with self._lock:
+            self.lost = self.lost or why
 
     def release(self) -> None:
         """Clear the holder, so the next planner need not wait for the lease to expire."""
@@ -202,12 +220,37 @@ class PlanningLease:
                 log.warning("could not release %s: another planner took it over", self.where)
             self.lost, self.renewed_at = "released", None
 
-    def _renew_until(self, stop: threading.Event) -> None:
-        while not stop.wait(self.settings.lease_duration_s / 3):
-            try:
-                self.renew()
-            except GpuPolicyError as e:  # the API server is unreachable: say so, and stop acting
-                self.lost = str(e)
-            if self.lost:
-                log.warning("%s: %s", self.where, self.lost)
+
+class Renewer:
+    """Renews a held lease every third of its duration, counted from the last renewal sent, from
+    a thread of its own, on the lease's clocks (`Clocks.wait`). A round that plans 5,000 nodes,
+    releases thousands of pods against a slow API server or waits on a PodDisruptionBudget does
+    not hold it up, and the fence (`PlanningLease.check`) still guards every write. A failed
+    renewal (another holder wrote the Lease, the API server did not answer within its retries)
+    loses the lease and ends the thread; `close()` ends it too."""
+
+    def __init__(self, lease: PlanningLease):
+        self.lease = lease
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="gpu-policy-lease", daemon=True)
+        self.thread.start()
+
+    def close(self, wait: bool = True) -> None:
+        """Renew no more; with `wait`, return once a renewal in flight has been answered."""
+        self.stop.set()
+        if wait and self.thread is not threading.current_thread():
+            self.thread.join()
+
+    def _run(self) -> None:
+        lease = self.lease
+        every = lease.settings.lease_duration_s / 3
+        while not lease.lost:
+            sent = lease.renewed_at
+            if sent is None or lease.clocks.wait(self.stop, max(0.0, every - (lease.clocks.monotonic() - sent))):
                 return
+            try:
+                lease.renew()
+            except GpuPolicyError as e:  # the API server did not answer within the retries: act no more
+                lease.lose(str(e))
+        if lease.lost:
+            log.warning("%s: lost (%s)", lease.where, lease.lost)

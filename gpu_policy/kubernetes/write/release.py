@@ -16,7 +16,9 @@ from typing import Callable, NamedTuple
 
 from gpu_policy.kubernetes.names import ADMISSION_GATE, GPU_INDEX_ANNOTATION, HOSTNAME_LABEL
 from gpu_policy.kubernetes.read.pods import PodRef, gates_of, host_selector
+from gpu_policy.kubernetes.transport.answers import Answer
 from gpu_policy.kubernetes.transport.client import KubeClient
+from gpu_policy.kubernetes.write.inflight import InFlight
 from gpu_policy.model.cluster import WaitReason
 from gpu_policy.model.plan import Placement
 
@@ -81,19 +83,19 @@ def release_patches(pods: list[PodRef], placements: list[Placement], fractional:
 
 
 def send_releases(client: KubeClient, patches: list[PodRelease], fence: Callable[[], None],
-                  on_released: Callable[[PodRelease, dict], None]) -> WaitReason | None:
-    """Send the release patches; why some pods stay gated, or None. `fence` runs before
-    every write; `on_released(release, the pod as patched)` runs after each release, so what
-    was released is known even when a later write raises (the API server went away, the
-    lease was lost) and a gang is left released part way. A refused patch (404, 409, 422)
-    does not stop the others: the gang's reservation holds the nodes of the pods still
-    gated, and the next round releases them there."""
-    problems = []
-    for release in patches:
-        fence()
-        answer = client.patch_pod_json(release.pod.namespace, release.pod.name, release.operations)
+                  on_released: Callable[[PodRelease, dict], None], on_refused: Callable[[PodRelease, str], None],
+                  in_flight: InFlight) -> None:
+    """Send the release patches, side by side (`in_flight`). `fence` runs before every write;
+    on this thread, as each answer comes, `on_released(release, the pod as patched)` or
+    `on_refused(release, why)`, so what was released is known even when a later write raises
+    (the API server went away, the lease was lost) and a gang is left released part way. A
+    refused patch (404, 409, 422) does not stop the others: the gang's reservation holds the
+    nodes of the pods still gated, and the next round releases them there."""
+    def answered(release: PodRelease, answer: Answer) -> None:
         if answer.status == 200:
             on_released(release, answer.body)
         else:
-            problems.append(f"pod {release.pod}: the API server answered {answer.status}: {answer.message}")
-    return WaitReason("ReleaseFailed", "; ".join(problems)) if problems else None
+            on_refused(release, f"pod {release.pod}: the API server answered {answer.status}: {answer.message}")
+
+    in_flight.send_each(patches, lambda r: client.patch_pod_json(r.pod.namespace, r.pod.name, r.operations),
+                        answered, fence)

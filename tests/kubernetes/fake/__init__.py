@@ -22,12 +22,15 @@ events.k8s.io/v1 events, KAI queues), and any custom resource registered with
   nodeName with gates; events.k8s.io/v1 Events' required fields and 1 kB note;
 - the MutatingAdmissionPolicy of deploy/ (`gate_gpu_pods = True`, pods.py): GPU pods created
   in namespaces labelled `gpu-policy.io/managed: "true"` get the `gpu-policy.io/admission` gate;
-- a stand-in kube-scheduler (`FakeScheduler`, scheduler.py) that tests drive with `schedule_once()`;
+- a stand-in kube-scheduler (`FakeScheduler`, scheduler.py) that tests drive with `schedule_once()`,
+  and `on_change`, told of every change to the store (a benchmark's scheduler follows releases by it);
 - `pods/eviction` (201; 429 while a disruption budget blocks, with or without
   Retry-After; the evicted pod gets a deletionTimestamp, a DisruptionTarget condition and, as
   deletionGracePeriodSeconds, the Eviction's deleteOptions.gracePeriodSeconds, else its own);
 - injected faults (`inject`: any status, e.g. 429 with Retry-After, 500, 410) and RBAC
   refusals (`forbid`: 403 for a verb on a resource);
+- latency: every request but a watch served `latency_s` late, those sent side by side side by
+  side (`peak_in_flight`: the most served at once);
 - finalizers: a DELETE of an object that has some only sets its `deletionTimestamp`;
 - controllers and admission webhooks of a resource (`admission`, `after_read`), e.g. the CDI
   operator of tests/kubernetes/fake_cdi.py;

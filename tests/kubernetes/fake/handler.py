@@ -1,4 +1,4 @@
-"""The HTTP side: authentication, injected faults, RBAC refusals, routing, the request log."""
+"""The HTTP side: authentication, injected faults, RBAC refusals, routing, latency, the request log."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ class Handler(BaseHTTPRequestHandler):
             self.fake.requests.append(request)
             watch.serve(self.fake, self, route[0], route[1], query, request)
             return
-        status_code, body, headers = refusal or self._answer(method, query, raw, route)
+        with self.fake.answering():
+            status_code, body, headers = refusal or self._answer(method, query, raw, route)
         data = json.dumps(at_version(body, route[0]) if refusal is None else body).encode()
         self.fake.requests.append(Request(method, url.path, query, status_code, len(data), verb, res_name))
         self.send_response(status_code)

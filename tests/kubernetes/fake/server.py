@@ -12,9 +12,11 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import ThreadingHTTPServer
+from typing import Iterator
 
 from tests.serving import serve_in_thread
 
@@ -130,12 +132,21 @@ class FakeKubernetes:
         self.evictions: list[tuple[str, str]] = []  # (namespace, pod) in the order they succeeded
         self.patches: list[tuple[str, str, dict | list]] = []  # (namespace, pod, patch body) of pods
         self.on_eviction = None  # called with (namespace, name) after each accepted eviction
+        #: called with (the change: ADDED, MODIFIED or DELETED, the object as stored) after each change to
+        #: the store, under its lock (a benchmark's stand-in scheduler: it must not block)
+        self.on_change = None
         self.on_pod_patch = None  # called with (namespace, name, patch body) after each pod PATCH stored
         #: (group, plural) -> f(method, obj) before a create or update is stored: None admits it,
         #: (status, message) refuses it, as a validating admission webhook does
         self.admission: dict[tuple[str, str], object] = {}
         #: (group, plural) -> f() after each GET or LIST of that resource is answered: a controller's turn
         self.after_read: dict[tuple[str, str], object] = {}
+        #: seconds every request but a watch waits before it is served (an API server under load, or
+        #: API Priority and Fairness queueing); each connection is served by its own thread, so
+        #: requests sent side by side wait side by side
+        self.latency_s = 0.0
+        self.peak_in_flight = 0  # the most requests (watches aside) served at once
+        self._in_flight = 0
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -293,6 +304,20 @@ class FakeKubernetes:
             if not self._cond.wait_for(lambda: self.open_watches(plural, group) >= count, timeout_s):
                 raise TimeoutError(f"{count} watches of {plural or 'anything'} not open after {timeout_s} s")
 
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Serve one request (not a watch): wait `latency_s`, count it in flight meanwhile."""
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            if self.latency_s:
+                time.sleep(self.latency_s)
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
     # -- faults -----------------------------------------------------------------------------------
     def inject(self, status: int, *, method: str | None = None, path: str | None = None,
                with_continue: bool | None = None, times: int | None = 1, retry_after: float | None = None,
@@ -357,6 +382,8 @@ class FakeKubernetes:
         self._store[key] = obj
         self._history_of(res).append(Change(self._version, "MODIFIED" if old else "ADDED", old, obj))
         self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change("MODIFIED" if old else "ADDED", obj)
         return obj
 
     def _remove(self, key: tuple) -> None:
@@ -370,3 +397,5 @@ class FakeKubernetes:
         gone["metadata"]["resourceVersion"] = str(self._version)
         self._history_of(self.resources[key[:2]]).append(Change(self._version, "DELETED", old, gone))
         self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change("DELETED", gone)

@@ -10,7 +10,7 @@ much the reading process's peak memory grew. Each reading runs in a child proces
 after --limit seconds (its row then says so). Figures and command: docs/telemetry.md, "Your
 own PrometheusConnect".
 
-    .venv/bin/python bench/prometheus_client.py [--huge-mb 256] [--drip-bytes 100] [--limit 120]
+    .venv/bin/python bench/prometheus_connect.py [--huge-mb 256] [--drip-bytes 100] [--limit 120]
 """
 
 from __future__ import annotations
