@@ -33,6 +33,16 @@ def decay_factor(seconds: float, half_life_s: float | None) -> float:
     return math.exp(-seconds * _LN2 / half_life_s)
 
 
+def decayed_gpu_h(seconds: float, half_life_s: float | None) -> float:
+    """Decayed GPU-hours of one GPU held for the last `seconds` (`math.inf`: all along): the
+    integral of `decay_factor` over them, half-life / ln 2 (1 - decay); plain hours with no
+    half-life."""
+    if half_life_s is None:
+        return seconds / SECONDS_PER_HOUR
+    rate = _LN2 / half_life_s
+    return -math.expm1(-seconds * rate) / rate / SECONDS_PER_HOUR
+
+
 @dataclass
 class UsageHistory:
     """Each queue's decayed GPU-hours (`gpu_h`), as they are at `at` (seconds since the epoch)."""
@@ -63,9 +73,8 @@ class UsageHistory:
         self.at += seconds
         if self.half_life_s is None:
             return
-        rate = _LN2 / self.half_life_s
-        kept = math.exp(-seconds * rate)
-        gained = -math.expm1(-seconds * rate) / rate / SECONDS_PER_HOUR  # GPU-hours one GPU adds, decayed
+        kept = decay_factor(seconds, self.half_life_s)
+        gained = decayed_gpu_h(seconds, self.half_life_s)  # GPU-hours one GPU adds, decayed
         for queue in sorted(set(self.gpu_h) | {q for q, gpus in held.items() if gpus > 0}):
             value = self.gpu_h.get(queue, 0.0) * kept + max(0.0, held.get(queue, 0.0)) * gained
             if value >= FORGOTTEN_GPU_H:

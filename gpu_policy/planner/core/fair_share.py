@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gpu_policy.model import EPS, Scenario
 from gpu_policy.model.placement import refusals
+from gpu_policy.model.usage import decayed_gpu_h
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def usage_fractions(usage_gpu_h: list[float], gpus: float, half_life_s: float) -
     the cluster's decayed capacity over its window. Where the usage adds up to more than that
     (the GPUs divided were more before: a department whose share shrank), over the usage's sum,
     so that the fractions never add up to more than 1."""
-    whole = max(gpus * half_life_s / math.log(2) / 3600, sum(usage_gpu_h))
+    whole = max(gpus * decayed_gpu_h(math.inf, half_life_s), sum(usage_gpu_h))
     return [u / whole if whole > 0 else 0.0 for u in usage_gpu_h]
 
 

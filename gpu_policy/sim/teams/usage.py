@@ -16,11 +16,10 @@ GPU-seconds held from the run's start to `t`, is kept at every change; a sliding
 from __future__ import annotations
 
 import bisect
-import math
 
 import numpy as np
 
-from gpu_policy.model.usage import decay_factor
+from gpu_policy.model.usage import SECONDS_PER_HOUR, decay_factor, decayed_gpu_h
 
 
 class UsageHistory:
@@ -43,9 +42,7 @@ class UsageHistory:
     def weight(self, dt: float) -> float:
         """Decayed GPU-seconds of one GPU held for the last `dt` seconds: the integral of
         `decay` over them, h / ln 2 (1 - decay(dt))."""
-        if self.half_life_s is None:
-            return dt
-        return self.half_life_s / math.log(2) * (1.0 - self.decay(dt))
+        return decayed_gpu_h(dt, self.half_life_s) * SECONDS_PER_HOUR
 
     def changed(self, t: float, team: str, delta: int) -> None:
         """From `t` on, `team` holds `delta` GPUs more (fewer, when negative)."""
