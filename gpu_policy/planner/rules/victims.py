@@ -44,6 +44,11 @@ def checkpoint_due(job: Job) -> float | None:
     return job.checkpoint_every_s - job.checkpoint_age_s % job.checkpoint_every_s
 
 
+def save_seconds(job: Job) -> float:
+    """How long a job that saves on request saves for: its `save_s`, else `DEFAULT_SAVE_S`."""
+    return job.save_s if job.save_s is not None else DEFAULT_SAVE_S
+
+
 def lost_work(job: Job, default_age_s: float, reclaim_wait_s: float = 0.0) -> Loss:
     """What preempting or moving `job` loses, per its GPUs: a job that saves on request is asked
     to checkpoint first and loses the seconds it saves (`save_s`, else `DEFAULT_SAVE_S`), not
@@ -51,7 +56,7 @@ def lost_work(job: Job, default_age_s: float, reclaim_wait_s: float = 0.0) -> Lo
     and loses nothing; any other loses the work since its last checkpoint (an unknown age
     counts as `default_age_s`)."""
     if job.saves_on_request:
-        return Loss(job.total_gpus * (job.save_s if job.save_s is not None else DEFAULT_SAVE_S), None)
+        return Loss(job.total_gpus * save_seconds(job), None)
     due = checkpoint_due(job)
     if reclaim_wait_s > 0 and due is not None and due <= reclaim_wait_s:
         return Loss(0.0, due)
@@ -87,7 +92,7 @@ def frees_in(job: Job, loss: Loss) -> float:
     once). Among victims that lose the same work, the one that frees its GPUs soonest goes, so
     that the claimant waits least."""
     if job.saves_on_request:
-        return job.save_s if job.save_s is not None else DEFAULT_SAVE_S
+        return save_seconds(job)
     return loss.evict_after_s or 0.0
 
 
@@ -218,7 +223,7 @@ class Victims(Rule):
         said = [f"idle for {idle_s / 60:.0f} min"] if idle_s is not None else []
         if job.saves_on_request:
             said.append(f"it is asked to checkpoint first and saves in about "
-                        f"{job.save_s if job.save_s is not None else DEFAULT_SAVE_S:g} s")
+                        f"{save_seconds(job):g} s")
         elif loss.evict_after_s is not None:
             said.append(f"it stops at its periodic checkpoint, due in {loss.evict_after_s:.0f} s, and loses nothing")
         return "; ".join(said) or None
