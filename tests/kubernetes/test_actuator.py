@@ -3,12 +3,14 @@
 leaves gated pods alone unless asked, and a dry run writes nothing."""
 
 import json
+import time
 
 from gpu_policy.cli import main
 from gpu_policy.controller import Controller, ControllerSettings
 from gpu_policy.kubernetes import KubernetesCluster, KubernetesSettings, names
 from tests.kubernetes.controller_harness import cluster_of, gated_pod, released, sees
 from tests.kubernetes.fake_api import FakeKubernetes
+from tests.kubernetes.objects import rfc3339
 from tests.kubernetes.test_act import eviction_cluster
 
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
@@ -17,17 +19,20 @@ LEASE = "/apis/coordination.k8s.io/"
 
 def gated_cluster(api) -> None:
     """4 nodes x 8 GPUs: a gang of 2 to release, one pod over its queue's limit, one larger
-    than any node, a gang still missing a pod, one pod gpu-policy cannot read, two to release."""
+    than any node, a gang still missing a pod, one pod gpu-policy cannot read, two to release.
+    Every pod created in the same second (a waiting job's age, and so the start order, comes
+    from its creationTimestamp: pods stamped by the server as they come could straddle a second
+    and start in another order)."""
     cluster_of(api, nodes=4, queues=[{"name": "a", "deserved": 16}, {"name": "b", "deserved": 16, "limit": 16}])
-    for i in range(2):
-        api.put(gated_pod(f"g-{i}", "a", gpus=8, job="g", replicas=2))
-    api.put(gated_pod("half", "a", gpus=8, job="h", replicas=3))
-    api.put(gated_pod("big", "b", gpus=16))
+    created = rfc3339(time.time() - 60)
+    pods = [gated_pod(f"g-{i}", "a", gpus=8, job="g", replicas=2) for i in range(2)]
+    pods += [gated_pod("half", "a", gpus=8, job="h", replicas=3), gated_pod("big", "b", gpus=16)]
     bad = gated_pod("bad", "a")
     bad["metadata"]["annotations"] = {names.GPU_INDEX_ANNOTATION: "x"}
-    api.put(bad)
-    for i in range(3):
-        api.put(gated_pod(f"b-{i}", "b", gpus=8))
+    pods += [bad] + [gated_pod(f"b-{i}", "b", gpus=8) for i in range(3)]
+    for pod in pods:
+        pod["metadata"]["creationTimestamp"] = created
+        api.put(pod)
 
 
 def what_was_written(api) -> dict:
