@@ -9,6 +9,8 @@ earlier figure in docs/benchmarks.md).
         --baseline-max-nodes 5000   # issue 26: old and new, growth exponents, same decisions
     .venv/bin/python bench/plan_scale.py --nodes 5000 --budgets 0.25,0.5,1,2   # how well plans keep a budget
     .venv/bin/python bench/plan_scale.py --nodes 5000 --solvers highs --topology --runs 5   # issue 39
+    .venv/bin/python bench/plan_scale.py --sweep 1000,5000 --gangs --solvers highs --baseline REV --turns 3 \
+        --runs 1   # the topology instance with gangs waiting, its topology taken off: old and new
     .venv/bin/python bench/plan_scale.py --sweep 500,1000,2000,5000 --solvers highs --baseline d285a93 \
         --turns 5 --runs 3   # old and new taking turns, one process each: ratios that hold still
 
@@ -52,12 +54,18 @@ except ImportError:  # pragma: no cover - only under --baseline
     tune_gc = None
 
 
-def measure(sizes: list[int], solver: str, runs: int, time_limit: float) -> list[dict]:
+def instance(nodes: int, gangs: bool = False) -> dict:
+    """The sweep's instance: the scale instance, or with `gangs` the topology instance with
+    gangs waiting (`bench/instances.py`), its topology taken off (the gangs stay)."""
+    return without_topology(scale_instance(nodes, topology=True, gangs=True)) if gangs else scale_instance(nodes)
+
+
+def measure(sizes: list[int], solver: str, runs: int, time_limit: float, gangs: bool = False) -> list[dict]:
     """Each size planned `runs` times, the sizes in turns (every round plans each size once),
     so that a change in the machine's speed during the sweep touches every size alike: the
     growth exponent compares sizes, and this machine's speed moves by half within minutes.
     One plan of the smallest size first, unmeasured, loads what a first plan loads."""
-    scenarios = {n: parse_scenario(scale_instance(n), f"scale-{n}") for n in sizes}
+    scenarios = {n: parse_scenario(instance(n, gangs), f"scale-{n}") for n in sizes}
     config = PlannerConfig(solver=solver, time_limit_s=time_limit)
     plan(scenarios[min(sizes)], config)
     samples: dict[int, list[tuple]] = {n: [] for n in sizes}
@@ -188,7 +196,8 @@ def in_turns(args, sizes: list[int], solvers: list[str]) -> tuple[list[dict], li
     apart do not (this machine's speed moves by half within minutes); the table shows the
     median over all turns. Returns those medians, new and old (for `--plot`)."""
     sweep = ["--sweep", ",".join(map(str, sizes)), "--runs", str(args.runs), "--solvers", ",".join(solvers),
-             "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else [])
+             "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else []) + \
+        (["--gangs"] if args.gangs else [])
     new: list[list[dict]] = []
     old: list[list[dict]] = []
     for turn in range(args.turns):
@@ -240,8 +249,8 @@ def main() -> int:
     parser.add_argument("--budgets", help="comma-separated time limits to measure on --nodes")
     parser.add_argument("--topology", action="store_true",
                         help="the instance with blocks, racks and 5%% of jobs requiring a rack, against itself without")
-    parser.add_argument("--gangs", action="store_true", help="with --topology: the waiting jobs that require a "
-                        "rack are gangs of 2 or 4")
+    parser.add_argument("--gangs", action="store_true", help="the waiting jobs that require a rack in the topology "
+                        "instance are gangs of 2 or 4; without --topology, that instance with its topology taken off")
     parser.add_argument("--default-gc", action="store_true",
                         help="keep CPython's garbage collection settings (default: tuned as the CLI tunes them)")
     args = parser.parse_args()
@@ -267,7 +276,7 @@ def main() -> int:
         return 0
     rows = []
     for solver in solvers:
-        rows += measure(sizes, solver, args.runs, args.time_limit)
+        rows += measure(sizes, solver, args.runs, args.time_limit, args.gangs)
     print(file=sys.stderr)
     if args.json:
         for row in rows:
@@ -284,7 +293,8 @@ def main() -> int:
         if small:
             old = run_at_commit(args.baseline, "plan_scale.py",
                                 ["--sweep", ",".join(small), "--runs", str(args.runs), "--solvers", ",".join(solvers),
-                                 "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else []))
+                                 "--time-limit", str(args.time_limit)] + (["--default-gc"] if args.default_gc else [])
+                                + (["--gangs"] if args.gangs else []))
             print_rows(f"baseline {args.baseline}, same run", old)
             exponent = growth_exponent([r for r in old if r["solver"] == solvers[0]])
             if exponent is not None:

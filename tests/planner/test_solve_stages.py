@@ -130,6 +130,40 @@ def test_leading_stages_at_their_floors_are_proved_by_the_next_solve(solver):
     assert report.stages[0]["objective"] == 0
 
 
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_a_row_held_back_comes_in_once_a_solution_breaks_it(solver):
+    """Rows held back (`Program.lazy`) reach the solver only when a solution breaks one:
+    then all of them, and the stage is solved again; one no solution breaks never does."""
+    x, y = pulp.LpVariable("x", 0, 1, "Binary"), pulp.LpVariable("y", 0, 1, "Binary")
+    m = _program(("most", affine({x: -1, y: -2})))
+    m.prob += affine({x: 1, y: 1}) <= 2, "both"
+    m.lazy = [("one", affine({x: 1, y: 1}) <= 1), ("never", affine({x: 1}) >= 0)]
+    report = solve.solve_stages(m, PlannerConfig(solver=solver))
+    assert (x.varValue, y.varValue) == (0, 1)
+    assert report.stages[0]["objective"] == -2 and report.constraints == 4  # both held back in, and the bound
+
+    m = _program(("most", affine({x: -1, y: -2})))
+    m.prob += affine({x: 1, y: 1}) <= 2, "both"
+    m.lazy = [("never", affine({x: 1}) >= 0)]
+    report = solve.solve_stages(m, PlannerConfig(solver=solver))
+    assert (x.varValue, y.varValue) == (1, 1) and report.constraints == 2  # "both" and the stage's bound
+
+
+def test_a_row_held_back_outlives_a_wrong_floor_guess():
+    """Bounding "short" at its floor (0) needs x = 1, which a row held back forbids: the
+    solution of the guess breaks it, the row comes in, the guess finds nothing and its bound
+    goes, the row stays (it is the program's), and "short" is solved with it: 1."""
+    x, y = pulp.LpVariable("x", 0, 1, "Binary"), pulp.LpVariable("y", 0, 1, "Binary")
+    short = pulp.LpVariable("short", 0)
+    m = _program(("short", affine({short: 1})), ("most", affine({y: -1})))
+    m.prob += affine({short: 1, x: 1}) >= 1, "short"
+    m.prob += affine({x: 1, y: 1}) <= 2, "both"
+    m.lazy = [("no_x", affine({x: 1}) <= 0)]
+    report = solve.solve_stages(m, PlannerConfig())
+    assert (x.varValue, y.varValue, short.varValue) == (0, 1, pytest.approx(1))
+    assert [(s["name"], s["objective"]) for s in report.stages] == [("short", pytest.approx(1)), ("most", -1)]
+
+
 def test_a_stage_off_the_lattice_is_not_merged():
     """0.5 x + y with x, y continuous can sit anywhere: no weight proves its order."""
     x, y = pulp.LpVariable("x", 0, 1), pulp.LpVariable("y", 0, 1, "Binary")

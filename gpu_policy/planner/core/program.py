@@ -43,6 +43,8 @@ class Program:
     stages: list[tuple[str, pulp.LpAffineExpression]] = field(default_factory=list)
     initial: dict = field(default_factory=dict)  # variable -> value of the do-nothing plan
     held: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # stage -> variables held at 0 before it
+    lazy: list[tuple[str, pulp.LpConstraint]] = field(default_factory=list)  # (name, row) the solvers see only once
+    # a solution breaks one (`solve_stages`): rows that seldom bind and slow every solve where they are
 
 
 @dataclass
@@ -133,9 +135,13 @@ class PlanProgram(Program):
     def binary(self, kind: str, initial: float | None = None) -> pulp.LpVariable:
         return self.var(kind, 0, 1, "Binary", initial)
 
-    def add(self, constraint, kind: str) -> None:
+    def add(self, constraint, kind: str, lazy: bool = False) -> None:
+        """A row of the program; `lazy`: held back until a solution breaks it (`Program.lazy`)."""
         self.counter += 1
-        self.prob += constraint, f"{kind}{self.counter}"
+        if lazy:
+            self.lazy.append((f"{kind}{self.counter}", constraint))
+        else:
+            self.prob += constraint, f"{kind}{self.counter}"
 
     def runs(self, job: Job) -> tuple[dict, float]:
         """'running job runs after the plan' (kept or moved) as (terms, constant)."""

@@ -98,6 +98,7 @@ class _Run:
         self.m, self.driver, self.floors = m, driver, floors
         self.settled: list[dict | None] = [None] * len(m.stages)
         self.solved_any, self.refused = False, None
+        self.lazy = list(m.lazy)  # the program's rows held back, not yet given to the solver
         self.why: str | None = None
         self.stopped: tuple[str, float | None] = (OPTIMAL, None)
 
@@ -116,8 +117,19 @@ class _Run:
                 return i + 1
         group = merged_stages(self.m.stages, self.m.held, self.floors, i)
         t0 = clock()
-        found = self.driver.solve(group.objective(self.m.stages), deadline - clock())
+        found = self._solve(group.objective(self.m.stages), lambda: deadline - clock())
         return self._settle(i, group, found, clock() - t0, clock() >= deadline)
+
+    def _solve(self, objective, seconds, **options) -> StageOutcome:
+        """The driver's solve (`seconds()`: the time left). Where its solution breaks a row
+        the program holds back (`Program.lazy`), that solution is none of the program's: every
+        such row is given to the solver, and the stage solved again."""
+        found = self.driver.solve(objective, seconds(), **options)
+        if found.value is not None and any(_breaks(self.driver, row) for _, row in self.lazy):
+            self.driver.add_rows(self.lazy)
+            self.lazy = []
+            found = self.driver.solve(objective, seconds(), **options)
+        return found
 
     def _at_floors(self, i: int, deadline: float, clock) -> int | None:
         """Before any solve: bound the leading stages (i to k - 1: a floor of at least 0, no
@@ -138,7 +150,7 @@ class _Run:
             self.driver.hold(self.m.held.get(self.m.stages[k][0], ()), False)
             group = merged_stages(self.m.stages, self.m.held, self.floors, k)
             t0 = clock()
-            found = self.driver.solve(group.objective(self.m.stages), deadline - clock(), retry=False)
+            found = self._solve(group.objective(self.m.stages), lambda: deadline - clock(), retry=False)
             if found.value is not None:
                 for j in range(i, k):  # their bounds are in already
                     self._entry(j, self.driver.value(self.m.stages[j][1]),
@@ -349,6 +361,18 @@ class Floors:
                     terms[y] = max(0.0, terms[y] + a)
                 terms[x] = 0
         return terms
+
+
+def _breaks(driver, row: pulp.LpConstraint) -> bool:
+    """Whether the driver's last solution breaks `row`, by more than the solvers' tolerance
+    (`slack`'s)."""
+    over = driver.value(row)  # left side less right side
+    tolerance = slack(row.constant) - row.constant
+    if row.sense == pulp.LpConstraintLE:
+        return over > tolerance
+    if row.sense == pulp.LpConstraintGE:
+        return over < -tolerance
+    return abs(over) > tolerance
 
 
 def _cover_row(c: pulp.LpConstraint) -> tuple | None:

@@ -76,12 +76,19 @@ class _Highs:
         self.m, self.clock = m, cfg.clock
         self.columns = m.prob.variables()
         self.index = {v.hash: i for i, v in enumerate(self.columns)}  # PuLP's id of a variable: no property
+        for _, row in m.lazy:  # a variable only rows held back hold is a column too, so that they may come
+            for v in row.keys():
+                if v.hash not in self.index:
+                    self.index[v.hash] = len(self.columns)
+                    self.columns.append(v)
         self.h = _quiet_highs(highspy)
         for option, value in (("threads", cfg.threads), ("random_seed", 0), ("mip_rel_gap", cfg.gap_rel),
                               ("mip_root_presolve_only", True)):  # the module docstring says why
             self.h.setOptionValue(option, value)
         self._load()
         self.values: np.ndarray | None = None
+        self.before: np.ndarray | None = None  # the solution before the last solve (`add_rows`)
+        self.bounds: list[int] = []  # the rows `keep_at_most` added, in order
 
     def _load(self) -> None:
         inf = self.highspy.kHighsInf
@@ -113,6 +120,7 @@ class _Highs:
 
     def solve(self, objective, seconds: float, retry: bool = True) -> StageOutcome:
         """`retry`: solve again without presolve where HiGHS calls the stage infeasible."""
+        self.before = self.values
         costs = self.set_objective(objective)
         began = self.clock()
         self.h.setOptionValue("time_limit", float(seconds))
@@ -167,12 +175,25 @@ class _Highs:
 
     def keep_at_most(self, objective, bound: float) -> None:
         idx, vals = self._row(objective)
+        self.bounds.append(self.h.getNumRow())
         self.h.addRow(-self.highspy.kHighsInf, bound - objective.constant, len(idx), idx, vals)
 
     def drop_rows(self, count: int) -> None:
-        """Take back the last `count` bounds `keep_at_most` added."""
-        rows = self.h.getNumRow()
-        self.h.deleteRows(count, np.arange(rows - count, rows, dtype=np.int32))
+        """Take back the last `count` bounds `keep_at_most` added (rows `add_rows` added
+        after them stay)."""
+        rows = np.array(self.bounds[-count:], dtype=np.int32)
+        del self.bounds[-count:]
+        self.h.deleteRows(count, rows)
+
+    def add_rows(self, rows: list[tuple[str, pulp.LpConstraint]]) -> None:
+        """Add the program's rows held back (`Program.lazy`), and forget the last solution,
+        which breaks one of them: the next solve's cutoff is the solution's before it."""
+        inf = self.highspy.kHighsInf
+        for _, row in rows:
+            idx, vals = self._row(row)
+            low, up = row.getLb(), row.getUb()
+            self.h.addRow(-inf if low is None else low, inf if up is None else up, len(idx), idx, vals)
+        self.values = self.before
 
     def hold(self, variables, at_zero: bool) -> None:
         """Fix `variables` at 0 (`at_zero`), or give them their own bounds back."""
@@ -220,11 +241,13 @@ class _Cbc:
     def __init__(self, m: Program, cfg: PlannerConfig):
         self.m, self.cfg = m, cfg
         self.saved: dict | None = None
+        self.before: dict | None = None  # the solution before the last solve (`add_rows`)
         self.bounds: dict[str, float] = {}  # upper bounds of held variables
         for v in m.prob.variables():
             v.varValue = m.initial.get(v)
 
     def solve(self, objective, seconds: float) -> StageOutcome:
+        self.before = self.saved
         self.m.prob.setObjective(objective)
         # CBC's `-threads 1` switches on its threaded code, which here hung for the whole time
         # limit in about 1 solve in 100 under load; without the option CBC runs serially.
@@ -253,6 +276,14 @@ class _Cbc:
 
     def keep_at_most(self, objective, bound: float) -> None:
         self.m.prob += objective <= bound, f"stage{self.m.prob.numConstraints()}"
+
+    def add_rows(self, rows: list[tuple[str, pulp.LpConstraint]]) -> None:
+        """Add the program's rows held back (`Program.lazy`), and go back to the solution
+        before the last, which breaks one of them (the next solve starts from it)."""
+        for name, row in rows:
+            self.m.prob += row, name
+        self.saved = self.before
+        self._restore()
 
     def hold(self, variables, at_zero: bool) -> None:
         """Fix `variables` at 0 (`at_zero`), or give them their own bounds back."""

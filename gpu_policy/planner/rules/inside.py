@@ -178,6 +178,12 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
 
     idle_after = healthy + GPUs gained - GPUs held after (one row, which each victim's uses);
     idle_after <= most idle[v] + (highest idle - most idle[v]) * (1 - inside[v])
+
+    The second rows are held back until a solution breaks one (`Program.lazy`): they seldom
+    bind (where the fair-share stages hand every free GPU out, no plan leaves one idle), and
+    where they are, HiGHS's cuts close the preemption stages' gaps far less often: the
+    5,000-node bench instance with gangs took 10 s for `preemption_p10` with them, 0.5 s
+    without, for the same optimum (docs/benchmarks.md).
     """
     if not m.flows.inside:
         return
@@ -198,7 +204,7 @@ def inside_only_when_needed(m: PlanProgram, s: Scenario, st: Standing, acc: Acco
         if high <= bound:
             continue
         # idle_after <= most idle[v] + (high - most idle[v]) * (1 - inside[v])
-        m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed")
+        m.add(affine({idle_after: 1, inside: high - bound}) <= high, "inside_needed", lazy=True)
 
 
 def _idle_after(m: PlanProgram, s: Scenario, st: Standing, acc: Accounts) -> tuple[dict, float]:
