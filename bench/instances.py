@@ -74,3 +74,10 @@ def without_topology(instance: dict) -> dict:
     """The same instance with no topology: no levels, no job asking for one."""
     return {**{k: v for k, v in instance.items() if k != "topology"},
             "jobs": [{k: v for k, v in job.items() if k != "topology"} for job in instance["jobs"]]}
+
+
+def gangs_instance(nodes: int = 1000, seed: int = 0) -> dict:
+    """The topology instance with gangs waiting (`scale_instance(topology=True, gangs=True)`),
+    its topology taken off: the scale instance with 5% of its waiting jobs gangs of 2 or 4
+    replicas, which the planner sweeps (`plan_scale.py --gangs`, `plan_phases.py --gangs`)."""
+    return without_topology(scale_instance(nodes, seed, topology=True, gangs=True))

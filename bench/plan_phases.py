@@ -1,7 +1,7 @@
 """CPU seconds per phase of one plan of the scale instance (bench/instances.py), to see where
 the planner's Python work around the solver goes, and old against new in one run.
 
-    .venv/bin/python bench/plan_phases.py [--nodes 5000] [--runs 5] [--baseline REV]
+    .venv/bin/python bench/plan_phases.py [--nodes 5000] [--runs 5] [--baseline REV] [--gangs]
 
 Each phase is a planner function, timed (`time.process_time`, so a busy machine inflates
 it less than wall time) every time the plan calls it, summed over the plan; the table shows
@@ -9,7 +9,7 @@ the median over `--runs` plans, after one plan to warm up. Indented phases run i
 one above them (their time is part of it). Garbage collection is tuned as the CLI tunes it.
 With `--baseline`, the same script runs on the package at that git revision in the same
 run (bench/baseline.py), and a ratio new / old follows; a phase the old package lacks
-shows "-".
+shows "-". With `--gangs`, the instance with gangs waiting (`bench/instances.gangs_instance`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gpu_policy import PlannerConfig, parse_scenario, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.baseline import revision, run_at_commit  # noqa: E402
-from bench.instances import scale_instance  # noqa: E402
+from bench.instances import gangs_instance, scale_instance  # noqa: E402
 
 try:  # a baseline from before issue 26 has no GC tuning
     from gpu_policy.planner.gc_tuning import tune_gc
@@ -106,11 +106,11 @@ def _timed(fn, label: str, spent: dict[str, float]):
     return timed
 
 
-def measure(nodes: int, runs: int) -> dict[str, float]:
+def measure(nodes: int, runs: int, gangs: bool = False) -> dict[str, float]:
     """Median CPU seconds per phase, and of the whole plan ("total")."""
     spent: dict[str, float] = defaultdict(float)
     labels = instrument(spent)
-    scenario = parse_scenario(scale_instance(nodes), f"scale-{nodes}")
+    scenario = parse_scenario(gangs_instance(nodes) if gangs else scale_instance(nodes), f"scale-{nodes}")
     config = PlannerConfig(solver="highs", time_limit_s=60)
     plan(scenario, config)
     samples = []
@@ -132,16 +132,18 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="REV", type=revision,
                         help="also time the planner at this git revision")
     parser.add_argument("--json", action="store_true", help="print the medians as one JSON line")
+    parser.add_argument("--gangs", action="store_true", help="the instance with gangs waiting (bench/instances.py)")
     args = parser.parse_args()
     if tune_gc is not None:
         tune_gc()
-    new = measure(args.nodes, args.runs)
+    new = measure(args.nodes, args.runs, args.gangs)
     if args.json:
         print(json.dumps(new))
         return 0
-    old = (run_at_commit(args.baseline, "plan_phases.py", ["--nodes", str(args.nodes), "--runs", str(args.runs)])[0]
-           if args.baseline else None)
-    print(f"{args.nodes} nodes, CPU seconds per plan (median of {args.runs}), HiGHS")
+    old = (run_at_commit(args.baseline, "plan_phases.py", ["--nodes", str(args.nodes), "--runs", str(args.runs)]
+                         + (["--gangs"] if args.gangs else []))[0] if args.baseline else None)
+    print(f"{args.nodes} nodes{' (gangs waiting)' if args.gangs else ''}, CPU seconds per plan (median of "
+          f"{args.runs}), HiGHS")
     print(f"{'phase':38} {'new':>7}" + (f" {'old':>7} {'new/old':>8}" if old else ""))
     for label in [label for label, _, _ in PHASES] + ["total"]:
         key = label.strip()

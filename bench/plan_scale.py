@@ -46,7 +46,7 @@ from gpu_policy import PlannerConfig, parse_scenario, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.baseline import revision, run_at_commit, run_here  # noqa: E402
-from bench.instances import scale_instance, without_topology  # noqa: E402
+from bench.instances import gangs_instance, scale_instance, without_topology  # noqa: E402
 
 try:  # as the CLI and the controller run it; a baseline from before issue 26 has no GC tuning
     from gpu_policy.planner.gc_tuning import tune_gc
@@ -54,18 +54,12 @@ except ImportError:  # pragma: no cover - only under --baseline
     tune_gc = None
 
 
-def instance(nodes: int, gangs: bool = False) -> dict:
-    """The sweep's instance: the scale instance, or with `gangs` the topology instance with
-    gangs waiting (`bench/instances.py`), its topology taken off (the gangs stay)."""
-    return without_topology(scale_instance(nodes, topology=True, gangs=True)) if gangs else scale_instance(nodes)
-
-
 def measure(sizes: list[int], solver: str, runs: int, time_limit: float, gangs: bool = False) -> list[dict]:
     """Each size planned `runs` times, the sizes in turns (every round plans each size once),
     so that a change in the machine's speed during the sweep touches every size alike: the
     growth exponent compares sizes, and this machine's speed moves by half within minutes.
     One plan of the smallest size first, unmeasured, loads what a first plan loads."""
-    scenarios = {n: parse_scenario(instance(n, gangs), f"scale-{n}") for n in sizes}
+    scenarios = {n: parse_scenario(gangs_instance(n) if gangs else scale_instance(n), f"scale-{n}") for n in sizes}
     config = PlannerConfig(solver=solver, time_limit_s=time_limit)
     plan(scenarios[min(sizes)], config)
     samples: dict[int, list[tuple]] = {n: [] for n in sizes}
