@@ -38,6 +38,7 @@ class ReclaimRankings:
         self.alike = alike
         self.jobs = {j.name: j for group in alike.values() for j in group}
         self.cost: dict[str, tuple] = {}
+        self.order: dict[str, tuple] = {}  # victim -> its order key (`_order`)
         self.held_on: dict[str, dict[str, int]] = {}  # node -> `held`, once asked for
         self.memo: dict[tuple, dict[int, list[str]]] = {}
         self.legal_on_node: dict[tuple, dict[str, list[tuple[Job, int]]]] = {}
@@ -62,12 +63,18 @@ class ReclaimRankings:
         """The node's victims (those named in `admitted`; None: all) and the GPUs each holds
         there, in the order they go (`ScopeRules.victim_order_key`)."""
         mine = [(self.jobs[v], g) for v, g in self.held(node).items() if admitted is None or v in admitted]
-        return sorted(mine, key=lambda x: self.rules.victim_order_key(x[0], self._cost(x[0])))
+        return sorted(mine, key=lambda x: self._order(x[0]))
 
     def _cost(self, victim: Job) -> tuple:
         if victim.name not in self.cost:
             self.cost[victim.name] = self.costing(victim)
         return self.cost[victim.name]
+
+    def _order(self, victim: Job) -> tuple:
+        """The victim's `ScopeRules.victim_order_key`, found once (every claimant's lookup sorts by it)."""
+        if victim.name not in self.order:
+            self.order[victim.name] = self.rules.victim_order_key(victim, self._cost(victim))
+        return self.order[victim.name]
 
     def cut(self, node: str) -> list[Job]:
         """The node's victims of one replica, in the order they go."""
