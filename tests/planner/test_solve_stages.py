@@ -149,6 +149,17 @@ def test_a_row_held_back_comes_in_once_a_solution_breaks_it(solver):
     assert (x.varValue, y.varValue) == (1, 1) and report.constraints == 2  # "both" and the stage's bound
 
 
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_a_row_held_back_may_bring_a_variable_of_its_own(solver):
+    """A variable that only a row held back holds is the solver's from the start, so that
+    the row comes in whole: x <= z lets x be 1 once z is (the row without z would forbid x)."""
+    x, z = pulp.LpVariable("x", 0, 1, "Binary"), pulp.LpVariable("z", 0, 1)
+    m = _program(("most", affine({x: -1})))
+    m.lazy = [("x_at_most_z", affine({x: 1, z: -1}) <= 0)]
+    solve.solve_stages(m, PlannerConfig(solver=solver))
+    assert (x.varValue, z.varValue) == (1, 1)
+
+
 def test_a_row_held_back_outlives_a_wrong_floor_guess():
     """Bounding "short" at its floor (0) needs x = 1, which a row held back forbids: the
     solution of the guess breaks it, the row comes in, the guess finds nothing and its bound
