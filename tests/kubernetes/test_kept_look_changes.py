@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from gpu_policy import load_scenario
-from gpu_policy.controller.cache import COMPOSABILITY_REQUESTS, CONFIG_MAPS, KUEUE_TOPOLOGY_OBJECTS, NODES, PODS
+from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, KUEUE_TOPOLOGY_OBJECTS, NODES, PODS,
+                                         RESOURCE_CLAIMS)
 from gpu_policy.errors import GpuPolicyError
 from gpu_policy.kubernetes import names
 from gpu_policy.model.scenario_dump import scenario_to_dict
@@ -18,6 +19,7 @@ from gpu_policy.planner import plan
 from tests.conftest import SCENARIOS, scenario_files
 from tests.kubernetes.churn import Churn, described
 from tests.kubernetes.controller_harness import cluster_of, gated_pod
+from tests.kubernetes.dra_objects import allocate, claiming, gpu_claim, load_dra
 from tests.kubernetes.fake_cdi import MODEL, composable_cluster
 from tests.kubernetes.objects import (attached_request, kueue_topology, load_into, serve_kueue_topologies,
                                       usage_config_map)
@@ -111,6 +113,32 @@ def test_a_composing_cluster_s_kept_look_is_a_fresh_look(api, cluster, fake_time
     del config["metadata"]["resourceVersion"]
     cache.apply(CONFIG_MAPS, "ADDED", api.put(config))
     assert kept_is_fresh(k8s, cache)[0].composable is not None
+
+
+def test_a_dra_cluster_s_kept_look_is_a_fresh_look(api, cluster, fake_time):
+    """On a DRA-only cluster a pod's GPUs are its claims': a kept look is a fresh look after a pod
+    and its claim arrive, the claim is allocated for the pod, the pod is bound, and another
+    pod's claim goes."""
+    load_dra(api, load_scenario(SCENARIOS / "dra-cluster.yaml"), fake_time.time())
+    k8s = cluster()
+    cache = filled(k8s.client)
+    kept_is_fresh(k8s, cache)
+    claim = api.put(gpu_claim("jobs", "late-gpus", 2))
+    cache.apply(RESOURCE_CLAIMS, "ADDED", claim)
+    pod = api.put(claiming(gated_pod("late", "team-a"), "late-gpus"))
+    cache.apply(PODS, "ADDED", pod)
+    assert [j.gpus for j in kept_is_fresh(k8s, cache)[0].jobs if j.name == "jobs/late"] == [2]
+    claim = api.put(allocate(claim, "dra-1", ["gpu-6", "gpu-7"], [("late", pod["metadata"]["uid"])]))
+    cache.apply(RESOURCE_CLAIMS, "MODIFIED", claim)
+    kept_is_fresh(k8s, cache)
+    del pod["spec"]["schedulingGates"]
+    pod["spec"]["nodeName"] = "dra-1"
+    cache.apply(PODS, "MODIFIED", api.put(pod))
+    assert [j.running for j in kept_is_fresh(k8s, cache)[0].jobs if j.name == "jobs/late"] == [["dra-1"]]
+    gone = api.objects("resourceclaims", "jobs", group="resource.k8s.io")[0]
+    api.delete("resourceclaims", gone["metadata"]["name"], "jobs", group="resource.k8s.io")
+    cache.apply(RESOURCE_CLAIMS, "DELETED", gone)
+    kept_is_fresh(k8s, cache)
 
 
 def test_gpus_being_attached_are_planned_while_composition_is_on(api, cluster, fake_time):

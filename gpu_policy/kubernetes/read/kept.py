@@ -9,7 +9,7 @@ of its results changed: a result equal to the last one is the last one, so nothi
 made again. When what a stage reads beside the object (its context: the largest node, the
 topology levels, the queues) changes, it makes every object again. What the look needs of all
 the results of a stage (does any pod ask for a topology; which TrainJobs have started; which
-pods are marked) is counted as results come and go (`Tally`), never by a pass over every pod.
+pods are marked) is counted as results come and go (`Counts`), never by a pass over every pod.
 """
 
 from __future__ import annotations
@@ -46,27 +46,32 @@ class Watcher:
     def changed(self, key: Key, before: Any, after: Any) -> None: ...
 
 
-class Tally(Watcher):
-    """How many of the objects a stage passes on have each value of `of(key, object)` (None: not
-    counted): what a look needs of all the pods, kept as they change."""
+class Counts(Watcher):
+    """How many of the objects a stage passes on have each value of what `of(key, object)` says
+    of them, one value per name (None: not counted): what a look needs of all the pods, kept as
+    they come and go. counts[name]: value -> how many."""
 
-    def __init__(self, of: Callable[[Key, Any], Hashable | None]):
+    def __init__(self, of: Callable[[Key, Any], tuple], *names: str):
         self.of = of
-        self.counts: Counter = Counter()
+        self._counts: dict[str, Counter] = {name: Counter() for name in names}
+        self._each = list(self._counts.values())
 
     def changed(self, key: Key, before: Made | None, after: Made | None) -> None:
-        for made, step in ((before, -1), (after, 1)):
-            value = self.of(key, made.passed) if made is not None and made.passed is not None else None
-            if value is not None:
-                self.counts[value] += step
-                if not self.counts[value]:
-                    del self.counts[value]
+        self.count(key, before and before.passed, after and after.passed)
 
-    def __bool__(self) -> bool:
-        return bool(self.counts)
+    def count(self, key: Key, before: Any, after: Any) -> None:
+        """`before` (None: nothing) counted no more, `after` (None: nothing) counted."""
+        for obj, step in ((before, -1), (after, 1)):
+            if obj is None:
+                continue
+            for counts, value in zip(self._each, self.of(key, obj)):
+                if value is not None:
+                    counts[value] += step
+                    if not counts[value]:
+                        del counts[value]
 
-    def values(self) -> set:
-        return set(self.counts)
+    def __getitem__(self, name: str) -> Counter:
+        return self._counts[name]
 
 
 class Made(NamedTuple):
@@ -85,8 +90,9 @@ class Stage:
     """One step of a look, made of each object on its own from the object and the stage's context
     (`step(object, context) -> Made`), kept from look to look."""
 
-    def __init__(self, step: Callable[[Any, Any], Made], *watchers: Watcher, **tallies: Tally):
-        self.step, self.watchers, self.tally = step, (*watchers, *tallies.values()), tallies
+    def __init__(self, step: Callable[[Any, Any], Made], *watchers: Watcher, counts: Counts | None = None):
+        self.step, self.counts = step, counts
+        self.watchers = (*watchers, counts) if counts is not None else watchers
         self.context: Any = _NOTHING
         self.inputs: dict[Key, Any] = {}
         self.made: dict[Key, Made] = {}
@@ -99,29 +105,32 @@ class Stage:
         if fresh:  # every object is made again
             self.context = context
             changes = {**self.inputs, **changes}
-        out = {}
+        out, inputs, kept, step = {}, self.inputs, self.made, self.step
         for key, now in changes.items():
-            before = self.made.get(key)
+            before = kept.get(key)
             if now is None:
                 if before is not None:
-                    del self.inputs[key], self.made[key]
+                    del inputs[key], kept[key]
                     self._tell(key, before, None, out)
                 continue
-            was = self.inputs.get(key)
+            was = inputs.get(key)
             if before is not None and not fresh and (was is now or was == now):
                 continue  # the same object, or one read again that reads the same
-            made = self.step(now, context)
-            self.inputs[key] = now
+            made = step(now, context)
+            inputs[key] = now
             if before is not None and made == before:
                 continue  # the same result: the one kept (what follows keeps its own)
-            self.made[key] = made
+            kept[key] = made
             self._tell(key, before, made, out)
         return out
 
     def _tell(self, key: Key, before: Made | None, after: Made | None, out: dict) -> None:
         for w in self.watchers:
             w.changed(key, before, after)
-        (self.said.add if after is not None and (after.bad or after.lines) else self.said.discard)(key)
+        if after is not None and (after.bad or after.lines):
+            self.said.add(key)
+        else:
+            self.said.discard(key)
         if (before and before.passed) is not (after and after.passed):
             out[key] = after.passed if after is not None else None
 
@@ -132,12 +141,3 @@ class Stage:
     def lines(self) -> list[str]:
         """The warning lines, in key order."""
         return [line for key in sorted(self.said) for line in self.made[key].lines]
-
-    def passed(self) -> list:
-        """What passes on of every object, in key order (a look that asks: a one-time pass)."""
-        return [m.passed for _, m in sorted(self.made.items()) if m.passed is not None]
-
-
-def identity(obj: Any, context: Any) -> Made:
-    """The object as it is (a stage that only keeps what was read and counts it)."""
-    return Made(obj)

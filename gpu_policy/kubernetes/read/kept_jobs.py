@@ -35,11 +35,9 @@ class Sorted(NamedTuple):
 
 class GroupMade(NamedTuple):
     """What one job's pods become (gpu_policy.kubernetes.read.snapshot.Snapshot has each field's
-    meaning): the job to plan, or what holds it back; made from `inputs` (its pods, and whether a
-    reservation stands for it)."""
+    meaning): the job to plan, or what holds it back."""
 
     name: str
-    inputs: tuple
     job: Job | None = None
     refs: list[PodRef] | None = None
     moments: Moments | None = None
@@ -68,6 +66,7 @@ class Groups(Watcher):
         self.terminating: dict[Key, PodView] = {}
         self.others: dict[str, dict[Key, PodView]] = {}  # node -> its pods that ask for no GPU
         self.made: dict[tuple[str, str], GroupMade] = {}
+        self.inputs: dict[tuple[str, str], tuple] = {}  # what each was made from: its pods, and if it is reserved
         self.refs: dict[str, list[PodRef]] = {}  # each job to plan -> its pods
         self.special: set[tuple[str, str]] = set()  # the keys of `made` that are not `plain`
         self.dirty: set[tuple[str, str]] = set()  # groups whose pods changed since the last `remake`
@@ -109,26 +108,26 @@ class Groups(Watcher):
         out = []
         for group in dirty:
             before, members = self.made.get(group), self.members.get(group)
+            name = f"{group[0]}/{group[1]}"
             if not members:
                 if before is not None:
-                    self._set(group, None)
+                    self._set(group, name, None, None)
                     out.append((before, None))
                 continue
-            name = f"{group[0]}/{group[1]}"
-            inputs = (tuple(members[k] for k in sorted(members)), name in reserved)
-            if before is not None and before.inputs == inputs and not fresh:
+            inputs = (tuple(members[k] for k in sorted(members)) if len(members) > 1 else tuple(members.values()),
+                      name in reserved)
+            if before is not None and not fresh and self.inputs[group] == inputs:
                 continue  # the same pods, or equal ones
-            after = make(name, *inputs)._replace(inputs=inputs)
-            self._set(group, after)
+            after = make(name, *inputs)
+            self._set(group, name, after, inputs)
             out.append((before, after))
         return out
 
-    def _set(self, group: tuple[str, str], made: GroupMade | None) -> None:
-        name = f"{group[0]}/{group[1]}"
+    def _set(self, group: tuple[str, str], name: str, made: GroupMade | None, inputs: tuple | None) -> None:
         if made is None:
-            del self.made[group]
+            del self.made[group], self.inputs[group]
         else:
-            self.made[group] = made
+            self.made[group], self.inputs[group] = made, inputs
         if made is not None and made.job is not None:
             self.refs[name] = made.refs
         else:
@@ -203,6 +202,7 @@ class Jobs:
         self.built: dict[str, Job] = {}
         self.now: dict[str, Job] = {}
         self.order = SortedKeys()  # (submitted_at, name) of each job
+        self.place: dict[str, tuple] = {}  # each job's (submitted_at, name)
         self.on: dict[str, dict[str, str]] = {}  # node -> names of the jobs running there
         self.labels: Counter = Counter()
         self.namespaces: Counter = Counter()
@@ -217,13 +217,21 @@ class Jobs:
             if job is not None:
                 self.built[name] = job
             return
-        self.aging.put(name, job if moments is not None else None, moments)
+        self.aging.put(name, job, moments)
         for j, step in ((old, -1), (job, 1)):
             if j is None:
                 continue
-            (self.order.add if step > 0 else self.order.discard)((j.submitted_at, name))
-            _count(self.labels, selected_labels(j), step)
-            _count(self.namespaces, [name.partition("/")[0]] if "/" in name else [], step)
+            place = (j.submitted_at, name)
+            if step > 0:
+                self.order.add(place)
+                self.place[name] = place
+            else:
+                self.order.discard(place)
+                del self.place[name]
+            if j.node_selector or j.node_affinity:
+                _count(self.labels, selected_labels(j), step)
+            if "/" in name:
+                _count(self.namespaces, (name.partition("/")[0],), step)
             for node in j.running:
                 self.moved.add(node)
                 _put(self.on, node, name, name if step > 0 else None)
@@ -246,8 +254,7 @@ class Jobs:
 
     def running_on(self, node: str) -> list[str]:
         """The names of the jobs running on `node`, in the scenario's order."""
-        built = self.built
-        return sorted(self.on.get(node, ()), key=lambda name: (built[name].submitted_at, name))
+        return sorted(self.on.get(node, ()), key=self.place.__getitem__)
 
     def checked(self) -> None:
         """This look's jobs passed the scenario's checks."""

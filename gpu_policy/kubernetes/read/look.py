@@ -20,7 +20,7 @@ from gpu_policy.kubernetes.read.composable import ComposedNodes, compose_nodes, 
 from gpu_policy.kubernetes.read.settle import DevicePluginLag
 from gpu_policy.kubernetes.read.dra import DraView, publishes_gpus, read_dra, with_dra, with_dra_nodes
 from gpu_policy.kubernetes.read.isolate import ObjectWarning, beyond_bounds, read_each
-from gpu_policy.kubernetes.read.kept import Diff, Made, Stage, Tally, identity
+from gpu_policy.kubernetes.read.kept import Counts, Diff, Made, Stage
 from gpu_policy.kubernetes.read.memo import LookMemo
 from gpu_policy.kubernetes.names import (COMPOSABLE_CONFIGMAP, COMPOSABLE_KEY, COSCHEDULING_GROUP, KAI_GROUP,
                                          QUEUES_CONFIGMAP, QUEUES_KEY, RESERVATIONS_CONFIGMAP, USAGE_CONFIGMAP,
@@ -72,33 +72,34 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     memo = memo if memo is not None else LookMemo()
     memo.begin()
     bad = list(bad)
-    read = _stage(memo, "pods")
-    changes = read.update(memo.kept("pod list", lambda: Diff(attrgetter("namespace", "name")))(pods))
-    dra = _dra(reads, read, pods, bad)
+    changes = memo.kept("pod list", lambda: Diff(attrgetter("namespace", "name")))(pods)
+    placed = _stage(memo, "placed")
+    claims: Counts = memo.kept("claims", lambda: Counts(_claims, "claims", "templates"))
+    for key, pod in changes.items():  # the pods as read: placed's inputs
+        claims.count(key, placed.inputs.get(key), pod)
+    dra = _dra(reads, claims, pods, bad)
     if dra is not None:
         nodes = with_dra_nodes(nodes, dra)
     facts = memo.kept("node facts", NodeFacts).update(nodes)
-    changes = _stage(memo, "dra").update(changes, dra)
-    placed = _stage(memo, "placed")
-    changes = placed.update(changes, (settings.gpu_resource, facts.most))
+    changes = placed.update(changes, (dra, settings.gpu_resource, facts.most))
     bad += placed.bad()
-    pod_groups = _pod_groups(reads, placed.tally["pod_groups"].values(), bad)
-    train_jobs = _train_jobs(reads, bool(placed.tally["train_jobs"]), bad)
+    pod_groups = _pod_groups(reads, set(placed.counts["pod_groups"]), bad)
+    train_jobs = _train_jobs(reads, bool(placed.counts["train_jobs"]), bad)
     queues, policy, config_levels, warnings = _queues(reads, settings, facts.gpus)
     gpu_h, said = usage(policy, now) if usage is not None else _usage(reads, settings, policy, now)
     queues, ignored = with_usage(queues, gpu_h, settings.namespace)
     warnings += ignored + said
     levels, choosing = hierarchy(config_levels, f"ConfigMap {settings.namespace}/{QUEUES_CONFIGMAP}",
-                                 reads.list_kueue_topologies, settings.topology, bool(placed.tally["topology"]),
-                                 placed.tally["named"].values())
+                                 reads.list_kueue_topologies, settings.topology, bool(placed.counts["topology"]),
+                                 set(placed.counts["named"]))
     timed = _stage(memo, "timed")
-    changes = timed.update(changes, (train_jobs, frozenset(placed.tally["started"].values()), levels))
+    changes = timed.update(changes, (train_jobs, frozenset(placed.counts["started"]), levels))
     bad += timed.bad()
     warnings += choosing + timed.lines()
     warnings += dra.warnings if dra is not None else []
     reservations, unreadable = read_reservations(reads.read_config_map(RESERVATIONS_CONFIGMAP))
     warnings += unreadable.values()
-    selects = timed.tally["labels"] or any(q.namespace_selector for q in queues)
+    selects = bool(timed.counts["labels"]) or any(q.namespace_selector for q in queues)
     labels = _namespace_labels(reads) if selects else {}
     composed = _composition(reads, settings, nodes, facts.composable, now, lag, warnings)
     if composed is not None:  # the nodes planned
@@ -108,8 +109,8 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
     snap.stale |= set(unreadable)  # gpu-policy's own, yet unreadable: dropped at the next write
     sorts = memo.kept("sorted", None)  # made by build_scenario
     # a broken gang's pods are evicted, not unmarked
-    snap.marked = _carrying(timed, sorts, timed.tally["marked"].values(), snap)
-    snap.asked = _carrying(timed, sorts, timed.tally["asked"].values(), snap)
+    snap.marked = _carrying(timed, sorts, timed.counts["marked"], snap)
+    snap.asked = _carrying(timed, sorts, timed.counts["asked"], snap)
     made = dict(timed.made)
     snap.views = ByUid(lambda: [m.passed for _, m in sorted(made.items()) if m.passed is not None])
     memo.end()
@@ -119,35 +120,48 @@ def look(reads: Reads, settings: KubernetesSettings, nodes: list[NodeView], pods
 #: The stages of a look, each made on a memo's first look: what each does to one pod, and what
 #: the look counts of the pods it passes on (gpu_policy.kubernetes.read.kept)
 _STAGES = {
-    # as read: whether some pod has resourceClaims (some of a template not made yet)
-    "pods": lambda: Stage(identity, claims=Tally(lambda key, p: bool(p.claims) or None),
-                          templates=Tally(lambda key, p: any(c is None for c, _ in p.claims) or None)),
-    # the GPUs its DRA claims hold or ask for
-    "dra": lambda: Stage(lambda pod, dra: Made(with_dra(pod, dra) if dra is not None else pod)),
-    # within what a scenario may describe: the PodGroup kinds, TrainJobs and topologies the pods name
-    "placed": lambda: Stage(_placed, pod_groups=Tally(lambda key, p: p.pod_group[0] if p.pod_group and p.asks_for_gpus
-                                                      else None),
-                            train_jobs=Tally(lambda key, p: bool(p.train_job and p.gang and p.asks_for_gpus) or None),
-                            started=Tally(lambda key, p: started_train_job(p)),
-                            topology=Tally(lambda key, p: asks_for_topology(p) or None),
-                            named=Tally(lambda key, p: named_topology(p))),
+    # with the GPUs its DRA claims hold or ask for, within what a scenario may describe: the PodGroup
+    # kinds, TrainJobs and topologies the pods name
+    "placed": lambda: Stage(_placed, counts=Counts(_placed_counts, "pod_groups", "train_jobs", "started", "topology",
+                                                   "named")),
     # its TrainJob's size and its topology request: whether its namespace's labels are needed, and
     # the pods marked preempted or asked to save (not on their way out)
-    "timed": lambda: Stage(_timed, labels=Tally(lambda key, p: needs_namespace_label(p) or None),
-                           marked=Tally(lambda key, p: key if p.marked and not p.deleting else None),
-                           asked=Tally(lambda key, p: key if (p.checkpoint_requested is not None or
-                                                              p.checkpoint_awaited is not None) and not p.deleting
-                                       else None)),
+    "timed": lambda: Stage(_timed, counts=Counts(_timed_counts, "labels", "marked", "asked")),
 }
+
+
+def _claims(key: tuple[str, str], p: PodView) -> tuple:
+    """Whether the pod, as read, has resourceClaims, and claims of a template not made yet."""
+    return (True if p.claims else None,
+            True if any(claim is None for claim, _ in p.claims) else None)
+
+
+def _placed_counts(key: tuple[str, str], p: PodView) -> tuple:
+    gpus = p.asks_for_gpus
+    return (p.pod_group[0] if p.pod_group and gpus else None,
+            True if p.train_job and p.gang and gpus else None,
+            started_train_job(p),
+            True if asks_for_topology(p) else None,
+            named_topology(p))
+
+
+def _timed_counts(key: tuple[str, str], p: PodView) -> tuple:
+    leaving = p.deleting
+    return (True if needs_namespace_label(p) else None,
+            key if p.marked and not leaving else None,
+            key if (p.checkpoint_requested is not None or p.checkpoint_awaited is not None) and not leaving else None)
 
 
 def _stage(memo: LookMemo, name: str) -> Stage:
     return memo.kept(name, _STAGES[name])
 
 
-def _placed(pod: PodView, context: tuple[str, dict[str, float]]) -> Made:
-    """The pod, or the warning that leaves it waiting: it asks more than any node may ever hold."""
-    gpu_resource, most = context
+def _placed(pod: PodView, context: tuple[DraView | None, str, dict[str, float]]) -> Made:
+    """The pod with the GPUs its DRA claims hold or ask for; or the warning that leaves it
+    waiting: it asks more than any node may ever hold."""
+    dra, gpu_resource, most = context
+    if dra is not None:
+        pod = with_dra(pod, dra)
     beyond = beyond_bounds(pod, most, gpu_resource)
     return Made(pod) if beyond is None else Made(None, (beyond,))
 
@@ -203,11 +217,11 @@ def _namespace_labels(reads: Reads) -> dict[str, dict[str, str]]:
     return out
 
 
-def _dra(reads: Reads, read: Stage, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
+def _dra(reads: Reads, claims: Counts, pods: list[PodView], bad: list[ObjectWarning]) -> DraView | None:
     """DRA as the cluster has it. ResourceSlices are always LISTed (a DRA-only node's GPUs are
     capacity whether or not a pod claims them; one 404 where resource.k8s.io/v1 is not served);
     DeviceTaintRules when a slice publishes NVIDIA GPUs (their taints take GPUs out of that
-    capacity); ResourceClaims and DeviceClasses only when some pod has resourceClaims (`read`
+    capacity); ResourceClaims and DeviceClasses only when some pod has resourceClaims (`claims`
     counts them), and ResourceClaimTemplates when a pod's claim is not made yet. An object of
     the wrong shape is left out with a warning in `bad`. None when no slice publishes GPUs and no
     pod has claims."""
@@ -216,12 +230,12 @@ def _dra(reads: Reads, read: Stage, pods: list[PodView], bad: list[ObjectWarning
         bad.extend(warnings)
         return objects
 
-    claimed = bool(read.tally["claims"])
+    claimed = bool(claims["claims"])
     slices = listed("ResourceSlice", RESOURCE_SLICE, reads.list_resource_slices())
     if not claimed and not publishes_gpus(slices):
         return None
     templates = (listed("ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE, reads.list_resource_claim_templates())
-                 if read.tally["templates"] else [])
+                 if claims["templates"] else [])
     claims = listed("ResourceClaim", RESOURCE_CLAIM, reads.list_resource_claims()) if claimed else []
     classes = listed("DeviceClass", DEVICE_CLASS, reads.list_device_classes()) if claimed else []
     return read_dra(slices, claims, templates, classes, pods,

@@ -79,30 +79,31 @@ def make_group(name: str, pods: tuple[PodView, ...], reserved: bool, namespace_q
     (broken: its pods holding GPUs are terminating; incomplete: not planned yet), or a job to
     plan (pods that cannot be one job are unmanaged). Its pods waiting at gpu-policy's gate are
     `gated`, in the order of their names."""
-    waiting = sorted((p for p in pods if p.gated), key=lambda p: p.name)
+    waiting = [p for p in pods if p.gated]
+    waiting.sort(key=lambda p: p.name)
     gated = [p.ref for p in waiting] or None
     if reserved:  # the reservation stands for the job until all its pods hold GPUs
         held = [p.node for p in pods if p.node]
         part_way = (f"job {name}: released part way: {len(held)} of its pods released, {len(waiting)} still gated; "
                     "its reservation holds their GPUs until they are released")
-        return GroupMade(name, (), gated=gated, held=held, lines=(part_way,) if held and waiting else ())
-    trouble = gang_trouble(list(pods))
+        return GroupMade(name, gated=gated, held=held, lines=(part_way,) if held and waiting else ())
+    trouble = gang_trouble(pods)
     if trouble is not None:
         verdict, why = trouble
         then = "its pods are evicted so that it restarts whole" if verdict == "broken" else "not planned yet"
         line = (f"job {name}: {verdict}: {why}; {then}",)
         if verdict == "broken":
             holding = tuple(p for p in pods if p.node)
-            return GroupMade(name, (), gated=gated, broken=[p.ref for p in holding], terminating=holding, lines=line)
-        return GroupMade(name, (), gated=gated, incomplete=why, lines=line)
+            return GroupMade(name, gated=gated, broken=[p.ref for p in holding], terminating=holding, lines=line)
+        return GroupMade(name, gated=gated, incomplete=why, lines=line)
     said: list[str] = []
-    job, refs, moments = _job(name, list(pods), namespace_queues, known, now, said)
+    job, refs, moments = _job(name, pods, namespace_queues, known, now, said)
     if job is None:
-        return GroupMade(name, (), gated=gated, unmanaged=pods, lines=tuple(said))
-    return GroupMade(name, (), job=job, refs=refs, moments=moments, gated=gated, lines=tuple(said))
+        return GroupMade(name, gated=gated, unmanaged=pods, lines=tuple(said))
+    return GroupMade(name, job=job, refs=refs, moments=moments, gated=gated, lines=tuple(said))
 
 
-def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known: set[str], now: float,
+def _job(name: str, pods: tuple[PodView, ...], namespace_queues: dict[str, str], known: set[str], now: float,
          warnings: list[str]) -> tuple[Job | None, list[PodRef] | None, Moments | None]:
     """One job from the pods of a gang as seen at `now`, its pods as the actuator names them, and
     when its planned pods started, were created and checkpointed (a later look that keeps the job
@@ -117,17 +118,18 @@ def _job(name: str, pods: list[PodView], namespace_queues: dict[str, str], known
         planned = bound
     else:
         planned = pods
+    moments = Moments.of(planned)
     preemptible = [p.preemptible for p in planned if p.preemptible is not None]
     job = Job(
         name=name, queue=queue, gpus=first.gpus, replicas=len(planned),
         priority=max(p.priority for p in planned), preemptible=min(preemptible) if preemptible else None,
         gpu_model=first.gpu_model, mig_profile=first.mig_profile, cpu=_most(p.cpu for p in planned),
         memory_gib=_most(p.memory_gib for p in planned), **_where_running(planned, bool(bound)),
-        submitted_at=rounded(min(p.created for p in planned)), **progress(planned, now, bool(bound)),
+        submitted_at=rounded(moments.created), **progress(planned, moments, now, bool(bound)),
         **first.constraints, topology=first.topology,
     )
     refs = [p.ref for p in pods if p.node or not job.running]
-    return job, refs, Moments.of(planned)
+    return job, refs, moments
 
 
 def _where_running(pods: list[PodView], bound: bool) -> dict:
@@ -138,7 +140,7 @@ def _where_running(pods: list[PodView], bound: bool) -> dict:
     return {"running": [p.node for p in pods], "gpu_indices": indices}
 
 
-def _agree(name: str, pods: list[PodView], queue: str, namespace_queues: dict[str, str], known: set[str],
+def _agree(name: str, pods: tuple[PodView, ...], queue: str, namespace_queues: dict[str, str], known: set[str],
            warnings: list[str]) -> bool:
     """Whether the pods of one job ask for the same GPUs in the same queue (`queue`, the first
     pod's) and the same topology levels; a warning names the first that does not."""

@@ -17,13 +17,13 @@ import numpy as np
 from gpu_policy.kubernetes.read.pod_view import PodView
 
 
-def progress(pods: list[PodView], now: float, running: bool) -> dict:
-    """The job's fields of time and checkpoints from its pods, seen at `now` (seconds since the
-    epoch); a field no pod says anything about is None (unknown)."""
+def progress(pods: list[PodView], moments: Moments, now: float, running: bool) -> dict:
+    """The job's fields of time and checkpoints from its pods (`moments`: Moments.of them), seen
+    at `now` (seconds since the epoch); a field no pod says anything about is None (unknown)."""
     every = [p.checkpoint_every_s for p in pods if p.checkpoint_every_s is not None]
     save = [p.save_s for p in pods if p.save_s is not None]
     return {
-        **ages(Moments.of(pods), now, running),
+        **ages(moments, now, running),
         "checkpoint_every_s": min(every, default=None),
         "save_s": max(save, default=None),
         "saves_on_request": all(p.saves_on_request for p in pods),
@@ -75,26 +75,31 @@ class Aging:
         self._since = np.empty((3, 0))  # started, created, saved: per slot, NaN where unknown
         self._running = np.empty(0, dtype=bool)
         self._ages = np.empty((3, 0))  # the slot's job's fields as the last look gave them, NaN for None
+        self._put: dict[int, tuple] = {}  # slot -> what `at` sets in the arrays: puts go in at once
 
     def put(self, name: str, job, moments: Moments | None) -> None:
         """`job` (None: gone) is counted from `moments` from now on; its fields are its ages now."""
         if name in self._slot:  # a free slot counts nothing
             slot = self._slot.pop(name)
-            self._jobs[slot], self._since[:, slot], self._ages[:, slot] = None, np.nan, np.nan
+            self._jobs[slot], self._put[slot] = None, _FREE
             self._free.append(slot)
-        if job is None:
+        if job is None or moments is None:
             return
         if not self._free:
             self._grow()
         slot = self._slot[name] = self._free.pop()
         self._jobs[slot] = job
-        self._since[:, slot] = [_nan(moments.started), moments.created, _nan(moments.saved)]
-        self._running[slot] = bool(job.running)
-        self._ages[:, slot] = [_nan(getattr(job, f)) for f in self._FIELDS]
+        self._put[slot] = (moments.started, moments.created, moments.saved, bool(job.running), job.running_for_s,
+                           job.waiting_for_s, job.checkpoint_age_s)  # None: NaN in the arrays
 
     def at(self, now: float) -> tuple[dict, dict[str, tuple[int, int]]]:
         """name -> a copy of each job whose ages at `now` differ from what it had, with them; and
         field -> (least, most) of the values set, for their checks."""
+        if self._put:
+            slots = np.fromiter(self._put, dtype=np.intp)
+            values = np.array(list(self._put.values()), dtype=float).T  # None -> NaN
+            self._since[:, slots], self._running[slots], self._ages[:, slots] = values[:3], values[3] > 0, values[4:]
+            self._put.clear()
         with np.errstate(invalid="ignore"):
             age = np.maximum(0.0, np.rint(now - self._since))
         started, saved = ~np.isnan(self._since[0]), ~np.isnan(self._since[2])
@@ -132,5 +137,5 @@ class Aging:
         self._ages = np.hstack([self._ages, np.full((3, more), np.nan)])
 
 
-def _nan(value: float | None) -> float:
-    return np.nan if value is None else value
+_FREE = (np.nan, np.nan, np.nan, False, np.nan, np.nan, np.nan)
+

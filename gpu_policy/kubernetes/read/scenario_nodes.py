@@ -92,15 +92,16 @@ class ScenarioNodes:
         dirty = facts.changed | jobs.moved | moved
         if selected != self._selected or facts is not self._facts:  # every node made again
             self._selected, self._facts, dirty = selected, facts, set(facts.views) | set(self.made)
-        remade = set()
-        for name in dirty:
-            if self._make(name, facts.views.get(name), jobs, others.get(name, {}), selected):
+        remade, running = set(), {}
+        for name in dirty:  # its jobs, in the scenario's order
+            running[name] = [jobs.built[job] for job in jobs.running_on(name)]
+            if self._make(name, facts.views.get(name), running[name], others.get(name, {}), selected):
                 remade.add(name)
         self._list(facts.natural, remade)
         warnings += [line for name in sorted(self.said, key=natural) for line in self.made[name][2]]
         for name in remade | jobs.moved:
             made = self.made.get(name)
-            (self.bad.add if made and made[1] is not None and bad_indices(made[1], jobs, name)
+            (self.bad.add if made and made[1] is not None and bad_indices(made[1], running[name])
              else self.bad.discard)(name)
         return list(self._listed), remade
 
@@ -117,12 +118,12 @@ class ScenarioNodes:
         self._listed = [made[1] for made in map(self.made.get, natural) if made and made[1] is not None]
         self._at = {node.name: i for i, node in enumerate(self._listed)}
 
-    def _make(self, name: str, v: NodeView | None, jobs: Jobs, others: dict, selected: list[str]) -> bool:
+    def _make(self, name: str, v: NodeView | None, running: list[Job], others: dict, selected: list[str]) -> bool:
         """Make the node again when what it is made from changed; whether it did."""
         self.said.discard(name)
         if v is None:
             return self.made.pop(name, None) is not None
-        used = (*_usage(name, jobs), *_others(others), tuple((k, v.labels[k]) for k in selected if k in v.labels))
+        used = (*_usage(name, running), *_others(others), tuple((k, v.labels[k]) for k in selected if k in v.labels))
         kept = self.made.get(name)
         if kept is not None and kept[0] == (v, *used):
             if kept[2]:
@@ -138,12 +139,11 @@ class ScenarioNodes:
         return True
 
 
-def _usage(name: str, jobs: Jobs) -> tuple[float, float, float]:
+def _usage(name: str, running: list[Job]) -> tuple[float, float, float]:
     """The GPUs the jobs running on the node hold, and the CPU and memory they need (added in
     the scenario's order)."""
     held = cpu = memory = 0.0
-    for job_name in jobs.running_on(name):
-        job = jobs.built[job_name]
+    for job in running:
         for n in job.running:
             if n == name:
                 held += job.gpus
@@ -186,14 +186,13 @@ def _node(v: NodeView, held: float, cpu_need: float, memory_need: float, cpu_oth
                 taints=list(v.taints), gpu_sharing=v.sharing, mig=dict(v.mig))
 
 
-def bad_indices(node: Node, jobs: Jobs, name: str) -> bool:
-    """Whether the GPU index annotations of the jobs running on the node collide or point past
-    its GPUs (they are dropped for that node)."""
+def bad_indices(node: Node, running: list[Job]) -> bool:
+    """Whether the GPU index annotations of the jobs running on the node (in the scenario's
+    order) collide or point past its GPUs (they are dropped for that node)."""
     use: dict[int, float] = defaultdict(float)
-    for job_name in jobs.running_on(name):
-        job: Job = jobs.built[job_name]
+    for job in running:
         for on, ix in zip(job.running, job.gpu_indices or []):
-            if on != name:
+            if on != node.name:
                 continue
             want = 1 if job.is_fractional else int(job.gpus)
             if len(ix) != want or len(set(ix)) != len(ix) or any(i >= node.gpus for i in ix):

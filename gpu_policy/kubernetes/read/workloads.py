@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (COMPLETION_INDEX_ANNOTATION, GANG_LABEL, JOB_LABEL, JOBSET_LABEL,
@@ -128,7 +129,7 @@ def with_train_job(pod: PodView, sizes: dict[tuple[str, str], int], started: set
     return pod
 
 
-def gang_trouble(pods: list[PodView]) -> tuple[str, str] | None:
+def gang_trouble(pods: Sequence[PodView]) -> tuple[str, str] | None:
     """What is wrong with a gang's pods, as (verdict, words): ("broken", ...) when some hold GPUs
     but the pods that hold them or will be bound without gpu-policy (not gated) fall short of
     its minimum size (the others were evicted, or wait for gpu-policy): the gang is evicted
