@@ -106,7 +106,7 @@ class Groups(Watcher):
         dirty.update(tuple(name.split("/", 1)) for name in reserved ^ self._reserved)
         self._reserved = set(reserved)
         out = []
-        for group in dirty:
+        for group in sorted(dirty):  # in order: the jobs of a first look lie in memory as a plan reads them
             before, members = self.made.get(group), self.members.get(group)
             name = f"{group[0]}/{group[1]}"
             if not members:

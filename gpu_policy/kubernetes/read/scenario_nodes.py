@@ -93,7 +93,7 @@ class ScenarioNodes:
         if selected != self._selected or facts is not self._facts:  # every node made again
             self._selected, self._facts, dirty = selected, facts, set(facts.views) | set(self.made)
         remade, running = set(), {}
-        for name in dirty:  # its jobs, in the scenario's order
+        for name in sorted(dirty, key=natural):  # in order, as a plan reads them; each node's jobs in theirs
             running[name] = [jobs.built[job] for job in jobs.running_on(name)]
             if self._make(name, facts.views.get(name), running[name], others.get(name, {}), selected):
                 remade.add(name)
