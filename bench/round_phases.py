@@ -19,8 +19,8 @@ binds each released pod; a `Controller` (the defaults of `gpu-policy controller`
 it and leading. Each round 10 gated pods arrive and 10 running pods end, the controller takes in
 their watch events, and `Controller.round()` runs; the process time of each phase is summed by
 wrapping it (the look, the plan and in it the planner's scope, node kinds, running layout,
-realize and write-up, acting: releases and Events, the metrics, the GPUs each queue held for the
-usage history). The mean of --rounds rounds
+realize, solve and write-up, acting: releases and Events, the metrics, the GPUs each queue held
+for the usage history). The mean of --rounds rounds
 after two to warm up. Process time, so a shared machine inflates it less than wall time; the
 informer's threads parse the watch events in the same process, so a round counts some of theirs.
 With `--baseline`, the same script runs on the package at that git revision (bench/baseline.py).
@@ -62,6 +62,7 @@ PHASES = [
     ("  node kinds", ("gpu_policy.planner.core.shapes",), "node_kinds"),
     ("  running layout", ("gpu_policy.model.layout",), "running_layout"),
     ("  realize", ("gpu_policy.planner.core.realize",), "realize"),
+    ("  solve", ("gpu_policy.planner.core.solve",), "solve_stages"),
     ("  write-up (reasons)", ("gpu_policy.planner.writeup",), "write_plan"),
     ("act (releases, Events)", ("gpu_policy.controller.loop",), "Controller._act"),
     ("metrics", ("gpu_policy.controller.metrics",), "Metrics.show_queues"),
