@@ -222,13 +222,18 @@ class Replica:
         self.thread.start()
 
 
-def replica(kubeconfig: str) -> Replica:
-    """A replica as `gpu-policy controller` runs one with its defaults (a 15 s lease), started."""
+def controller(kubeconfig: str) -> Controller:
+    """A controller as `gpu-policy controller` makes one with its defaults (a 15 s lease)."""
     metrics = Metrics()  # every request counted, as `gpu-policy controller` counts them
     plain = KubernetesCluster("k8s://", kubeconfig=kubeconfig)
     cluster = KubernetesCluster("k8s://", api_client=metrics.counted_client(plain.api_client.configuration),
                                 settings=KubernetesSettings(lease_duration_s=15.0))
-    return Replica(Controller(cluster, ControllerSettings(), metrics=metrics))
+    return Controller(cluster, ControllerSettings(), metrics=metrics)
+
+
+def replica(kubeconfig: str) -> Replica:
+    """A replica as `gpu-policy controller` runs one, started."""
+    return Replica(controller(kubeconfig))
 
 
 def requests_by_verb(controller: Controller) -> dict[str, float]:

@@ -61,11 +61,11 @@ PHASES = [
 ]
 
 
-def instrument(spent: dict[str, float]) -> list[str]:
+def instrument(spent: dict[str, float], phases: list[tuple[str, tuple[str, ...], str]] = PHASES) -> list[str]:
     """Wrap each phase's function so that its CPU seconds add up in `spent`, wherever the
     package imported it by name; the labels of the phases this package has."""
     found = []
-    for label, module_names, attr in PHASES:
+    for label, module_names, attr in phases:
         owner = _first_module(module_names)
         if owner is None:
             continue

@@ -75,7 +75,7 @@ class Cache:
         self._order: dict[str, list[tuple[str, str]]] = {NODES: [], PODS: []}  # view keys, in LIST order
         self._bad: dict[str, set[tuple[str, str]]] = {NODES: set(), PODS: set()}  # keys of views left out
         self.served: dict[str, bool] = {}  # kind -> whether the cluster serves it (KAI queues may not exist)
-        self.memo = LookMemo()  # what the last look built of these views: the next rebuilds only what changed
+        self.memo = LookMemo()  # what the last look made of these views: the next makes only what changed
 
     @property
     def synced(self) -> bool:

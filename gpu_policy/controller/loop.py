@@ -25,7 +25,7 @@ from gpu_policy.controller.cache import (COMPOSABILITY_REQUESTS, CONFIG_MAPS, DR
 from gpu_policy.controller.informer import Change, Informer
 from gpu_policy.controller.metrics import Metrics
 from gpu_policy.controller.telemetry import TelemetryFeed
-from gpu_policy.controller.usage import UsageKeeper, held_after
+from gpu_policy.controller.usage import UsageKeeper
 from gpu_policy.controller.witness import ControllerWitness
 from gpu_policy.errors import ClusterBusy, GpuPolicyError
 from gpu_policy.kubernetes.cluster import KubernetesCluster
@@ -251,7 +251,7 @@ class Controller:
             self._stand_by(str(e))
         except GpuPolicyError as e:  # the API server went away mid-round: the next round tries again
             self._failed(str(e))
-        self.usage.hold(held_after(snap, outcomes))
+        self.usage.hold(snap, outcomes)
         return plan
 
     def _failed(self, error: str) -> None:

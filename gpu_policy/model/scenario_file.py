@@ -7,14 +7,14 @@ Everything is checked before any solving; the first problem found raises a
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable
 
 from gpu_policy.model.fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
-    MAX_DEPARTMENT_DEPTH, MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POLICY_FIELDS, POOL_FIELDS, PROFILE_FIELDS,
+    MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POLICY_FIELDS, POOL_FIELDS, PROFILE_FIELDS,
     QUEUE_FIELDS, REQUIRED, TOPOLOGY_FIELDS,
     Invalid, number, optional, positive, show)
 from gpu_policy.errors import InputError, ScenarioError, job_path
@@ -23,6 +23,7 @@ from gpu_policy.model import (Composable, ComposableNode, ComposablePool, Job, N
 from gpu_policy.model.plan import QueueReport
 from gpu_policy.model.safe_load import DEFAULT_LIMITS, InputLimits, load_file, parse_text
 from gpu_policy.model.scenario import API_VERSION
+from gpu_policy.model.scenario_checks import check_across, check_across_some
 from gpu_policy.model.scenario_dump import plain_data
 
 ACTIONS = ("keep", "start", "preempt", "move", "wait")
@@ -86,26 +87,18 @@ _SECTIONS = (("nodes", Node, NODE_FIELDS), ("queues", Queue, QUEUE_FIELDS), ("jo
              ("namespaces", Namespace, NAMESPACE_FIELDS), ("topology", TopologyLevel, TOPOLOGY_FIELDS))
 
 
-def check_built(scenario: Scenario, composable: Any = None,
-                unchecked: Callable[[Any], tuple[str, ...] | None] = lambda item: None) -> Scenario:
+def check_built(scenario: Scenario, composable: Any = None) -> Scenario:
     """Validate a scenario built in code (the Kubernetes mapping builds one per look) as
     `parse_scenario` validates one read from a file, without writing it out and reading it
     back: every field that is not its default passes its field check, names are unique, and
     the cross checks (references, placements, `composable`, the section as a file has it)
-    hold. The first problem raises a ScenarioError naming the field path. `unchecked(item)`: the
-    fields of an item still to check, None for all (the controller's looks keep the jobs and
-    nodes no watch event changed, their fields checked once; a kept job's ages change)."""
+    hold. The first problem raises a ScenarioError naming the field path."""
     for section, cls, checks in _SECTIONS:
-        items, seen = getattr(scenario, section), set()
-        if len(items) > MAX_ITEMS[section]:
-            raise ScenarioError(scenario.source, section,
-                                f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
+        items = getattr(scenario, section)
+        _check_count(scenario, section, items)
+        seen = set()
         for i, item in enumerate(items):
-            fields = unchecked(item)
-            if fields is None:
-                _check_fields(scenario.source, section, i, item, REQUIRED[cls], checks)
-            elif fields:
-                _check_fields(scenario.source, section, i, item, (), checks, fields)
+            _check_fields(scenario.source, section, i, item, REQUIRED[cls], checks)
             if item.name in seen:
                 raise ScenarioError(scenario.source, f"{_path(section, i, item)}.name",
                                     f"duplicate name {show(item.name)}")
@@ -114,18 +107,54 @@ def check_built(scenario: Scenario, composable: Any = None,
     return _check_whole(scenario, composable)
 
 
+def check_changed(scenario: Scenario, composable: Any, jobs: list[Job], nodes: list[Node],
+                  loads: list[tuple[Node, list[Job]]], aged: dict[str, tuple[float, float]]) -> Scenario:
+    """`check_built` for a scenario that differs from one that passed it only in `jobs` and
+    `nodes` (objects not checked yet), in the jobs running on the nodes of `loads` (each with
+    its running jobs, in the scenario's order), and in the job fields of `aged` set anew on
+    kept jobs (field -> the least and the most value set: each is a range); its queues,
+    namespaces and levels are checked whole. A controller's look keeps what no watch event
+    changed (gpu_policy.kubernetes.read.memo). A problem raises the ScenarioError
+    `check_built` raises, naming the first problem of the whole scenario."""
+    try:
+        for section, cls, checks in _SECTIONS:
+            items = getattr(scenario, section)
+            _check_count(scenario, section, items)
+            if len(set(map(attrgetter("name"), items))) != len(items):
+                raise ScenarioError(scenario.source, section, "duplicate names")
+            for item in {"jobs": jobs, "nodes": nodes}.get(section, items):
+                _check_fields(scenario.source, section, -1, item, REQUIRED[cls], checks)
+        for name, bounds in aged.items():
+            for value in bounds:
+                JOB_FIELDS[name](value)
+        _check_cluster_gpus(scenario.nodes, scenario.source)
+        scenario.composable = _build_composable(composable, scenario)
+        check_across_some(scenario, jobs, nodes, loads)
+        _check_expect(scenario)
+        _check_telemetry(scenario)
+    except (ScenarioError, Invalid):
+        check_built(scenario, composable)  # the first problem, as the whole scenario's check finds it
+        raise
+    return scenario
+
+
+def _check_count(scenario: Scenario, section: str, items: list) -> None:
+    if len(items) > MAX_ITEMS[section]:
+        raise ScenarioError(scenario.source, section,
+                            f"must have at most {MAX_ITEMS[section]:,} entries, got {len(items):,}")
+
+
 def _path(section: str, i: int, item: Any) -> str:
     return job_path(i, item.name) if section == "jobs" else f"{section}[{i}]"
 
 
-def _check_fields(source: str, section: str, i: int, item: Any, required: Any, checks: dict,
-                  only: Any = None) -> None:
-    """Every required field of a built item (`section`[`i`]) is there, and every field (of
-    `only`, when given) that is not its default passes its check."""
+def _check_fields(source: str, section: str, i: int, item: Any, required: Any, checks: dict) -> None:
+    """Every required field of a built item (`section`[`i`]) is there, and every field that is
+    not its default passes its check."""
     for name in required:
         if getattr(item, name) is None:
             raise ScenarioError(source, f"{_path(section, i, item)}.{name}", "is required")
-    for key, value in vars(item).items() if only is None else ((k, getattr(item, k)) for k in only):
+    for key, value in vars(item).items():
         if value is None or (type(value) in (list, dict) and not value):
             continue  # the field's default: what scenario_to_dict leaves out
         try:
@@ -143,9 +172,7 @@ def _check_cluster_gpus(nodes: list[Node], source: str) -> None:
 def _check_whole(scenario: Scenario, composable: Any) -> Scenario:
     """The checks across sections, once every item is built; `composable` is the section as read."""
     scenario.composable = _build_composable(composable, scenario)
-    _check_references(scenario)
-    _check_topology(scenario)
-    _check_placements(scenario)
+    check_across(scenario)
     _check_expect(scenario)
     _check_telemetry(scenario)
     return scenario
@@ -242,155 +269,6 @@ def _build_composable(c: Any, s: Scenario) -> Composable | None:
                    else f"composable.pools has no model {show(node.gpu_model)}, the model of {cn.name}")
             raise ScenarioError(s.source, f"{path}.attached", f"attached GPUs go back to their model's pool, but {why}")
     return Composable(pools=pools, nodes=nodes, **settings)
-
-
-def _check_topology(s: Scenario) -> None:
-    """Levels have distinct labels; a job's levels are the scenario's, its preferred one
-    narrower than its required one (a wider one would add nothing)."""
-    seen: dict[str, int] = {}
-    for i, level in enumerate(s.topology):
-        if level.label in seen:
-            raise ScenarioError(s.source, f"topology[{i}].label",
-                                f"{show(level.label)} is already the label of {show(s.topology[seen[level.label]].name)}")
-        seen[level.label] = i
-    depth = {level.name: i for i, level in enumerate(s.topology)}
-    for i, job in enumerate(s.jobs):
-        if job.topology is None:
-            continue
-        path = f"{job_path(i, job.name)}.topology"
-        for key in ("required", "preferred"):
-            level = getattr(job.topology, key)
-            if level is not None and level not in depth:
-                known = ", ".join(depth) if depth else "none: the scenario has no topology section"
-                raise ScenarioError(s.source, f"{path}.{key}", f"names no topology level (levels: {known}), "
-                                                               f"got {show(level)}")
-        required, preferred = job.topology.required, job.topology.preferred
-        if required is not None and preferred is not None and depth[preferred] <= depth[required]:
-            raise ScenarioError(s.source, f"{path}.preferred",
-                                f"must be a level narrower than the required {show(required)}, got {show(preferred)}")
-
-
-def _check_references(s: Scenario) -> None:
-    queues = {q.name: q for q in s.queues}
-    for i, q in enumerate(s.queues):
-        if q.parent is not None and q.parent not in queues:
-            raise ScenarioError(s.source, f"queues[{i}].parent", f"unknown queue {show(q.parent)}")
-    for i, q in enumerate(s.queues):  # a loop, not recursion: chains are bounded here
-        seen, cur = {q.name}, q.parent
-        while cur is not None:
-            if cur in seen:
-                raise ScenarioError(s.source, f"queues[{i}].parent", f"makes a cycle through {show(cur)}")
-            if len(seen) > MAX_DEPARTMENT_DEPTH:
-                raise ScenarioError(s.source, f"queues[{i}].parent",
-                                    f"departments must nest at most {MAX_DEPARTMENT_DEPTH} levels deep")
-            seen.add(cur)
-            cur = queues[cur].parent
-    departments = {q.parent for q in s.queues if q.parent}
-    for i, job in enumerate(s.jobs):
-        prefix, slash, _ = job.name.partition("/")
-        if job.namespace is not None and slash and prefix != job.namespace:
-            raise ScenarioError(s.source, f"{job_path(i, job.name)}.namespace",
-                                f"must be the namespace its name gives ({show(prefix)}), got {show(job.namespace)}")
-        if job.queue not in queues:
-            raise ScenarioError(s.source, f"{job_path(i, job.name)}.queue", f"unknown queue {show(job.queue)}")
-        if job.queue in departments:
-            raise ScenarioError(s.source, f"{job_path(i, job.name)}.queue",
-                                f"{show(job.queue)} is a department (it has queues below it); "
-                                "submit the job to one of its queues")
-
-
-def _check_placements(s: Scenario) -> None:
-    """Running jobs name real nodes, one per replica, and fit where they run."""
-    nodes = {n.name: n for n in s.nodes}
-    _check_node_gpus(s)
-    load: dict[str, dict[str, float]] = {n: {"gpus": 0.0, "cpu": 0.0, "memory_gib": 0.0} for n in nodes}
-    per_gpu: dict[tuple[str, int], float] = {}
-    slices: dict[tuple[str, str], int] = defaultdict(int)
-    for i, job in enumerate(s.jobs):
-        _check_replicas(s, i, job)  # job_path(i, ...) is written out only in an error: 21,000 jobs a look
-        for r, node_name in enumerate(job.running):
-            if node_name not in nodes:
-                raise ScenarioError(s.source, f"{job_path(i, job.name)}.running[{r}]",
-                                    f"unknown node {show(node_name)}")
-            node = nodes[node_name]
-            _check_slice(s, i, r, job, node, slices)
-            load[node_name]["gpus"] += job.gpus
-            load[node_name]["cpu"] += job.cpu or 0
-            load[node_name]["memory_gib"] += job.memory_gib or 0
-            if job.gpu_indices is not None:
-                _check_indices(s, i, r, job, node, job.gpu_indices[r], per_gpu)
-    _check_room(s, nodes, load)
-
-
-def _check_node_gpus(s: Scenario) -> None:
-    """Unhealthy GPUs are GPUs the node has; a node's GPUs are MIG slices or shared, not both."""
-    for i, n in enumerate(s.nodes):
-        for k, g in enumerate(n.unhealthy_gpus):
-            if g >= n.gpus:
-                raise ScenarioError(s.source, f"nodes[{i}].unhealthy_gpus[{k}]",
-                                    f"must be below the node's {n.gpus} GPUs, got {g}")
-        if n.mig and n.gpu_sharing:
-            raise ScenarioError(s.source, f"nodes[{i}].mig", "a node's GPUs are MIG slices or shared, not both")
-
-
-def _check_replicas(s: Scenario, i: int, job: Job) -> None:
-    """A running job names one node per replica (a gang all or none) and GPU indices for each."""
-    if job.mig_profile and job.gpus > 1:
-        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpus",
-                            f"a MIG slice is at most one GPU, got {show(job.gpus)}")
-    if len(job.running) > job.replicas:
-        raise ScenarioError(s.source, f"{job_path(i, job.name)}.running",
-                            f"names {len(job.running)} nodes but the job has {job.replicas} replicas")
-    if job.running and len(job.running) < job.replicas:
-        raise ScenarioError(s.source, f"{job_path(i, job.name)}.running",
-                            f"a gang runs all {job.replicas} replicas or none, got {len(job.running)} nodes")
-    if job.gpu_indices is not None and len(job.gpu_indices) != len(job.running):
-        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices",
-                            f"must have one entry per running replica ({len(job.running)}), "
-                            f"got {len(job.gpu_indices)}")
-
-
-def _check_room(s: Scenario, nodes: dict[str, Node], load: dict[str, dict[str, float]]) -> None:
-    """What the running jobs use of each node fits in it (GPUs, and CPU and memory where given)."""
-    for name, used in load.items():
-        node = nodes[name]
-        for resource, capacity in (("gpus", node.gpus), ("cpu", node.cpu), ("memory_gib", node.memory_gib)):
-            if capacity is not None and used[resource] > capacity + 1e-9:
-                culprit = next(i for i, j in enumerate(s.jobs) if name in j.running)
-                raise ScenarioError(s.source, f"{job_path(culprit, s.jobs[culprit].name)}.running",
-                                    f"node {show(name)} has no room: its running jobs use "
-                                    f"{used[resource]:g} {resource} of {capacity:g}")
-
-
-def _check_slice(s: Scenario, i: int, r: int, job: Job, node: Node,
-                 slices: dict[tuple[str, str], int]) -> None:
-    """A MIG job runs on a slice of its profile that the node has; other jobs not on MIG GPUs."""
-    if not job.mig_profile and not node.mig:
-        return
-    path = f"{job_path(i, job.name)}.running[{r}]"
-    if not job.mig_profile:
-        raise ScenarioError(s.source, path, f"node {show(node.name)} has MIG slices only; the job asks for none")
-    slices[node.name, job.mig_profile] += 1
-    if slices[node.name, job.mig_profile] > node.mig.get(job.mig_profile, 0):
-        raise ScenarioError(s.source, path, f"node {show(node.name)} has {node.mig.get(job.mig_profile, 0)} "
-                                            f"{job.mig_profile} slices; its running jobs use more")
-
-
-def _check_indices(s: Scenario, i: int, r: int, job: Job, node: Node, idx: list[int],
-                   per_gpu: dict[tuple[str, int], float]) -> None:
-    want = 1 if job.is_fractional else int(job.gpus)
-    if len(idx) != want or len(set(idx)) != len(idx):
-        raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
-                            f"must list {want} distinct GPU indices, got {show(idx)}")
-    for g in idx:
-        if g >= node.gpus:
-            raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
-                                f"GPU {g} does not exist on {node.name} ({node.gpus} GPUs)")
-        share = job.gpus if job.is_fractional else 1.0
-        per_gpu[(node.name, g)] = per_gpu.get((node.name, g), 0.0) + share
-        if per_gpu[(node.name, g)] > 1 + 1e-9:
-            raise ScenarioError(s.source, f"{job_path(i, job.name)}.gpu_indices[{r}]",
-                                f"GPU {g} of {node.name} is already fully used")
 
 
 #: The queue fields of a plan that `expect.queues` may pin (numbers, or null where a field may be absent).

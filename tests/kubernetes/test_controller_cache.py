@@ -12,7 +12,7 @@ from gpu_policy.kubernetes.read.look import look
 from gpu_policy.errors import ScenarioError
 from gpu_policy.kubernetes.names import TERMINATING_QUEUE, UNMANAGED_QUEUE
 from gpu_policy.model.scenario_dump import scenario_to_dict
-from gpu_policy.model.scenario_file import check_built
+from gpu_policy.model.scenario_file import check_built, check_changed
 from gpu_policy.planner import plan
 from tests.conftest import SCENARIOS, scenario_files
 from tests.kubernetes.dra_objects import load_dra, serve_taint_rules, taint_rule
@@ -93,15 +93,22 @@ def test_a_kept_job_ages_with_the_time(api, cluster, fake_time, path):
             assert job is old
 
 
-def test_the_checks_check_what_is_left_to_check():
-    """check_built checks only the fields `unchecked` names of an item (those a kept job's copy
-    set anew), all of one it says None of, none of one it says () of."""
+def test_the_checks_of_what_changed_name_a_problem_as_the_whole_check():
+    """check_changed checks the jobs it is told of (those a kept look made anew), not the others
+    (kept: they passed before), and the ages set anew by their range; a problem is named as the
+    whole scenario's check names it."""
     scenario = load_scenario(SCENARIOS / "move-not-preempt.yaml")
-    job = scenario.jobs[0]
-    job.running_for_s, job.priority = -1, -5  # both out of range
-    with pytest.raises(ScenarioError, match=r"jobs\[0\].*running_for_s"):
-        check_built(scenario, unchecked=lambda item: ("running_for_s",) if item is job else None)
-    check_built(scenario, unchecked=lambda item: () if item is job else None)
+    job = scenario.jobs[1]
+    gpus, job.gpus = job.gpus, -1  # out of range
+    check_changed(scenario, None, [], [], [], {})  # not told of it
+    with pytest.raises(ScenarioError) as whole:
+        check_built(scenario)
+    with pytest.raises(ScenarioError) as told:
+        check_changed(scenario, None, [job], [], [], {})
+    assert str(told.value) == str(whole.value) and "jobs[1]" in str(told.value)
+    job.gpus, job.running_for_s = gpus, 10 ** 12  # past the most seconds a scenario may say
+    with pytest.raises(ScenarioError, match=r"jobs\[1\].*running_for_s"):
+        check_changed(scenario, None, [], [], [], {"running_for_s": (0, 10 ** 12)})
 
 
 def test_events_change_the_cache_and_only_real_changes_matter(api, cluster):

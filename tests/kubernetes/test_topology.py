@@ -150,8 +150,8 @@ def test_the_three_sets_map_to_level_names_gpu_policy_s_own_first():
     assert view.topology_ask == TopologyAsk(("kueue.x-k8s.io/podset-required-topology", RACK),
                                             ("kai.scheduler/topology-preferred-placement", "host"))
     levels = [TopologyLevel("block", BLOCK), TopologyLevel("rack", RACK), TopologyLevel("host", names.HOSTNAME_LABEL)]
-    (read,), bad, warnings = with_topology([view], Hierarchy(levels, "the test"))
-    assert read.topology == JobTopology(required="rack", preferred="host") and not bad and not warnings
+    read, bad, warning = with_topology(view, Hierarchy(levels, "the test"))
+    assert read.topology == JobTopology(required="rack", preferred="host") and bad is None and warning is None
 
 
 def test_a_preferred_level_not_narrower_than_the_required_is_an_error_on_the_pod():
@@ -159,16 +159,16 @@ def test_a_preferred_level_not_narrower_than_the_required_is_an_error_on_the_pod
     pod["metadata"]["annotations"].update({"gpu-policy.io/topology-required": RACK,
                                            "gpu-policy.io/topology-preferred": BLOCK})
     levels = levels_from_kueue(kueue_topology("default", KUEUE_LEVELS))
-    kept, (bad,), _ = with_topology([read_pod(pod, "nvidia.com/gpu")], Hierarchy(levels, "Kueue Topology default"))
-    assert kept == [] and "narrower than the required" in bad.line()
+    kept, bad, _ = with_topology(read_pod(pod, "nvidia.com/gpu"), Hierarchy(levels, "Kueue Topology default"))
+    assert kept is None and "narrower than the required" in bad.line()
 
 
 def test_a_bound_pod_whose_request_cannot_be_read_is_planned_without_it():
     """Leaving out a running pod would hide the GPUs it holds."""
     pod = gpu_pod("jobs", "p", 8, node="n1", annotations={"gpu-policy.io/topology-required": "row"})
-    (kept,), bad, (warning,) = with_topology([read_pod(pod, "nvidia.com/gpu")],
-                                             Hierarchy([TopologyLevel("rack", RACK)], "the test"))
-    assert kept.topology is None and not bad and "planned without its topology request" in warning
+    kept, bad, warning = with_topology(read_pod(pod, "nvidia.com/gpu"), Hierarchy([TopologyLevel("rack", RACK)],
+                                                                                  "the test"))
+    assert kept.topology is None and bad is None and "planned without its topology request" in warning
 
 
 def test_the_snapshot_carries_the_levels_and_the_requests(api, kubeconfig, capsys):

@@ -98,11 +98,11 @@ def node_taints(spec: dict, where: str) -> list[dict]:
     return _checked(NODE_FIELDS["taints"], taints, where, "spec.taints")
 
 
-def selected_labels(jobs: list) -> set[str]:
-    """Label keys some job's node selector or affinity looks at: the node labels a snapshot keeps."""
-    keys: set[str] = set()
-    for job in jobs:
-        keys.update(job.node_selector)
-        for term in job.node_affinity or ():
-            keys.update(e["key"] for e in term.get("match_expressions") or ())
+def selected_labels(job) -> set[str]:
+    """Label keys the job's node selector or affinity looks at: the node labels a snapshot keeps."""
+    keys = set(job.node_selector)
+    for term in job.node_affinity or ():
+        keys.update(e["key"] for e in term.get("match_expressions") or ())
     return keys
+
+

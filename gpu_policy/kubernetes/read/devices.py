@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from gpu_policy.model.fields import MAX_GPUS_PER_NODE, Invalid, mig_layout, show
 from gpu_policy.errors import ClusterObjectError
@@ -140,70 +142,77 @@ def single_mig_gpus(profile: str, slices: int, memory_gb: float | None) -> int:
     return math.ceil(slices / max(1, per_gpu))
 
 
-def physical_requests(pods: list[PodView], sharing: dict[str, GpuSharing],
-                      mig: dict[str, tuple[dict[str, int], float | None]],
-                      single: dict[str, str] | None = None) -> list[PodView]:
-    """Pods as holders of physical GPUs: shared replicas (`shared_replicas`) and MIG slices
-    (`mig`: node -> its slices and GPU memory; `single`: node -> the one profile of a node
-    under the `single` strategy, where `nvidia.com/gpu` are slices)."""
-    return _mig_requests(_single_requests(shared_replicas(pods, sharing), single or {}), mig)
+@dataclass(frozen=True)
+class Devices:
+    """What a look reads of its nodes' devices to count a pod's request in physical GPUs:
+    node -> its sharing; node -> its MIG slices and one GPU's memory; node -> the one profile of
+    a node under the `single` MIG strategy (where `nvidia.com/gpu` are slices)."""
+
+    sharing: dict[str, GpuSharing] = field(default_factory=dict)
+    mig: dict[str, tuple[dict[str, int], float | None]] = field(default_factory=dict)
+    single: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, nodes: list) -> Devices:
+        """The devices of these nodes (NodeViews)."""
+        return cls({n.name: n.sharing for n in nodes if n.sharing},
+                   {n.name: (n.mig, n.memory_gb) for n in nodes if n.mig},
+                   {n.name: next(iter(n.mig)) for n in nodes if n.mig_single and n.mig})
+
+    @cached_property
+    def fewest(self) -> int | None:
+        """The fewest replicas of any shared node's GPUs (the largest share a waiting pod may get)."""
+        return min((s.replicas for s in self.sharing.values()), default=None)
 
 
-def _single_requests(pods: list[PodView], single: dict[str, str]) -> list[PodView]:
+def physical_request(pod: PodView, devices: Devices) -> PodView:
+    """A pod as a holder of physical GPUs: shared replicas (`_shared_replicas`), and MIG slices
+    asked for as such or as `nvidia.com/gpu` (`_single_request`, `_mig_request`)."""
+    return _mig_request(_single_request(_shared_replicas(pod, devices), devices.single), devices.mig)
+
+
+def _single_request(pod: PodView, single: dict[str, str]) -> PodView:
     """`nvidia.com/gpu` asked for as MIG slices: by a pod on a node under the `single` strategy,
     or by a waiting pod selecting such a product (its model is then the GPU's)."""
-    out = []
-    for pod in pods:
-        count = int(pod.gpus) if pod.gpus >= 1 and float(pod.gpus).is_integer() else 0
-        wanted = {single_mig(m) for m in pod.gpu_model or []} if not pod.node else set()
-        if count and pod.node in single:
-            pod = dataclasses.replace(pod, gpus=0, mig_request=(single[pod.node], count))
-        elif count and len(wanted) == 1 and None not in wanted:
-            (product, profile), = wanted
-            pod = dataclasses.replace(pod, gpus=0, mig_request=(profile, count), gpu_model=[product])
-        out.append(pod)
-    return out
+    count = int(pod.gpus) if pod.gpus >= 1 and float(pod.gpus).is_integer() else 0
+    wanted = {single_mig(m) for m in pod.gpu_model or []} if not pod.node else set()
+    if count and pod.node in single:
+        return dataclasses.replace(pod, gpus=0, mig_request=(single[pod.node], count))
+    if count and len(wanted) == 1 and None not in wanted:
+        (product, profile), = wanted
+        return dataclasses.replace(pod, gpus=0, mig_request=(profile, count), gpu_model=[product])
+    return pod
 
 
-def _mig_requests(pods: list[PodView], mig: dict[str, tuple[dict[str, int], float | None]]) -> list[PodView]:
+def _mig_request(pod: PodView, mig: dict[str, tuple[dict[str, int], float | None]]) -> PodView:
     """A pod asking for one MIG slice holds its profile's share of a GPU: on its node's GPUs when
     bound, else the largest share on any node offering the profile."""
-    out = []
-    for pod in pods:
-        if pod.mig_request is None:
-            out.append(pod)
-            continue
-        profile, count = pod.mig_request
-        where = [pod.node] if pod.node else [n for n, (slices, _) in mig.items() if profile in slices]
-        shares = [f for f in (mig_fraction(profile, mig[n][1]) for n in where if n in mig) if f]
-        if count != 1 or not shares:
-            why = (f"asks for {count} MIG slices of {profile}: one slice per pod is planned" if count != 1
-                   else f"asks for MIG slices of {profile}, which no node with a known GPU memory offers")
-            out.append(dataclasses.replace(pod, unreadable=why))
-            continue
-        out.append(dataclasses.replace(pod, gpus=max(shares), mig_profile=profile))
-    return out
+    if pod.mig_request is None:
+        return pod
+    profile, count = pod.mig_request
+    where = [pod.node] if pod.node else [n for n, (slices, _) in mig.items() if profile in slices]
+    shares = [f for f in (mig_fraction(profile, mig[n][1]) for n in where if n in mig) if f]
+    if count != 1 or not shares:
+        why = (f"asks for {count} MIG slices of {profile}: one slice per pod is planned" if count != 1
+               else f"asks for MIG slices of {profile}, which no node with a known GPU memory offers")
+        return dataclasses.replace(pod, unreadable=why)
+    return dataclasses.replace(pod, gpus=max(shares), mig_profile=profile)
 
 
-def shared_replicas(pods: list[PodView], sharing: dict[str, GpuSharing]) -> list[PodView]:
-    """Pods as holders of physical GPUs: a pod holding k replicas on a node shared R ways holds
+def _shared_replicas(pod: PodView, devices: Devices) -> PodView:
+    """A pod as a holder of physical GPUs: one holding k replicas on a node shared R ways holds
     k/R of a GPU; a waiting pod asking for the shared resource asks for k/R, R being the fewest
     replicas of any shared node (the largest share it may get). A pod holding a whole GPU's
     replicas or more on a shared node cannot be planned as a fraction: it is unmanaged."""
-    fewest = min((s.replicas for s in sharing.values()), default=None)
-    out = []
-    for pod in pods:
-        on = sharing.get(pod.node) if pod.node else None
-        replicas = on.replicas if on else (fewest if pod.shared_devices else None)
-        devices = pod.shared_devices or (pod.gpus if on and pod.gpus >= 1 else 0)
-        if not replicas or not devices:
-            if pod.shared_devices and fewest is None:
-                pod = dataclasses.replace(pod, unreadable="asks for shared GPUs, but no node shares its GPUs")
-            out.append(pod)
-            continue
-        if devices >= replicas:  # unmanaged, holding the GPUs its replicas may span
-            out.append(dataclasses.replace(pod, gpus=math.ceil(devices / replicas), unreadable=(
-                f"holds {devices:g} replicas of GPUs shared {replicas} ways, not a fraction of one")))
-            continue
-        out.append(dataclasses.replace(pod, gpus=round(devices / replicas, 6)))
-    return out
+    fewest = devices.fewest
+    on = devices.sharing.get(pod.node) if pod.node else None
+    replicas = on.replicas if on else (fewest if pod.shared_devices else None)
+    amount = pod.shared_devices or (pod.gpus if on and pod.gpus >= 1 else 0)
+    if not replicas or not amount:
+        if pod.shared_devices and fewest is None:
+            return dataclasses.replace(pod, unreadable="asks for shared GPUs, but no node shares its GPUs")
+        return pod
+    if amount >= replicas:  # unmanaged, holding the GPUs its replicas may span
+        return dataclasses.replace(pod, gpus=math.ceil(amount / replicas), unreadable=(
+            f"holds {amount:g} replicas of GPUs shared {replicas} ways, not a fraction of one"))
+    return dataclasses.replace(pod, gpus=round(amount / replicas, 6))

@@ -308,18 +308,15 @@ def _models(view: DraView, pod: PodView, exactly: dict) -> list[str] | None:
     return models
 
 
-def with_dra(pods: list[PodView], view: DraView) -> list[PodView]:
-    """Pods with the GPUs their claims hold or ask for added to what they request."""
-    out = []
-    for pod in pods:
-        held = view.holders.get(pod.uid)
-        asked = view.demand.get(pod.uid)
-        if held:
-            pod = dataclasses.replace(pod, gpus=_gpus(pod.gpus + held))
-        elif asked:
-            pod = dataclasses.replace(pod, gpus=_gpus(pod.gpus + asked[0]), gpu_model=asked[1] or pod.gpu_model)
-        out.append(pod)
-    return out
+def with_dra(pod: PodView, view: DraView) -> PodView:
+    """The pod with the GPUs its claims hold or ask for added to what it requests."""
+    held = view.holders.get(pod.uid)
+    asked = view.demand.get(pod.uid)
+    if held:
+        return dataclasses.replace(pod, gpus=_gpus(pod.gpus + held))
+    if asked:
+        return dataclasses.replace(pod, gpus=_gpus(pod.gpus + asked[0]), gpu_model=asked[1] or pod.gpu_model)
+    return pod
 
 
 def with_dra_nodes(nodes: list[NodeView], view: DraView) -> list[NodeView]:

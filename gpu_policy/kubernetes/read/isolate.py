@@ -68,30 +68,32 @@ def read_one(obj: Any, kind: str, schema: dict, read: Callable[[dict], View], in
         return ObjectWarning(name, e.field, value if got else "", message if got else e.problem, LEFT_OUT, pod)
 
 
-def placeable(pods: list[PodView], nodes: list[NodeView], gpu_resource: str) -> tuple[list[PodView],
-                                                                                   list[ObjectWarning]]:
-    """The pods a scenario can describe; a pod asking more than any node may ever hold (the
-    scenario's bounds: 1,024 GPUs, 10^6 CPUs, 10^9 GiB per node) waits with a warning naming
-    the request and the largest node's offer. A pod within the bounds that no node of this
-    cluster fits is planned: the plan says why it waits, as for a scenario file."""
-    bounds = {"gpus": MAX_GPUS_PER_NODE, "cpu": MAX_CPU, "memory_gib": MAX_MEMORY}
-    most = {"gpus": max((max(n.gpus, n.max_gpus or 0) for n in nodes), default=0),
+def largest_offers(nodes: list[NodeView]) -> dict[str, float]:
+    """What the largest node offers of GPUs (a composable node: its most), CPUs and GiB of
+    memory: what a pod asking more than any node may ever hold is told (`beyond_bounds`)."""
+    return {"gpus": max((max(n.gpus, n.max_gpus or 0) for n in nodes), default=0),
             "cpu": max((n.cpu or 0 for n in nodes), default=0),
             "memory_gib": max((n.memory_gib or 0 for n in nodes), default=0)}
-    fields = {"gpus": f"spec.containers[*].resources.requests.{gpu_resource}",
-              "cpu": "spec.containers[*].resources.requests.cpu",
-              "memory_gib": "spec.containers[*].resources.requests.memory"}
-    units = {"gpus": "GPUs", "cpu": "CPUs", "memory_gib": "GiB"}
-    kept, warnings = [], []
-    for pod in pods:
-        too_much = next((k for k in bounds if getattr(pod, k) is not None and getattr(pod, k) > bounds[k]), None)
-        if too_much is None or not pod.asks_for_gpus:
-            kept.append(pod)
-            continue
-        warnings.append(ObjectWarning(f"pod {pod.full_name}", fields[too_much], f"{getattr(pod, too_much):,.6g}",
-                                      f"no node could ever hold it: the largest offers {most[too_much]:,.6g} "
-                                      f"{units[too_much]}", WAITS, (pod.namespace, pod.name)))
-    return kept, warnings
+
+
+_BOUNDS = {"gpus": MAX_GPUS_PER_NODE, "cpu": MAX_CPU, "memory_gib": MAX_MEMORY}
+_UNITS = {"gpus": "GPUs", "cpu": "CPUs", "memory_gib": "GiB"}
+
+
+def beyond_bounds(pod: PodView, most: dict[str, float], gpu_resource: str) -> ObjectWarning | None:
+    """Why a GPU pod waits when it asks more than any node may ever hold (the scenario's bounds:
+    1,024 GPUs, 10^6 CPUs, 10^9 GiB per node), naming the request and the largest node's offer
+    (`most`, `largest_offers`); None for a pod a scenario can describe. A pod within the bounds
+    that no node of this cluster fits is planned: the plan says why it waits, as for a scenario file."""
+    too_much = next((k for k, most_of in _BOUNDS.items() if getattr(pod, k) is not None and getattr(pod, k) > most_of),
+                    None)
+    if too_much is None or not pod.asks_for_gpus:
+        return None
+    field = {"gpus": gpu_resource, "cpu": "cpu", "memory_gib": "memory"}[too_much]
+    return ObjectWarning(f"pod {pod.full_name}", f"spec.containers[*].resources.requests.{field}",
+                         f"{getattr(pod, too_much):,.6g}",
+                         f"no node could ever hold it: the largest offers {most[too_much]:,.6g} {_UNITS[too_much]}",
+                         WAITS, (pod.namespace, pod.name))
 
 
 def _name_of(obj: Any, kind: str, index: int) -> tuple[str, tuple[str, str] | None]:

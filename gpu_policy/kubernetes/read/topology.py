@@ -46,25 +46,31 @@ class Hierarchy:
     kueue: str | None = None
 
 
-def asks_for_topology(pods: list[PodView]) -> bool:
-    """Whether some GPU pod carries a topology annotation (then Kueue's Topologies are used)."""
-    return any(p.topology_ask is not None and p.asks_for_gpus and not p.deleting for p in pods)
+def asks_for_topology(pod: PodView) -> bool:
+    """Whether the pod is a GPU pod with a topology annotation (then Kueue's Topologies are used)."""
+    return pod.topology_ask is not None and pod.asks_for_gpus and not pod.deleting
+
+
+def named_topology(pod: PodView) -> str | None:
+    """The Topology a GPU pod names in `kai.scheduler/topology`, if any."""
+    return pod.topology_ask.named if pod.topology_ask is not None and pod.asks_for_gpus else None
 
 
 def hierarchy(config_levels: list[TopologyLevel] | None, config_where: str,
               list_kueue: Callable[[], list[dict] | None], wanted: str | None,
-              pods: list[PodView]) -> tuple[Hierarchy, list[str]]:
+              asked: bool, named: set[str]) -> tuple[Hierarchy, list[str]]:
     """The levels of this look and the warnings of choosing them: the ConfigMap's when it has
     ``topology.yaml``, else a Kueue Topology's when one is used (`wanted`: the one --topology
-    names; a name no Topology has is an error naming it)."""
+    names; a name no Topology has is an error naming it). `asked`: whether some pod
+    `asks_for_topology`; `named`: the Topologies the pods name (`named_topology`)."""
     if config_levels is not None:
         return Hierarchy(config_levels, f"{config_where}: data.topology.yaml"), []
-    if wanted is None and not asks_for_topology(pods):
+    if wanted is None and not asked:
         return Hierarchy([], "the cluster (no topology.yaml, and no GPU pod asks for a topology)"), []
     by_name = {o["metadata"]["name"]: o for o in list_kueue() or []
                if isinstance(o, dict) and isinstance(o.get("metadata"), dict)
                and isinstance(o["metadata"].get("name"), str)}
-    named = {p.topology_ask.named for p in pods if p.topology_ask is not None and p.asks_for_gpus} & by_name.keys()
+    named = named & by_name.keys()
     if wanted is not None and wanted not in by_name:
         have = ", ".join(sorted(by_name)) or "none"
         raise ClusterObjectError(f"Topology {wanted}", "", f"does not exist (--topology names it); the cluster's "
@@ -102,24 +108,19 @@ def levels_from_kueue(obj: dict) -> list[TopologyLevel]:
         raise ClusterObjectError(where, f"spec.levels{at}" + (".nodeLabel" if at else ""), e.problem) from None
 
 
-def with_topology(pods: list[PodView], h: Hierarchy) -> tuple[list[PodView], list[ObjectWarning], list[str]]:
-    """The pods with their requests read against the levels: those left out (gated pods whose
-    request is an error), and a warning line for each other pod planned without its request."""
-    kept, bad, warnings = [], [], []
-    for pod in pods:
-        ask = pod.topology_ask
-        if ask is None or not pod.asks_for_gpus or pod.deleting or (ask.required, ask.preferred) == (None, None):
-            kept.append(pod)
-            continue
-        got = _levels(pod, h)
-        if isinstance(got, JobTopology):
-            kept.append(dataclasses.replace(pod, topology=got))
-        elif pod.gated:
-            bad.append(got)
-        else:
-            kept.append(pod)
-            warnings.append(dataclasses.replace(got, outcome=PLANNED_WITHOUT, pod=None).line())
-    return kept, bad, warnings
+def with_topology(pod: PodView, h: Hierarchy) -> tuple[PodView | None, ObjectWarning | None, str | None]:
+    """The pod with its request read against the levels; None and the warning when it is left
+    out (a gated pod whose request is an error); or the pod and the warning line of a pod
+    planned without its request."""
+    ask = pod.topology_ask
+    if ask is None or not pod.asks_for_gpus or pod.deleting or (ask.required, ask.preferred) == (None, None):
+        return pod, None, None
+    got = _levels(pod, h)
+    if isinstance(got, JobTopology):
+        return dataclasses.replace(pod, topology=got), None, None
+    if pod.gated:
+        return None, got, None
+    return pod, None, dataclasses.replace(got, outcome=PLANNED_WITHOUT, pod=None).line()
 
 
 def _levels(pod: PodView, h: Hierarchy) -> JobTopology | ObjectWarning:

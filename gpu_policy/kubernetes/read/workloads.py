@@ -10,7 +10,7 @@ A gang (all replicas start together, a preempted gang loses all of them) is:
   (`training.kubeflow.org/job-name`), a JobSet (`jobset.sigs.k8s.io/jobset-name`), or one
   worker group of a RayCluster (`ray.io/cluster` with `ray.io/group`, workers only); a
   JobSet that a Kubeflow Trainer TrainJob of its name made waits, until it starts, for the
-  TrainJob's `spec.trainer.numNodes` pods (`with_train_jobs`), however many exist yet;
+  TrainJob's `spec.trainer.numNodes` pods (`with_train_job`), however many exist yet;
 - the pods of an Indexed batch Job labelled `gpu-policy.io/gang: "true"`.
 Everything else is independent: a batch Job's pods (elastic up to `parallelism`), a
 Deployment's or StatefulSet's replicas, a pod alone. Sources: docs/kubernetes.md.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from gpu_policy.errors import ClusterObjectError
 from gpu_policy.kubernetes.names import (COMPLETION_INDEX_ANNOTATION, GANG_LABEL, JOB_LABEL, JOBSET_LABEL,
@@ -34,8 +35,8 @@ class Workload:
     """The job a pod belongs to. `group`: the gang's name in the namespace (a pod that is no
     gang is a job of its own, named after itself); `gang`: all-or-nothing; `replicas`: the
     gang's minimum size when the workload says it (None: the pods it has); `pod_group`: the
-    PodGroup whose `minMember` decides whether it is a gang (`with_pod_groups`); `train_job`:
-    the JobSet whose TrainJob of that name, if one exists, sizes the gang (`with_train_jobs`)."""
+    PodGroup whose `minMember` decides whether it is a gang (`with_pod_group`); `train_job`:
+    the JobSet whose TrainJob of that name, if one exists, sizes the gang (`with_train_job`)."""
 
     group: str
     gang: bool = False
@@ -54,7 +55,7 @@ def read_workload(meta: dict, where: str) -> Workload:
         return Workload(labels[JOB_LABEL], True, size, train_job=jobset)
     for api, marks, key in POD_GROUP_KEYS:
         named = (notes if marks == "annotations" else labels).get(key)
-        if named:  # a gang when its PodGroup's minMember says so (`with_pod_groups`)
+        if named:  # a gang when its PodGroup's minMember says so (`with_pod_group`)
             return Workload(name, False, size, (api, str(named)))
     for label in TRAINING_JOB_LABELS:
         if labels.get(label):
@@ -80,16 +81,13 @@ def min_members(api: str, pod_groups: list[dict]) -> dict[tuple[str, str, str], 
     return out
 
 
-def with_pod_groups(pods: list[PodView], sizes: dict[tuple[str, str, str], int]) -> list[PodView]:
-    """PodGroup members as their PodGroup says (`min_members`): a gang of `minMember` when that
+def with_pod_group(pod: PodView, sizes: dict[tuple[str, str, str], int]) -> PodView:
+    """A PodGroup member as its PodGroup says (`min_members`): a gang of `minMember` when that
     is above 1, else independent (KAI groups even a batch Job's pods, with minMember 1)."""
-    out = []
-    for pod in pods:
-        size = sizes.get((pod.namespace, *pod.pod_group)) if pod.pod_group else None
-        if size is not None and size > 1:
-            pod = dataclasses.replace(pod, group=f"podgroup-{pod.pod_group[1]}", gang=True, replicas=size)
-        out.append(pod)
-    return out
+    size = sizes.get((pod.namespace, *pod.pod_group)) if pod.pod_group else None
+    if size is not None and size > 1:
+        return dataclasses.replace(pod, group=f"podgroup-{pod.pod_group[1]}", gang=True, replicas=size)
+    return pod
 
 
 def trim_train_job(obj: dict) -> dict:
@@ -115,18 +113,23 @@ def node_counts(train_jobs: list[dict]) -> dict[tuple[str, str], int]:
     return out
 
 
-def with_train_jobs(pods: list[PodView], sizes: dict[tuple[str, str], int]) -> list[PodView]:
-    """A TrainJob's pods (its JobSet's, named as it) as a gang of its node count (`node_counts`)
-    until they start: the gang waits for all of them, however many exist yet. Once some hold
-    GPUs it is the pods it has, as any JobSet's: its pods end at different times, and the
-    finished ones are no longer there to count."""
-    started = {(p.namespace, p.train_job) for p in pods if p.train_job and p.node}
-    return [dataclasses.replace(p, replicas=sizes[(p.namespace, p.train_job)])
-            if p.gang and p.train_job and (p.namespace, p.train_job) in sizes
-            and (p.namespace, p.train_job) not in started else p for p in pods]
+def started_train_job(pod: PodView) -> tuple[str, str] | None:
+    """(namespace, JobSet) of a TrainJob's pod that holds GPUs: its TrainJob has started."""
+    return (pod.namespace, pod.train_job) if pod.train_job and pod.node else None
 
 
-def gang_trouble(pods: list[PodView]) -> tuple[str, str] | None:
+def with_train_job(pod: PodView, sizes: dict[tuple[str, str], int], started: set[tuple[str, str]]) -> PodView:
+    """A TrainJob's pod (its JobSet's, named as it) in a gang of its node count (`node_counts`)
+    until the TrainJob starts (`started`: `started_train_job` of some pod): the gang waits for
+    all its pods, however many exist yet. Once some hold GPUs it is the pods it has, as any
+    JobSet's: its pods end at different times, and the finished ones are no longer there to count."""
+    key = (pod.namespace, pod.train_job)
+    if pod.gang and pod.train_job and key in sizes and key not in started:
+        return dataclasses.replace(pod, replicas=sizes[key])
+    return pod
+
+
+def gang_trouble(pods: Sequence[PodView]) -> tuple[str, str] | None:
     """What is wrong with a gang's pods, as (verdict, words): ("broken", ...) when some hold GPUs
     but the pods that hold them or will be bound without gpu-policy (not gated) fall short of
     its minimum size (the others were evicted, or wait for gpu-policy): the gang is evicted
