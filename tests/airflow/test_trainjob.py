@@ -13,6 +13,7 @@ real controller (tests/kubernetes/live_cluster.py). The DAGs: tests/airflow/dags
 - execution_timeout holds while the task is deferred."""
 
 import json
+from typing import Callable
 
 import pytest
 
@@ -61,9 +62,18 @@ def deferred_to(dag_id: str) -> tuple[str | None, str | None]:
         return (ti.next_method if ti else None), (trigger.classpath.rpartition(".")[2] if trigger else None)
 
 
-def gated(api, pods: list[dict]) -> bool:
-    return bool(pods) and all(any(g["name"] == "gpu-policy.io/admission"
-                                  for g in p["spec"].get("schedulingGates") or []) for p in pods)
+def where_it_waits(dag_id: str, waits: Callable[[], bool], seen: list) -> Callable[[], bool]:
+    """A LiveCluster `hold`: no release until `waits()` (the step has begun to wait for it); on
+    that turn, before the release, where the task instance waits (`deferred_to`) goes into `seen`.
+    Read there, it is where the task waited, whichever thread runs first: a look on another turn
+    could fall before the task deferred (its pods already gated) or after the release."""
+    def hold() -> bool:
+        if not waits():
+            return True
+        if not seen:
+            seen.append(deferred_to(dag_id))
+        return False
+    return hold
 
 
 def pods_listed(api) -> bool:
@@ -83,9 +93,7 @@ def states(run) -> dict[str, tuple[str, int]]:
 @pytest.mark.parametrize("dag_id,deferred", [("train_job_in_the_worker", False), ("train_job_deferred", True)])
 def test_a_train_job_s_4_pods_are_admitted_together_and_the_task_ends_with_it(api, dags, dag_id, deferred):
     seen = []
-    with LiveCluster(api, api.config, hold=lambda: not pods_listed(api)) as live:  # admitted once the step waits
-        live.on_turn = lambda: seen.append(deferred_to(dag_id)) if gated(api, live.trainer.pods("ml", "llm-pretrain")) \
-            else None
+    with LiveCluster(api, api.config, hold=where_it_waits(dag_id, lambda: pods_listed(api), seen)) as live:
         run = dags.get_dag(dag_id).test()
     assert run.state == "success", states(run)
     job = live.trainer.train_job("ml", "llm-pretrain")
@@ -98,7 +106,7 @@ def test_a_train_job_s_4_pods_are_admitted_together_and_the_task_ends_with_it(ap
     assert admission["event"] == "GpuPolicyAdmitted"
     assert xcom(run, "pretrain")["phase"] == "Complete"
     # deferred: while its pods were gated, the task waited in TrainJobTrigger, not in a worker
-    assert (("release_reentry", "TrainJobTrigger") in seen) is deferred
+    assert seen == [("release_reentry", "TrainJobTrigger") if deferred else (None, None)]
     assert api.calls(TRAIN_JOB_PATH, "POST") == 1
     labels = job["metadata"]["labels"]
     assert (labels["dag_id"], labels["task_id"], labels["try_number"]) == (dag_id, "pretrain", "1")
@@ -110,11 +118,10 @@ def test_a_deferred_gated_pod_waits_in_the_triggerer_and_completes_after_release
     def pods():
         return [p for p in api.objects("pods", "ml") if p["metadata"]["labels"].get("task_id") == "fine_tune"]
 
-    with LiveCluster(api, api.config, hold=lambda: not events_read(api)) as live:  # admitted once the step waits
-        live.on_turn = lambda: seen.append(deferred_to("gated_pod_deferred")) if gated(api, pods()) else None
+    with LiveCluster(api, api.config, hold=where_it_waits("gated_pod_deferred", lambda: events_read(api), seen)):
         run = dags.get_dag("gated_pod_deferred").test()
     assert run.state == "success", states(run)
-    assert ("admission_reentry", "GatedPodTrigger") in seen  # deferred to our trigger while its pod was gated
+    assert seen == [("admission_reentry", "GatedPodTrigger")]  # deferred to our trigger while its pod was gated
     admission = xcom(run, "fine_tune", "admission")
     assert admission["released"] and admission["node"] in ("n1", "n2", "n3", "n4")
     assert admission["event"] == "GpuPolicyAdmitted"

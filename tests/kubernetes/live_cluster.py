@@ -28,10 +28,9 @@ DEADLINE_S = 300.0
 
 class LiveCluster:
     def __init__(self, api, kubeconfig: str, namespace: str = "ml", nodes: int = 4, gpus: int = 8,
-                 run_turns: int = 3, hold: Callable[[], bool] | None = None,
-                 on_turn: Callable[[], None] | None = None):
+                 run_turns: int = 3, hold: Callable[[], bool] | None = None):
         self.api, self.namespace, self.run_turns = api, namespace, run_turns
-        self.hold, self.on_turn = hold or (lambda: False), on_turn
+        self.hold = hold or (lambda: False)
         cluster_of(api, nodes, gpus, namespace=namespace)
         api.add_resource("events.k8s.io", "v1", "events", "Event", True)
         api.gate_gpu_pods = True  # the admission policy of deploy/: GPU pods in `namespace` are gated at create
@@ -74,8 +73,6 @@ class LiveCluster:
                 FakeScheduler(self.api).schedule_once()
                 self._kubelet()
                 self.trainer.reconcile()
-                if self.on_turn is not None:
-                    self.on_turn()
         except Exception as e:  # the test's thread reports it (`stop`)
             self.errors.append(e)
 
