@@ -128,14 +128,10 @@ def check_changed(scenario: Scenario, composable: Any, jobs: list[Job], nodes: l
             for value in bounds:
                 JOB_FIELDS[name](value)
         _check_cluster_gpus(scenario.nodes, scenario.source)
-        scenario.composable = _build_composable(composable, scenario)
-        check_across_some(scenario, jobs, nodes, loads)
-        _check_expect(scenario)
-        _check_telemetry(scenario)
+        return _check_whole(scenario, composable, lambda s: check_across_some(s, jobs, nodes, loads))
     except (ScenarioError, Invalid):
         check_built(scenario, composable)  # the first problem, as the whole scenario's check finds it
         raise
-    return scenario
 
 
 def _check_count(scenario: Scenario, section: str, items: list) -> None:
@@ -169,10 +165,12 @@ def _check_cluster_gpus(nodes: list[Node], source: str) -> None:
         raise ScenarioError(source, "nodes", f"must hold at most {MAX_CLUSTER_GPUS:,} GPUs in all, got {total:,}")
 
 
-def _check_whole(scenario: Scenario, composable: Any) -> Scenario:
-    """The checks across sections, once every item is built; `composable` is the section as read."""
+def _check_whole(scenario: Scenario, composable: Any,
+                 across: Callable[[Scenario], None] = check_across) -> Scenario:
+    """The checks across sections, once every item is built; `composable` is the section as read;
+    `across`: the checks across jobs and nodes (`check_changed`: those of what changed)."""
     scenario.composable = _build_composable(composable, scenario)
-    check_across(scenario)
+    across(scenario)
     _check_expect(scenario)
     _check_telemetry(scenario)
     return scenario
