@@ -54,7 +54,7 @@ def test_usage_in_proportion_to_weight_changes_no_proportion(busy):
     assert out[1] == pytest.approx(3 * out[0])
 
 
-def test_heavier_user_gets_less_and_weights_add_up_to_at_least_one():
+def test_heavier_user_gets_less_and_equal_entitlements_keep_the_weights_at_least_one():
     out = usage_weights([1, 1, 1], [0.6, 0.3, 0.1], [1 / 3] * 3, 1.0)
     assert out[0] < out[1] < out[2]
     assert sum(out) == pytest.approx(1.0)
