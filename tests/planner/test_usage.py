@@ -42,43 +42,28 @@ def contended(seed: int, weight: float = 1.0) -> dict:
 
 
 def test_no_usage_or_no_weight_gives_the_plain_weights():
-    assert usage_weights([1, 3], [0, 0], [0.25, 0.75], 1.0) == [1, 3]
-    assert usage_weights([1, 3], [10, 0], [0.25, 0.75], 0.0) == [1, 3]
+    assert usage_weights([1, 3], [0, 0], 1.0) == [1, 3]
+    assert usage_weights([1, 3], [10, 0], 0.0) == [1, 3]
 
 
 @pytest.mark.parametrize("busy", [1.0, 0.5, 0.1])
 def test_usage_in_proportion_to_weight_changes_no_proportion(busy):
-    """Usage split as the weights (and the entitlements) are, on a cluster that was busy or
-    idle, divides the surplus as the weights do."""
-    out = usage_weights([1, 3], [0.25 * busy, 0.75 * busy], [0.25, 0.75], 1.0)
+    """Usage split as the weights are, on a cluster that was busy or idle, divides the surplus
+    as the weights do."""
+    out = usage_weights([1, 3], [0.25 * busy, 0.75 * busy], 1.0)
     assert out[1] == pytest.approx(3 * out[0])
 
 
-def test_heavier_user_gets_less_and_equal_entitlements_keep_the_weights_at_least_one():
-    out = usage_weights([1, 1, 1], [0.6, 0.3, 0.1], [1 / 3] * 3, 1.0)
+def test_heavier_user_gets_less_and_weights_add_up_to_at_least_one():
+    out = usage_weights([1, 1, 1], [0.6, 0.3, 0.1], 1.0)
     assert out[0] < out[1] < out[2]
     assert sum(out) == pytest.approx(1.0)
-    assert sum(usage_weights([1, 1, 1], [0.3, 0.1, 0.0], [1 / 3] * 3, 1.0)) > 1
-
-
-def test_usage_is_compared_with_the_whole_entitlement():
-    """A queue that used exactly what it is entitled to, its deserved quota included, is
-    charged nothing: two such queues share as without usage (KAI's form, which compares the
-    usage with the part of the weights alone, would take from the one with the larger quota)."""
-    assert usage_weights([1, 1], [0.75, 0.25], [0.75, 0.25], 1.0) == pytest.approx([0.5, 0.5])
-    below, at = usage_weights([1, 1], [0.5, 0.25], [0.75, 0.25], 1.0)
-    assert below > at
+    assert sum(usage_weights([1, 1, 1], [0.3, 0.1, 0.0], 1.0)) > 1
 
 
 def test_weight_never_below_zero():
-    out = usage_weights([1, 1], [1.0, 0], [0.5, 0.5], 5.0)
+    out = usage_weights([1, 1], [1.0, 0], 5.0)
     assert out[0] == 0 and out[1] > 0
-
-
-def test_usage_that_leaves_no_weight_gives_the_plain_weights():
-    """Claimants that all used far more than they are entitled to share as without usage,
-    rather than not at all."""
-    assert usage_weights([1, 3], [0.5, 0.5], [0.05, 0.05], 2.0) == [1, 3]
 
 
 def test_a_queue_that_held_x_gpus_all_along_used_x_of_them():

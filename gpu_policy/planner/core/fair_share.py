@@ -10,7 +10,7 @@ a share never falls below ``min(deserved, demand)`` rounded up.
 Fair share over time (`usage_weights`): with the policy's ``usage_half_life_s`` set, each
 queue's past usage (``usage_gpu_h``, already decayed; a department's is the sum of its
 queues' and its own) lowers its part of the surplus beyond ``deserved``, never its guarantee:
-between queues of equal weight, quota and demand, the one that used less gets more. With no usage,
+between queues of equal weight and demand, the one that used less gets more. With no usage,
 or ``usage_weight: 0``, the division is exactly the plain one. docs/policy.md says where the
 formula comes from (KAI-Scheduler's time-based fair share) and why.
 """
@@ -132,20 +132,17 @@ def usage_fractions(usage_gpu_h: list[float], gpus: float, half_life_s: float) -
     return [u / whole if whole > 0 else 0.0 for u in usage_gpu_h]
 
 
-def usage_weights(weights: list[float], used: list[float], entitled: list[float], k: float) -> list[float]:
+def usage_weights(weights: list[float], used: list[float], k: float) -> list[float]:
     """The weights by which claimants of one tier share the surplus once their past usage
-    counts: each one's part of the weights W = w / sum(w), the part of the GPUs it `used` U
-    (`usage_fractions`), the part it is `entitled` to now E (its share without usage over the
-    GPUs divided), and its weight max(0, W + k (E - U)): KAI-Scheduler's time-based fair
-    share with the usage compared with the whole entitlement, deserved quota included,
-    rather than with W alone (docs/policy.md says why). A claimant that used more than its
-    entitlement gets less, one that used less gets more. No usage at all, or k = 0, gives W:
-    the plain division; so does a round in which usage leaves no claimant any weight."""
+    counts (KAI-Scheduler's time-based fair share): each one's entitled part W = w / sum(w),
+    the part of the GPUs it `used` U (`usage_fractions`, adding up to 1 at most), and its
+    weight max(0, W + k (W - U)). A claimant that used more than its entitled part gets less,
+    one that used less gets more; the weights add up to at least 1. No usage at all, or k = 0,
+    gives W: the plain division."""
     total_w = sum(weights)
     if k <= 0 or total_w <= 0 or not any(u > 0 for u in used):
         return list(weights)
-    out = [max(0.0, w / total_w + k * (e - u)) for w, u, e in zip(weights, used, entitled)]
-    return out if sum(out) > EPS else list(weights)
+    return [max(0.0, w / total_w + k * (w / total_w - u)) for w, u in zip(weights, used)]
 
 
 def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]],
@@ -156,9 +153,8 @@ def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]
     surplus tier by tier, water-filled by weight; nobody gets above its demand. With
     `used` (each claim's past usage, `usage_fractions` of `capacity`) and `usage_weight`, the
     weights of each round of the water-filling are `usage_weights` among the claims still
-    hungry in it, each compared with its part of the division without usage.
+    hungry in it.
     """
-    entitled = None if used is None or capacity <= 0 else [x / capacity for x in split_capacity(capacity, claims)]
     share = [min(deserved, demand) for deserved, demand, _, _ in claims]
     left = max(0.0, capacity - sum(share))
     for tier in sorted({c[3] for c in claims}, reverse=True):
@@ -167,7 +163,9 @@ def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]
             hungry = [i for i in members if claims[i][1] - share[i] > EPS]
             if not hungry:
                 break
-            mine = dict(zip(hungry, _round_weights(claims, hungry, used, entitled, usage_weight)))
+            plain = [claims[i][2] for i in hungry]
+            mine = dict(zip(hungry, plain if used is None else
+                            usage_weights(plain, [used[i] for i in hungry], usage_weight)))
             weight = sum(mine.values())
             full = [i for i in hungry if claims[i][1] - share[i] <= left * mine[i] / weight + EPS]
             if not full:  # nobody saturates: hand out the rest in proportion and stop
@@ -180,16 +178,6 @@ def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]
                 share[i] = claims[i][1]
             left = max(0.0, left)
     return share
-
-
-def _round_weights(claims: list[tuple[float, float, float, int]], hungry: list[int], used: list[float] | None,
-                   entitled: list[float] | None, k: float) -> list[float]:
-    """The weights of one round of the water-filling among the claims `hungry` in it: their own,
-    or `usage_weights` where usage counts (`entitled`: each claim's part without usage)."""
-    plain = [claims[i][2] for i in hungry]
-    if used is None or entitled is None:
-        return plain
-    return usage_weights(plain, [used[i] for i in hungry], [entitled[i] for i in hungry], k)
 
 
 def round_largest_remainder(raw: list[float], capacity: float, demands: list[float]) -> list[int]:
