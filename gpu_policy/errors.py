@@ -101,12 +101,18 @@ class UsageError(GpuPolicyError, ValueError):
     """A command-line option or API argument is out of range: ``--option: must be ..., got ...``."""
 
 
+def install_hint(extra: str) -> str:
+    """How to get an extra: with gpu-policy from its checkout or wheel, never from a package
+    index by name, where the name is not ours (docs/install.md)."""
+    return f"install gpu-policy with its [{extra}] extra, from a checkout or its wheel (docs/install.md)"
+
+
 class MissingExtra(GpuPolicyError, ImportError):
     """An optional library is not installed; the message says which extra brings it."""
 
     def __init__(self, what: str, module: str, extra: str):
         self.module, self.extra = module, extra
-        super().__init__(f"{what} needs {module}: pip install 'gpu-policy[{extra}]'")
+        super().__init__(f"{what} needs {module}: {install_hint(extra)}")
 
 
 __all__ = ["ClusterAccessDenied", "ClusterBusy", "ClusterError", "ClusterObjectError", "ClusterUnavailable",

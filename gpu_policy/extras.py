@@ -1,4 +1,4 @@
-"""Optional libraries and the extra that brings each (``pip install 'gpu-policy[EXTRA]'``).
+"""Optional libraries and the extra that brings each (docs/install.md says how to install one).
 
 A missing optional library is bad input, not a bug: `require` turns the
 ImportError into `MissingExtra`, one line naming the extra to install.

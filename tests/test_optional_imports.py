@@ -39,5 +39,5 @@ def test_integration_without_its_framework_names_the_extra():
 
     if importlib.util.find_spec("kfp") is not None:
         pytest.skip("kfp is installed in this environment")
-    with pytest.raises(ImportError, match=r"pip install 'gpu-policy\[kfp\]'"):
+    with pytest.raises(ImportError, match=r"gpu_policy.kfp needs Kubeflow Pipelines: install gpu-policy with its \[kfp\] extra"):
         import gpu_policy.kfp  # noqa: F401

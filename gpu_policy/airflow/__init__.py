@@ -7,9 +7,10 @@ Airflow finds it through the ``apache_airflow_provider`` entry point, which call
 import importlib.util
 
 from gpu_policy._version import __version__
+from gpu_policy.errors import MissingExtra
 
 if importlib.util.find_spec("airflow") is None:  # the provider's modules need it; say which extra brings it
-    raise ImportError("gpu_policy.airflow needs Apache Airflow: pip install 'gpu-policy[airflow]'")
+    raise MissingExtra("gpu_policy.airflow", "Apache Airflow", "airflow")
 
 MODULES = {
     "hooks": ["gpu_policy.airflow.hooks.dcgm", "gpu_policy.airflow.hooks.cluster"],

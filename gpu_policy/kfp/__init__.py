@@ -1,6 +1,6 @@
 """Kubeflow Pipelines components for gpu-policy (docs/kubeflow.md).
 
-Needs the ``[kfp]`` extra: ``pip install 'gpu-policy[kfp]'``. The components are
+Needs the ``[kfp]`` extra (docs/install.md). The components are
 built by `components()`: to run in an image that holds gpu-policy (by default
 `DEFAULT_IMAGE`, built by ``make image``), or to install an exact gpu-policy wheel at
 start. The module-level names run in `DEFAULT_IMAGE`.
@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_policy.errors import MissingExtra
+
 try:
     from kfp import dsl
 except ImportError as e:  # pragma: no cover - exercised by tests/test_optional_imports.py
-    raise ImportError("gpu_policy.kfp needs Kubeflow Pipelines: pip install 'gpu-policy[kfp]'") from e
+    raise MissingExtra("gpu_policy.kfp", "Kubeflow Pipelines", "kfp") from e
 
 from gpu_policy import DEFAULT_IMAGE
 from gpu_policy.kfp import functions

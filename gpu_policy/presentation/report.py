@@ -11,7 +11,7 @@ from gpu_policy.presentation.render import gpus_allocated, queue_table
 def write_report(plan: Plan, folder: str | Path, title: str = "GPU fair share") -> list[Path]:
     """Write report.md (the per-team table and summary) and fair_share.png; return the paths.
 
-    The plot needs matplotlib (``pip install 'gpu-policy[report]'``); without it only the table is written.
+    The plot needs matplotlib (the ``[report]`` extra); without it only the table is written.
     """
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

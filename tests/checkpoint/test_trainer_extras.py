@@ -25,5 +25,7 @@ def test_each_callback_names_its_extra():
                           cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "gpu_policy.checkpoint.hf needs transformers: pip install 'gpu-policy[hf]'",
-        "gpu_policy.checkpoint.lightning needs lightning: pip install 'gpu-policy[lightning]'"]
+        "gpu_policy.checkpoint.hf needs transformers: install gpu-policy with its [hf] extra, "
+        "from a checkout or its wheel (docs/install.md)",
+        "gpu_policy.checkpoint.lightning needs lightning: install gpu-policy with its [lightning] extra, "
+        "from a checkout or its wheel (docs/install.md)"]

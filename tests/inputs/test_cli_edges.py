@@ -42,7 +42,7 @@ def test_object_store_without_its_backend_names_the_extra(url, module, extra, ca
     assert main(["train-example", "--checkpoint-dir", url, "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert f"needs {module}: pip install 'gpu-policy[{extra}]'" in err
+    assert f"needs {module}: install gpu-policy with its [{extra}] extra, from a checkout or its wheel" in err
 
 
 BLOCK_MATPLOTLIB = """
@@ -66,13 +66,14 @@ def test_plot_without_matplotlib_fails_before_the_runs(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2
     assert done.stdout == ""  # no table: nothing ran
-    assert done.stderr == "gpu-policy: --plot needs matplotlib: pip install 'gpu-policy[report]'\n"
+    assert done.stderr == ("gpu-policy: --plot needs matplotlib: install gpu-policy with its [report] extra, "
+                           "from a checkout or its wheel (docs/install.md)\n")
 
 
 def test_airflow_modules_without_airflow_name_the_extra():
     if importlib.util.find_spec("airflow") is not None:
         pytest.skip("Airflow is installed in this environment")
-    with pytest.raises(ImportError, match=r"gpu_policy.airflow needs Apache Airflow: pip install 'gpu-policy\[airflow\]'"):
+    with pytest.raises(ImportError, match=r"gpu_policy.airflow needs Apache Airflow: install gpu-policy with its \[airflow\] extra"):
         import gpu_policy.airflow.hooks.dcgm  # noqa: F401
 
 

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseHook
 
+from gpu_policy.errors import install_hint
 from gpu_policy.telemetry import PrometheusDcgmSource, TelemetrySettings
 
 __all__ = ["DcgmHook"]
@@ -75,7 +76,7 @@ class DcgmHook(BaseHook):
             from prometheus_api_client import PrometheusConnect
         except ImportError:
             raise AirflowException("DcgmHook: a PrometheusConnect needs prometheus-api-client: "
-                                   "pip install 'gpu-policy[prometheus]'") from None
+                                   + install_hint("prometheus")) from None
         conn = self.get_connection(self.dcgm_conn_id)
         extras = conn.extra_dejson or {}
         auth = (conn.login, conn.password or "") if conn.login else None
