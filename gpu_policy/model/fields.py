@@ -7,6 +7,7 @@ and the field path.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import reprlib
@@ -47,6 +48,20 @@ class Invalid(Exception):
 
 _SHOW = reprlib.Repr()
 _SHOW.maxlevel, _SHOW.maxlist, _SHOW.maxdict, _SHOW.maxstring, _SHOW.maxother = 2, 6, 4, 60, 60
+
+
+#: The longest unknown key `unknown_field` looks for a near name for.
+NEAR_KEY_CHARS = 64
+
+
+def unknown_field(key: Any, allowed) -> str:
+    """The message for a key no field has: the nearest allowed name first, where one is close
+    (a message is cut at `MESSAGE_LIMIT` characters, which a long list of fields can pass),
+    then every allowed name. Only a key of a name's length is compared (bounded time)."""
+    names = sorted(allowed)
+    near = difflib.get_close_matches(str(key), names, n=1) if len(str(key)) <= NEAR_KEY_CHARS else []
+    hint = f"did you mean {near[0]}? " if near else ""
+    return f"unknown field ({hint}allowed: {', '.join(names)})"
 
 
 def show(value: Any) -> str:
@@ -185,7 +200,7 @@ def _record(checks: dict[str, Callable[[Any], Any]], required: tuple[str, ...], 
             raise Invalid(f"must be a mapping ({what}), got {show(value)}")
         for key in value:
             if key not in checks:
-                raise Invalid(f"unknown field (allowed: {', '.join(sorted(checks))})", f".{key}")
+                raise Invalid(unknown_field(key, checks), f".{key}")
         for key in required:
             if value.get(key) is None:
                 raise Invalid("is required", f".{key}")

@@ -16,7 +16,7 @@ from gpu_policy.model.fields import (
     COMPOSABLE_FIELDS, COMPOSABLE_NODE_FIELDS, COMPOSITION_CHANGE, FAULT_FIELDS, JOB_FIELDS, MAX_CLUSTER_GPUS,
     MAX_ITEMS, MAX_MEMORY, NAMESPACE_FIELDS, NODE_FIELDS, POLICY_FIELDS, POOL_FIELDS, PROFILE_FIELDS,
     QUEUE_FIELDS, REQUIRED, TOPOLOGY_FIELDS,
-    Invalid, number, optional, positive, show)
+    Invalid, number, optional, positive, show, unknown_field)
 from gpu_policy.errors import InputError, ScenarioError, job_path
 from gpu_policy.model import (Composable, ComposableNode, ComposablePool, Job, Namespace, Node, Policy, Queue,
                               Scenario, TopologyLevel)
@@ -180,7 +180,7 @@ def _no_unknown_keys(item: dict, allowed: set[str], path: str, source: str) -> N
     for key in item:
         if key not in allowed:
             where = f"{path}.{key}" if path else str(key)
-            raise ScenarioError(source, where, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+            raise ScenarioError(source, where, unknown_field(key, allowed))
 
 
 def _build_all(data: dict, section: str, cls: type, checks: dict, source: str, within: str = "",

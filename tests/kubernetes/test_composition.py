@@ -186,8 +186,8 @@ def test_max_gpus_below_the_node_s_gpus_is_one_line(api, cdi, kubeconfig, capsys
                                                          "the node label gpu-policy.io/composable"),
     ("pools: [{model: A100-80GB, free: [6}]", "data.composable.yaml: not valid YAML or JSON at line 1"),
     ("- 6", "data.composable.yaml: must be a mapping with pools: [{model, free}], got list"),
-    ("pool: 6", "data.composable.yaml.pool: unknown field (allowed: attach_seconds, before_preemption, "
-                "idle_detach_s, nodes, pools)"),
+    ("pool: 6", "data.composable.yaml.pool: unknown field (did you mean pools? allowed: attach_seconds, "
+                "before_preemption, idle_detach_s, nodes, pools)"),
 ])
 def test_a_bad_config_map_is_one_line(api, cdi, kubeconfig, capsys, text, message):
     api.put({"kind": "ConfigMap", "metadata": {"name": names.COMPOSABLE_CONFIGMAP, "namespace": "gpu-policy"},

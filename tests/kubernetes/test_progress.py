@@ -116,7 +116,8 @@ def test_a_bad_start_time_or_grace_period_leaves_the_pod_out(base, cluster):
 
 @pytest.mark.parametrize("text,message", [
     ("reclaim_wait_s: -5", "data.policy.yaml.reclaim_wait_s: must be >= 0, got -5"),
-    ("reclaim_wait: 60", "data.policy.yaml.reclaim_wait: unknown field (allowed: reclaim_wait_s,"),
+    ("reclaim_wait: 60", "data.policy.yaml.reclaim_wait: unknown field (did you mean reclaim_wait_s? allowed: "
+                         "reclaim_wait_s,"),
     ("[300]", "data.policy.yaml: must be a mapping, got list"),
 ])
 def test_a_bad_policy_is_bad_input(base, kubeconfig, capsys, text, message):
