@@ -27,8 +27,8 @@ MODELS = SCENARIOS / "compose-model-constraints.yaml"
 
 NODES = "nodes: [{name: n1, gpus: 4, gpu_model: A100}, {name: n2, gpus: 0}]\nqueues: [{name: q}]\njobs: []\n"
 CASES = {
-    "unknown key": ("composable: {pool: []}", r"composable\.pool: unknown field \(allowed: attach_seconds, "
-                                               r"before_preemption, idle_detach_s, nodes, pools\)"),
+    "unknown key": ("composable: {pool: []}", r"composable\.pool: unknown field \(did you mean pools\? allowed: "
+                                               r"attach_seconds, before_preemption, idle_detach_s, nodes, pools\)"),
     "not a mapping": ("composable: [1]", r"composable: must be a mapping, got \[1\]"),
     "unknown node": ("composable: {nodes: [{name: n9, max_gpus: 8}]}", r"composable\.nodes\[0\]\.name: unknown node \"n9\""),
     "max_gpus below the node's GPUs": ("composable: {nodes: [{name: n1, max_gpus: 2}]}",
