@@ -113,6 +113,7 @@ class Controller:
         self._stop_renewing()
         if self.leading:
             self.leading = False
+            self._hand_over_usage()
             self.usage.stop()
             self.metrics.is_leader.set(0)
             try:
@@ -278,6 +279,17 @@ class Controller:
             self.usage.write(now)
         except ClusterBusy as e:
             self._stand_by(str(e))
+
+    def _hand_over_usage(self) -> None:
+        """Write the usage history held since the last write before the Lease goes, so that the next
+        leader continues from this moment (a leader that is killed loses what it held since)."""
+        now = self.clocks.wall()
+        if self.usage.due_in(now) is None:
+            return
+        try:
+            self.usage.write(now)
+        except ClusterBusy as e:
+            log.warning("could not write the usage history before stepping down: %s", e)
 
     def _check_binding(self, now: float) -> None:
         """Forget released pods once bound or gone; report those not bound in time."""

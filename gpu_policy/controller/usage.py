@@ -6,8 +6,10 @@ round released), on the controller's own clock, and decays them exactly
 (gpu_policy.model.usage). It writes them to the ConfigMap `gpu-policy-usage` a minute after
 its last write while anything was held since (at most, and at least, once a minute), fenced
 like every write. On taking the lead, and when the policy starts keeping usage, its first
-look reads that ConfigMap and continues from it, decayed to now: a change of leader loses
-what was held since the last write. One that is missing, unreadable or from the future is
+look reads that ConfigMap and continues from it, decayed to now, and counts for the time
+since its last write what the jobs it finds running held in it (as long as each has run,
+`held_before`): a leader that steps down writes first, and one that is killed loses only what
+jobs that ended meanwhile held. One that is missing, unreadable or from the future is
 said in a log line and in the warnings of every plan until the next write replaces it; the
 plan goes on with an empty history.
 """
@@ -19,7 +21,7 @@ import logging
 from gpu_policy.errors import ClusterAccessDenied, ClusterUnavailable
 from gpu_policy.kubernetes.names import USAGE_CONFIGMAP
 from gpu_policy.kubernetes.read.snapshot import Snapshot
-from gpu_policy.kubernetes.read.usage import held_gpus, read_usage
+from gpu_policy.kubernetes.read.usage import held_before, held_gpus, read_usage
 from gpu_policy.kubernetes.write.usage import write_usage
 from gpu_policy.model import Policy
 from gpu_policy.model.cluster import Outcome
@@ -54,6 +56,7 @@ class UsageKeeper:
         self.problem: str | None = None  # what was wrong with the ConfigMap, until a write replaces it
         self.written_at = 0.0  # wall time of the last write (or of the read, for the first)
         self.unwritten = False  # GPUs were held since the last write
+        self.unseen_s = 0.0  # seconds from the history's last write to its reading, counted at the next `hold`
 
     def __call__(self, policy: Policy, now: float) -> tuple[dict[str, float], list[str]]:
         """The queues' GPU-hours at `now` (the look's time), and the problem to warn about."""
@@ -74,6 +77,7 @@ class UsageKeeper:
     def _start(self, read, now: float) -> None:
         self.history, self.problem, self.held = read.history, read.problem, {}
         self.written_at, self.unwritten = now, False
+        self.unseen_s = max(0.0, now - read.written_at) if read.written_at is not None else 0.0
         if self.problem:
             log.warning("%s", self.problem)
 
@@ -81,6 +85,9 @@ class UsageKeeper:
         """What each queue holds from now until the next look (`held_after` the round): counted
         only while the history is kept (a pass over every job, 0.01 s at 21,000)."""
         if self.history is not None:
+            if self.unseen_s > 0:  # the look's jobs, for the time since the history was last written
+                self.history.add_before(held_before(snap, self.unseen_s))
+                self.unseen_s = 0.0
             self.held = held_after(snap, outcomes)
             self.unwritten |= any(gpus > 0 for gpus in self.held.values())
 
@@ -106,4 +113,4 @@ class UsageKeeper:
 
     def stop(self) -> None:
         """Keep no history (standing by, or the policy keeps no usage): the next one is read again."""
-        self.history, self.held, self.problem, self.unwritten = None, {}, None, False
+        self.history, self.held, self.problem, self.unwritten, self.unseen_s = None, {}, None, False, 0.0

@@ -10,6 +10,7 @@ interval with `CHECKPOINT_EVERY_S`. Kept here, below both, so that neither impor
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 #: on a pod whose trainer saves when asked ("true")
@@ -68,11 +69,22 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_rfc3339(text: str) -> datetime:
-    """An RFC 3339 time with its offset (``Z`` or ``+hh:mm``), as an aware datetime;
-    ValueError for anything else."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    if moment.tzinfo is None or "T" not in text.upper():
+#: RFC 3339's date-time: extended form, seconds required, an offset (``Z`` or ``+hh:mm``)
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+
+
+def parse_rfc3339(text: str, utc: bool = False) -> datetime:
+    """An RFC 3339 time with its offset (``Z`` or ``+hh:mm``; with `utc`, a zero offset only),
+    as an aware datetime; ValueError for anything else (Python's own ISO 8601 reader also takes
+    forms RFC 3339 does not: no seconds, the basic form, no offset)."""
+    if not _RFC3339.fullmatch(text):
         raise ValueError(f"must be an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text[:40]!r}")
+    whole, _, fraction = text.upper().replace("Z", "+00:00").partition(".")
+    if fraction:  # Python reads 1-6 digits of a second: cut to microseconds, and pad
+        digits = fraction[:-6]
+        whole = f"{whole}.{digits[:6].ljust(6, '0')}{fraction[-6:]}"
+    moment = datetime.fromisoformat(whole)
+    if utc and moment.utcoffset():
+        raise ValueError(f"must be an RFC 3339 time in UTC such as 2026-01-31T12:00:00Z, got {text[:40]!r}")
     return moment
 

@@ -82,6 +82,13 @@ class UsageHistory:
             else:
                 self.gpu_h.pop(queue, None)
 
+    def add_before(self, held: list[tuple[str, float, float]]) -> None:
+        """Count (queue, GPUs, seconds) held during the `seconds` that ended at `at`."""
+        if self.half_life_s is None:
+            return
+        for queue, gpus, seconds in held:
+            self.gpu_h[queue] = self.gpu_h.get(queue, 0.0) + max(0.0, gpus) * decayed_gpu_h(seconds, self.half_life_s)
+
     def at_time(self, t: float) -> dict[str, float]:
         """Each queue's GPU-hours decayed to `t`, counting nothing held since `at`."""
         factor = decay_factor(t - self.at, self.half_life_s)

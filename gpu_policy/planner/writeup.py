@@ -55,9 +55,11 @@ def write_plan(s: Scenario, st: Standing, m: PlanProgram, out: Realized, layout:
 
 def _queue_reports(s: Scenario, st: Standing, g: _Gathered) -> list[QueueReport]:
     """What the plan says of each queue; its past usage and the fair share it would have
-    without it only where the policy counts usage."""
-    plain = st.shares.without_usage
-    usage = None if plain is None else queue_usage(s)
+    without it only where the policy keeps usage (a half-life; with `usage_weight: 0` the two
+    fair shares are one)."""
+    kept = s.policy.usage_half_life_s is not None
+    plain = (st.shares.fair if st.shares.without_usage is None else st.shares.without_usage) if kept else None
+    usage = queue_usage(s) if kept else None
     return [QueueReport(q.name, q.deserved, st.shares.fair[q.name], g.pending[q.name], st.held[q.name],
                         g.after[q.name], q.parent, q.limit,
                         usage_gpu_h=None if usage is None else usage[q.name],

@@ -58,11 +58,17 @@ def gauges(c, name: str) -> dict[str, float]:
     return {s.labels["queue"]: s.value for s in families[name].samples}
 
 
-def test_two_leaders_in_turn_keep_one_history_and_lose_at_most_a_minute(api, cluster, fake_time):
+def two_controllers_eight_pods(api, cluster):
+    """A node of 8 GPUs, queue a deserving them and asking for them (8 gated 1-GPU pods), and two
+    controllers: the first to turn leads."""
     cluster_of(api, nodes=1, gpus=8, queues=[{"name": "a", "deserved": 8}], policy=POLICY)
     for i in range(8):
         api.put(gated_pod(f"a-{i}", "a"))
-    first, second = new_controller(cluster), new_controller(cluster)
+    return new_controller(cluster), new_controller(cluster)
+
+
+def test_two_leaders_in_turn_keep_one_history_and_lose_at_most_a_minute(api, cluster, fake_time):
+    first, second = two_controllers_eight_pods(api, cluster)
     try:
         settle(first, fake_time, lambda: len(released(api)) == 8)
         began = first.usage.history.at  # the round that released them: 8 GPUs held from then on
@@ -81,10 +87,11 @@ def test_two_leaders_in_turn_keep_one_history_and_lose_at_most_a_minute(api, clu
         assert usage["a"] == pytest.approx(held_all_along(8, at - began), abs=1e-6)  # as written: to the millionth
 
         turn(fake_time, first, second)
-        turn(fake_time, first, second)  # 40 s after the last write, the first hands over
+        turn(fake_time, first, second)  # 40 s after the last write, the first hands over, writing first
         first.shut_down()
         last_usage, last_at = written(api)
-        assert last_at == at
+        assert last_at == fake_time.time() and last_usage["a"] == pytest.approx(held_all_along(8, last_at - began),
+                                                                                abs=1e-6)
         turn(fake_time, second)  # ... and the second takes the lead, reading what the first wrote
         assert second.leading
         took_over = second.usage.history.at
@@ -96,9 +103,40 @@ def test_two_leaders_in_turn_keep_one_history_and_lose_at_most_a_minute(api, clu
         usage, at = written(api)
         assert at > took_over
         lost = held_all_along(8, at - began) - usage["a"]
-        assert 0 < lost <= 8 * WRITE_EVERY_S / 3600  # what was held since the first's last write: a minute at most
+        assert 0 < lost <= 8 * TURN / 3600  # only from the hand-over to the second's first look: these pods say
+        # nothing of when they started (test_a_killed_leaders_successor_counts_what_ran_meanwhile)
         assert lost == pytest.approx(held_all_along(8, took_over - last_at) * 2 ** (-(at - took_over) / HALF_LIFE),
                                      abs=2e-6)  # the history written to the millionth
+    finally:
+        first.stop.set()
+        second.stop.set()
+
+
+def test_a_killed_leaders_successor_counts_what_ran_meanwhile(api, cluster, fake_time):
+    """A leader that dies writes nothing more; the next one counts, for the time since the last
+    write, the GPUs of the jobs it finds running, for as long as each has run (status.startTime)."""
+    first, second = two_controllers_eight_pods(api, cluster)
+    try:
+        settle(first, fake_time, lambda: len(released(api)) == 8)
+        began = first.usage.history.at
+        assert bind_released(api) == 8
+        for pod in api.objects("pods", "jobs"):  # the kubelet's start time: the moment of their release
+            api.put({**pod, "status": {**pod.get("status", {}), "phase": "Running", "startTime": stamp(began)}})
+        for _ in range(5):  # a write a minute in, then 40 s more: the first dies without a word
+            turn(fake_time, first)
+        _, last_at = written(api)
+        assert fake_time.time() - last_at == 2 * TURN
+        first.stop.set()
+        while not second.leading:  # the Lease expires, and the second takes the lead
+            turn(fake_time, second)
+        took_over = second.usage.history.at
+        assert took_over - last_at > WRITE_EVERY_S  # more than a minute unwritten
+        for _ in range(6):
+            turn(fake_time, second)
+        usage, at = written(api)
+        assert at > took_over
+        # all of it counted, but for start times and ages in whole seconds
+        assert usage["a"] == pytest.approx(held_all_along(8, at - began), abs=8 * 2 / 3600)
     finally:
         first.stop.set()
         second.stop.set()

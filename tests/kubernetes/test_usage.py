@@ -56,6 +56,10 @@ AT = stamp(NOW)
     (f"7: {{gpu_h: 5, at: '{AT}'}}", "data.usage.yaml.7", "must be a non-empty string"),
     ("a: {gpu_h: 5, at: yesterday}", "data.usage.yaml.a.at", "must be an RFC 3339 time in UTC"),
     ("a: {gpu_h: 5, at: '2027-01-15T08:00:00'}", "data.usage.yaml.a.at", "must be an RFC 3339 time in UTC"),
+    # what Python's ISO 8601 reader takes and RFC 3339 UTC does not: an offset, no seconds, the basic form
+    ("a: {gpu_h: 5, at: '2027-01-15T09:00:00+01:00'}", "data.usage.yaml.a.at", "must be an RFC 3339 time in UTC"),
+    ("a: {gpu_h: 5, at: '2027-01-15T08:00Z'}", "data.usage.yaml.a.at", "must be an RFC 3339 time in UTC"),
+    ("a: {gpu_h: 5, at: '20270115T080000Z'}", "data.usage.yaml.a.at", "must be an RFC 3339 time in UTC"),
     (f"a: {{gpu_h: 5, at: '{stamp(NOW + CLOCK_SKEW_S + 1)}'}}", "data.usage.yaml.a.at", "is in the future"),
     ("a: {gpu_h: 5, at: '" + "x" * (1 << 20) + "'}", "data.usage.yaml", "larger than 1 MB"),
 ])

@@ -118,12 +118,17 @@ def test_the_lighter_of_two_twins_gets_more(used):
     assert shares["light"] > shares["heavy"] >= 2
 
 
-def test_the_plan_reports_usage_only_where_it_counts():
+def test_the_plan_reports_usage_wherever_the_policy_keeps_it():
     raw = with_usage(rich_scenario(3), 3)
     counted = plan(parse_scenario(raw)).to_dict()
+    raw["policy"]["usage_weight"] = 0  # kept, counting for nothing: shown, and the two fair shares one
+    weightless = plan(parse_scenario(raw)).to_dict()
     del raw["policy"]
     plain = plan(parse_scenario(raw)).to_dict()
     assert all(q["usage_gpu_h"] is not None and q["fair_share_without_usage"] is not None for q in counted["queues"])
+    assert [q["usage_gpu_h"] for q in weightless["queues"]] == [q["usage_gpu_h"] for q in counted["queues"]]
+    assert any(q["usage_gpu_h"] for q in weightless["queues"])
+    assert all(q["fair_share_without_usage"] == q["fair_share"] for q in weightless["queues"])
     assert all(q["usage_gpu_h"] is None and q["fair_share_without_usage"] is None for q in plain["queues"])
     json.dumps(counted)
 

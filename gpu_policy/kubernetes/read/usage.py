@@ -44,10 +44,12 @@ _SNAPSHOT_ONLY = (UNMANAGED_QUEUE, TERMINATING_QUEUE)
 @dataclass
 class UsageRead:
     """The history a ConfigMap gives, decayed to the time of reading; `problem`: why it gives
-    an empty one instead (missing, unreadable, from the future), else None."""
+    an empty one instead (missing, unreadable, from the future), else None; `written_at`: the
+    time of its last write (None: no queue in it)."""
 
     history: UsageHistory
     problem: str | None = None
+    written_at: float | None = None
 
 
 def read_usage(config_map: dict | None, now: float, half_life_s: float | None, namespace: str) -> UsageRead:
@@ -63,7 +65,8 @@ def read_usage(config_map: dict | None, now: float, half_life_s: float | None, n
     except ClusterObjectError as e:
         return UsageRead(UsageHistory(now, half_life_s),
                          f"{e}: planned with an empty usage history, which the leader's next write replaces")
-    return UsageRead(UsageHistory.read_back(entries, now, half_life_s))
+    return UsageRead(UsageHistory.read_back(entries, now, half_life_s),
+                     written_at=max((at for _, at in entries.values()), default=None))
 
 
 def with_usage(queues: list[Queue], gpu_h: dict[str, float], namespace: str) -> tuple[list[Queue], list[str]]:
@@ -99,7 +102,7 @@ def _entries(config_map: dict, now: float, where: str) -> dict[str, tuple[float,
             raise ClusterObjectError(where, path, f"must be a mapping {{gpu_h, at}}, got {show(entry)}")
         gpu_h = _checked(QUEUE_FIELDS["usage_gpu_h"], entry["gpu_h"], where, f"{path}.gpu_h")
         try:
-            at = parse_rfc3339(entry["at"]).timestamp() if isinstance(entry["at"], str) else None
+            at = parse_rfc3339(entry["at"], utc=True).timestamp() if isinstance(entry["at"], str) else None
         except ValueError:
             at = None
         if at is None:
@@ -125,10 +128,27 @@ def held_gpus(snap: Snapshot) -> dict[str, float]:
     released but not bound yet) and, of a job its reservation stands for, the pods that hold
     their node already. Snapshot-only queues (unmanaged, terminating) hold no queue's usage."""
     held: dict[str, float] = {}
+    for job, gpus in _holding(snap):
+        held[job.queue] = held.get(job.queue, 0.0) + gpus
+    return held
+
+
+def held_before(snap: Snapshot, seconds: float) -> list[tuple[str, float, float]]:
+    """(queue, GPUs, seconds) for what each job this look finds holding GPUs held during the
+    `seconds` before it: as long as it has run, within them (a job that does not say how long,
+    none of them). What a new leader counts for the time since the last write of the history."""
+    out = []
+    for job, gpus in _holding(snap):
+        if job.running_for_s is not None and job.running_for_s > 0:
+            out.append((job.queue, gpus, min(seconds, job.running_for_s)))
+    return out
+
+
+def _holding(snap: Snapshot):
+    """(job, the GPUs it holds) of every job holding GPUs in a queue's name (`held_gpus`)."""
     for job in snap.scenario.jobs:
         if job.queue in _SNAPSHOT_ONLY:
             continue
         replicas = len(snap.held.get(job.name, [])) if job.name in snap.reservations else len(job.running)
         if replicas:
-            held[job.queue] = held.get(job.queue, 0.0) + job.gpus * replicas
-    return held
+            yield job, job.gpus * replicas

@@ -98,7 +98,7 @@ def fair_shares(s: Scenario, capacity: float | None = None,
             [(k.deserved, demands[k.name].total, k.over_quota_weight, k.priority) for k in kids],
             used, s.policy.usage_weight,
         )
-        whole = round_largest_remainder(raw, available, [demands[k.name].total for k in kids])
+        whole = round_largest_remainder(raw, available, [demands[k.name].total for k in kids], used)
         for kid, share in zip(kids, whole):
             # whole GPUs never below the guarantee: min(deserved, demand), rounded up
             shares[kid.name] = max(share, math.ceil(min(kid.deserved, demands[kid.name].total) - EPS))
@@ -180,15 +180,17 @@ def split_capacity(capacity: float, claims: list[tuple[float, float, float, int]
     return share
 
 
-def round_largest_remainder(raw: list[float], capacity: float, demands: list[float]) -> list[int]:
-    """Round shares down, then give leftover whole GPUs to the largest remainders.
+def round_largest_remainder(raw: list[float], capacity: float, demands: list[float],
+                            used: list[float] | None = None) -> list[int]:
+    """Round shares down, then give leftover whole GPUs to the largest remainders; between
+    equal remainders, to the one that `used` less (past usage, where it counts), then in order.
 
     The units handed out never exceed the whole capacity nor what the shares add
     up to rounded up, and no queue gets more than its demand rounded up.
     """
     floors = [math.floor(x + EPS) for x in raw]
     units = min(math.floor(capacity + EPS), math.ceil(sum(raw) - EPS)) - sum(floors)
-    order = sorted(range(len(raw)), key=lambda i: (-(raw[i] - floors[i]), i))
+    order = sorted(range(len(raw)), key=lambda i: (-(raw[i] - floors[i]), used[i] if used else 0.0, i))
     for i in order:
         if units <= 0:
             break
