@@ -108,14 +108,17 @@ dist: $(VENV)/.installed
 	$(BIN)/python -m build --outdir $(DIST) .
 	$(BIN)/twine check --strict $(DIST)/gpu_policy-$(VERSION)-py3-none-any.whl $(DIST)/gpu_policy-$(VERSION).tar.gz
 
-# The component image: the wheel from `make dist` with the pins of image-constraints.txt
+# The component image: the wheel from `make dist` with the pins of image-constraints.txt;
+# IMAGE_EXTRAS=kfp,s3 installs more of its extras (the Dockerfile's EXTRAS, kfp when unset)
 image: dist
 	@test -n "$(ENGINE)" || { echo "make image: needs docker or podman, and neither is installed" >&2; exit 2; }
-	$(ENGINE) build --tag '$(IMAGE)' .
+	$(ENGINE) build $(if $(IMAGE_EXTRAS),--build-arg EXTRAS='$(IMAGE_EXTRAS)' )--tag '$(IMAGE)' .
 
-# Re-resolve the image's pinned dependencies (after a change to setup.py's requirements)
+# Re-resolve the image's pinned dependencies (after a change to setup.py's requirements);
+# IMAGE_EXTRAS=kfp,s3 resolves them for that set of extras
 constraints: dist
-	$(BIN)/python scripts/constraints.py --write image-constraints.txt $(DIST)/gpu_policy-$(VERSION)-py3-none-any.whl
+	$(BIN)/python scripts/constraints.py $(if $(IMAGE_EXTRAS),--extras '$(IMAGE_EXTRAS)' )--write image-constraints.txt \
+	  $(DIST)/gpu_policy-$(VERSION)-py3-none-any.whl
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py

@@ -42,11 +42,15 @@ def stages() -> list[list]:
     return out
 
 
+def args(commands) -> dict[str, str]:
+    """The ARGs among `commands`, with their defaults."""
+    return dict(c.value[0].split("=", 1) for c in commands if c.cmd == "ARG")
+
+
 def base_image() -> str:
-    args = dict(c.value[0].split("=", 1) for c in dockerfile.parse_file(str(ROOT / "Dockerfile")) if c.cmd == "ARG")
     bases = {stage[0].value[0] for stage in stages()}
     assert bases == {"${PYTHON_IMAGE}"}
-    return args["PYTHON_IMAGE"]
+    return args(dockerfile.parse_file(str(ROOT / "Dockerfile")))["PYTHON_IMAGE"]
 
 
 def test_version_has_one_home(dist_dir):
@@ -55,6 +59,12 @@ def test_version_has_one_home(dist_dir):
     make = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "image", "ENGINE=docker"], capture_output=True,
                           text=True, check=True).stdout
     assert f"docker build --tag '{DEFAULT_IMAGE}' ." in make and DEFAULT_IMAGE == f"gpu-policy:{__version__}"
+    make = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "image", "ENGINE=docker", "IMAGE_EXTRAS=kfp,s3"],
+                          capture_output=True, text=True, check=True).stdout
+    assert f"docker build --build-arg EXTRAS='kfp,s3' --tag '{DEFAULT_IMAGE}' ." in make
+    make = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "constraints", "IMAGE_EXTRAS=kfp,s3"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "scripts/constraints.py --extras 'kfp,s3' --write image-constraints.txt" in make  # the pins for that set
     make = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "components", "IMAGE=registry.example.com/g:1"],
                           capture_output=True, text=True, check=True).stdout
     assert "scripts/generate_kfp.py --image 'registry.example.com/g:1'" in make
@@ -71,7 +81,8 @@ def test_dockerfile_copies_the_wheel_make_dist_builds_and_the_pins(dist_dir):
     rules = [line for line in ignore if line and not line.startswith("#")]
     assert rules[0] == "*" and set(rules[1:]) == {f"!{source}" for source in sources}  # the context: these only
     run = " ".join(c.value[0] for c in install if c.cmd == "RUN")
-    assert "--constraint /tmp/constraints.txt" in run and f"[{constraints.IMAGE_EXTRAS}]" in run
+    assert "--constraint /tmp/constraints.txt" in run and "[${EXTRAS}]" in run
+    assert args(install)["EXTRAS"] == constraints.IMAGE_EXTRAS  # what the pins were resolved for
     assert "--only-binary=:all:" in run  # nothing compiled: no build tools needed, none left behind
 
 
@@ -119,6 +130,7 @@ def test_image_install_runs_demo_outside_the_checkout(dist_dir, tmp_path):
     (python_dir / "python").symlink_to(getattr(sys, "_base_executable", sys.executable))
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     env["PATH"] = f"{python_dir}:{env['PATH']}"
+    env.update(args(install))  # a RUN sees the stage's ARGs as environment variables
     done = subprocess.run(["sh", "-ec", run], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
