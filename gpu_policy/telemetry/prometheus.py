@@ -164,7 +164,7 @@ class PrometheusDcgmSource:
                 if not e.retry:
                     break
             except _Malformed as e:
-                problem = f"sent malformed data (_Malformed: {str(e)[:120]})"
+                problem = f"sent malformed data ({str(e)[:120]})"
         raise TelemetryUnavailable(f"Prometheus at {self.shown_url} {problem} for {what} "
                                    f"after {attempt + 1} attempt{'s' if attempt else ''}")
 

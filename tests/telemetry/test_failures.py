@@ -64,7 +64,7 @@ CASES = {
     "slow": ("did not answer within 0.3 s", 3),
     "not-json": ("sent malformed data (JSONDecodeError", 3),
     "wrong-shape": ("sent malformed data", 3),
-    "no-labels": ("sent malformed data (_Malformed: a DCGM series without Hostname/hostname", 3),
+    "no-labels": ("sent malformed data (a DCGM series without Hostname/hostname", 3),
 }
 
 
