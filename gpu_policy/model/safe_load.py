@@ -144,19 +144,20 @@ def parse_json(text: str, source: str, limits: InputLimits = DEFAULT_LIMITS) -> 
         elif ch in "]}":
             depth -= 1
 
+    non_finite: list[_NonFinite] = []  # json names no place: the first one is looked for once parsed
+
     def number(kind):
         def convert(spelling: str):
             if len(spelling) > limits.max_number_chars:
                 raise InputError(source, "", f"a number spelt in {len(spelling)} characters; at most "
                                              f"{limits.max_number_chars}")
             value = kind(spelling)
-            if not math.isfinite(value):
-                raise InputError(source, "", f"numbers must be finite, got {spelling[:20]}")
-            return value
+            return value if math.isfinite(value) else constant(spelling)
         return convert
 
-    def constant(name: str):
-        raise InputError(source, "", f"numbers must be finite, got {name}")
+    def constant(spelling: str) -> _NonFinite:
+        non_finite.append(_NonFinite(spelling[:20]))
+        return non_finite[-1]
 
     def mapping(pairs: list[tuple[str, Any]]) -> dict:
         out = {}
@@ -166,8 +167,40 @@ def parse_json(text: str, source: str, limits: InputLimits = DEFAULT_LIMITS) -> 
             out[key] = value
         return out
 
-    return json.loads(text, parse_int=number(int), parse_float=number(float), parse_constant=constant,
-                      object_pairs_hook=mapping)
+    value = json.loads(text, parse_int=number(int), parse_float=number(float), parse_constant=constant,
+                       object_pairs_hook=mapping)
+    if non_finite:
+        path, spelling = _first_non_finite(value)
+        raise InputError(source, path, f"numbers must be finite, got {spelling}")
+    return value
+
+
+@dataclass
+class _NonFinite:
+    """Where JSON held NaN or an infinity: what it spelt."""
+
+    spelling: str
+
+
+def _first_non_finite(value: Any) -> tuple[str, str]:
+    """(The field path, the spelling) of the first `_NonFinite` in `value`, in document order,
+    without recursion (the depth is bounded already)."""
+    stack = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, _NonFinite):
+            return path, item.spelling
+        if isinstance(item, dict):
+            stack.extend(reversed([(_join(path, str(k)), v) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(item)]))
+    raise AssertionError("a non-finite number was read but is nowhere in the value")
+
+
+def _join(path: str, key: str) -> str:
+    """A mapping's key after the path to it, as the scenario's messages name fields."""
+    key = key[:40]
+    return f"{path}.{key}" if path else key
 
 
 def _line_at(text: str, offset: int) -> str:
@@ -219,8 +252,19 @@ class _YamlBuilder:
         self.documents = 0
         self.result: Any = None
 
-    def fail(self, line: int, problem: str) -> NoReturn:
-        raise InputError(self.source, f"line {line}", problem)
+    def fail(self, line: int, problem: str, field: str = "") -> NoReturn:
+        raise InputError(self.source, f"line {line}: {field}" if field else f"line {line}", problem)
+
+    def _field(self) -> str:
+        """The field path of the scalar being read (`jobs[3].gpus`), as the scenario's messages
+        name fields; a mapping's key is named by the path to its mapping."""
+        path = ""
+        for open_ in self.stack:
+            if isinstance(open_.value, list):
+                path += f"[{len(open_.value)}]"
+            elif open_.has_key:
+                path = _join(path, str(open_.key))
+        return path
 
     def build(self, text: str) -> Any:
         try:
@@ -309,7 +353,7 @@ class _YamlBuilder:
                  f"{_TAG}float": self.scalars.construct_yaml_float, f"{_TAG}bool": self.scalars.construct_yaml_bool,
                  f"{_TAG}null": self.scalars.construct_yaml_null}[tag](node)
         if isinstance(value, float) and not math.isfinite(value):
-            self.fail(line, f"numbers must be finite, got {e.value[:40]}")
+            self.fail(line, f"numbers must be finite, got {e.value[:40]}", self._field())
         return value
 
     def add(self, value: Any, size: int, anchor: str | None, line: int) -> None:

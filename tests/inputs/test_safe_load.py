@@ -41,7 +41,7 @@ def test_exponent_numbers_are_numbers():
     file with the same value get the same range message (issue 28). Quoted, it stays text."""
     text = 'a: 1e30\nb: 1.5e3\nc: -2E-3\nd: "1e3"\ne: 1e\nf: 1.0e+3\n'
     assert parse_text(text, "x.yaml") == {"a": 1e30, "b": 1500.0, "c": -0.002, "d": "1e3", "e": "1e", "f": 1000.0}
-    with pytest.raises(InputError, match="x.yaml: line 1: numbers must be finite, got 1e400"):
+    with pytest.raises(InputError, match="x.yaml: line 1: a: numbers must be finite, got 1e400"):
         parse_text("a: 1e400\n", "x.yaml")
 
 
@@ -58,11 +58,12 @@ REFUSED = {
     "binary": ("a: !!binary aGVsbG8=\n", r"line 1: binary data is not accepted"),
     "python object": ("a: !!python/object:os.system ls\n", r"the tag !!python/object:os.system is not accepted"),
     "custom tag on a list": ("a: !x [1]\n", r"the tag !x is not accepted"),
-    "NaN": ("a: .nan\n", r"line 1: numbers must be finite, got .nan"),
-    "infinite float": ("a: 1.0e+400\n", r"numbers must be finite"),
-    "JSON NaN": ('{"a": NaN}', r"numbers must be finite, got NaN"),
-    "JSON Infinity": ('{"a": -Infinity}', r"numbers must be finite, got -Infinity"),
-    "JSON 1e400": ('{"a": 1e400}', r"numbers must be finite, got 1e400"),
+    "NaN": ("a: .nan\n", r"line 1: a: numbers must be finite, got .nan"),
+    "NaN deep in lists": ("a: [{b: [1, .inf]}]\n", r"line 1: a\[0\]\.b\[1\]: numbers must be finite, got .inf"),
+    "infinite float": ("a: 1.0e+400\n", r"line 1: a: numbers must be finite"),
+    "JSON NaN": ('{"a": NaN}', r"x: a: numbers must be finite, got NaN"),
+    "JSON Infinity": ('{"a": 1, "b": [{"c": 2}, {"c": -Infinity}]}', r"x: b\[1\]\.c: numbers must be finite, got -Infinity"),
+    "JSON 1e400": ('{"a": 1e400}', r"x: a: numbers must be finite, got 1e400"),
     "long number": ("a: " + "1" * 65 + "\n", r"a number spelt in 65 characters; at most 64"),
     "deep YAML": ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 100)), r"line 65: nests deeper than 64"),
     "deep JSON": ("[" * 65 + "]" * 65, r"line 1: nests deeper than 64 levels"),
