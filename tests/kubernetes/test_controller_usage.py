@@ -142,6 +142,30 @@ def test_a_killed_leaders_successor_counts_what_ran_meanwhile(api, cluster, fake
         second.stop.set()
 
 
+def test_pods_being_deleted_count_for_their_queue_until_they_are_gone(api, cluster, fake_time):
+    """A pod being deleted still holds its GPUs (saving a checkpoint, say): its queue's usage
+    grows, and the history is written once a minute as long as it does."""
+    first, second = two_controllers_eight_pods(api, cluster)
+    second.stop.set()  # one controller is enough here
+    try:
+        settle(first, fake_time, lambda: len(released(api)) == 8)
+        began = first.usage.history.at
+        assert bind_released(api) == 8
+        for pod in api.objects("pods", "jobs"):
+            api.put({**pod, "metadata": {**pod["metadata"], "deletionTimestamp": stamp(began)}})
+        sees(first, lambda: all(first.cache.pod("jobs", f"a-{i}")["metadata"].get("deletionTimestamp")
+                                for i in range(8)))
+        plan = first.round()
+        assert {q.name: q.allocated_after for q in plan.queues}[names.TERMINATING_QUEUE] == 8
+        for _ in range(12):  # four minutes, the pods still on the node
+            turn(fake_time, first)
+        usage, at = written(api)
+        assert fake_time.time() - at < WRITE_EVERY_S  # still written every minute
+        assert usage["a"] == pytest.approx(held_all_along(8, at - began), abs=8 * TURN / 3600)
+    finally:
+        first.stop.set()
+
+
 def test_usage_and_the_fair_shares_it_gave_are_in_metrics(api, cluster, fake_time):
     cluster_of(api, nodes=2, gpus=8, queues=[{"name": "a", "deserved": 0}, {"name": "b", "deserved": 0}],
                policy=POLICY)

@@ -32,7 +32,7 @@ from gpu_policy.kubernetes.read.composable import ComposedNodes
 from gpu_policy.kubernetes.read.kept import Key, Stage
 from gpu_policy.kubernetes.read.kept_jobs import GroupMade, Groups, Jobs
 from gpu_policy.kubernetes.read.memo import LookMemo
-from gpu_policy.kubernetes.read.pod_jobs import SortContext, make_group, rounded, sort_pod
+from gpu_policy.kubernetes.read.pod_jobs import SortContext, make_group, queue_of, rounded, sort_pod
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.kubernetes.read.reservations import Reservation
 from gpu_policy.kubernetes.read.scenario_nodes import NodeFacts, ScenarioNodes
@@ -67,6 +67,7 @@ class Snapshot:
     held: dict[str, list[str]] = field(default_factory=dict)  # reserved job -> the nodes its pods already hold
     views: Mapping[str, PodView] = field(default_factory=dict)  # pod uid -> the pod as this look read it
     asked: dict[str, list[PodRef]] = field(default_factory=dict)  # job -> its pods asked to save or awaited
+    terminating_held: dict[str, float] = field(default_factory=dict)  # queue -> GPUs its pods being deleted hold
 
 
 class ByUid(Mapping):
@@ -118,7 +119,8 @@ def build_scenario(memo: LookMemo, changes: dict[Key, PodView | None], facts: No
     special = groups.special_ones()
     warnings += [line for g in special for line in g.lines]
     _put_reservations(memo.kept("reservations", dict), jobs, reserved)
-    synthetic = _held_elsewhere(memo.kept("held elsewhere", dict), jobs, groups, special, reserved)
+    terminating = _terminating(groups, special)
+    synthetic = _held_elsewhere(memo.kept("held elsewhere", dict), jobs, groups, special, terminating, reserved)
     aged = jobs.age(now)
     listed = jobs.listed()
     made: ScenarioNodes = memo.kept("nodes", ScenarioNodes)
@@ -134,7 +136,7 @@ def build_scenario(memo: LookMemo, changes: dict[Key, PodView | None], facts: No
     groups.moved.clear()
     return Snapshot(scenario, warnings, dict(groups.refs), reserved,
                     stale={r.key for r in reservations} - {r.key for r in reserved.values()}, composed=composed,
-                    **_held_back(special))
+                    terminating_held=_held_by_queue(terminating, namespace_queues, known, leaf), **_held_back(special))
 
 
 def _held_back(special: list[GroupMade]) -> dict:
@@ -208,14 +210,28 @@ def _put_reservations(kept: dict[str, tuple[Reservation, Job]], jobs: Jobs, rese
     _put_kept(kept, made, jobs)
 
 
+def _terminating(groups: Groups, special: list[GroupMade]) -> list[PodView]:
+    """The pods being deleted, and those of broken gangs."""
+    return [groups.terminating[k] for k in sorted(groups.terminating)] + [p for g in special for p in g.terminating]
+
+
+def _held_by_queue(pods: list[PodView], namespace_queues: dict[str, str], known: set[str], leaf: set[str]
+                   ) -> dict[str, float]:
+    """The GPUs the bound `pods` hold, by the queue each belongs to (none: of no queue)."""
+    held: dict[str, float] = {}
+    for p in pods:
+        queue = queue_of(p, namespace_queues, known)
+        if p.node and p.gpus > 0 and queue in leaf:
+            held[queue] = held.get(queue, 0.0) + p.gpus
+    return held
+
+
 def _held_elsewhere(kept: dict[str, tuple[PodView, str, Job]], jobs: Jobs, groups: Groups, special: list[GroupMade],
-                    reserved: dict[str, Reservation]) -> list[Queue]:
+                    terminating: list[PodView], reserved: dict[str, Reservation]) -> list[Queue]:
     """Jobs (put into `jobs`, each kept while its pod is the same) and snapshot-only queues for
     GPUs held by pods gpu-policy may not touch: unmanaged (for their queue, or in a job whose pods
-    disagree) and terminating (being deleted, or of a broken gang)."""
+    disagree) and `terminating` (being deleted, or of a broken gang)."""
     unmanaged = [groups.unmanaged[k].view for k in sorted(groups.unmanaged)] + [p for g in special for p in g.unmanaged]
-    terminating = [groups.terminating[k] for k in sorted(groups.terminating)] + \
-        [p for g in special for p in g.terminating]
     synthetic, made = [], {}
     for queue_name, held, deserve in ((UNMANAGED_QUEUE, unmanaged, True), (TERMINATING_QUEUE, terminating, False)):
         bound = [p for p in held if p.node and p.gpus > 0]  # an unreadable pod holds none of these GPUs

@@ -37,7 +37,8 @@ _LIMITS = InputLimits(max_bytes=MIB)
 #: the usage a look carries, given the look's policy and time: each queue's GPU-hours and the
 #: warnings of reading them (the leader keeps the history; a one-shot look reads the ConfigMap)
 UsageLook = Callable[[Policy, float], tuple[dict[str, float], list[str]]]
-#: queues that exist only in a snapshot: they hold GPUs that are no queue's usage
+#: queues that exist only in a snapshot: their jobs are no queue's usage (pods being deleted count for
+#: their own queue: `Snapshot.terminating_held`)
 _SNAPSHOT_ONLY = (UNMANAGED_QUEUE, TERMINATING_QUEUE)
 
 
@@ -125,9 +126,10 @@ def _checked(check, value, where: str, path: str):
 
 def held_gpus(snap: Snapshot) -> dict[str, float]:
     """The GPUs each queue holds in this look: its jobs' running replicas (pods bound, and
-    released but not bound yet) and, of a job its reservation stands for, the pods that hold
-    their node already. Snapshot-only queues (unmanaged, terminating) hold no queue's usage."""
-    held: dict[str, float] = {}
+    released but not bound yet), of a job its reservation stands for the pods that hold their
+    node already, and its pods being deleted (they hold their GPUs until they are gone). Pods of
+    no queue hold no queue's usage."""
+    held = dict(snap.terminating_held)
     for job, gpus in _holding(snap):
         held[job.queue] = held.get(job.queue, 0.0) + gpus
     return held
@@ -145,7 +147,8 @@ def held_before(snap: Snapshot, seconds: float) -> list[tuple[str, float, float]
 
 
 def _holding(snap: Snapshot):
-    """(job, the GPUs it holds) of every job holding GPUs in a queue's name (`held_gpus`)."""
+    """(job, the GPUs it holds) of every job of a queue holding GPUs (pods being deleted are no
+    job's: `Snapshot.terminating_held`)."""
     for job in snap.scenario.jobs:
         if job.queue in _SNAPSHOT_ONLY:
             continue
