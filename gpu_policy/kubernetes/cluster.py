@@ -74,6 +74,7 @@ class KubernetesCluster:
         # the lease renews from its own thread: its own client keeps the observation's counts exact
         self.lease = PlanningLease(KubeClient(api_client, url, self.settings, sleep, monotonic), new_identity(),
                                    self.clocks)
+        self.client.fence = self.lease.check  # a write sent again (429, 5xx) passes the fence again
         #: which Online devices each composable node's allocatable counts, across this cluster's looks
         self.device_plugin_lag = DevicePluginLag(self.settings.composition_settle_s)
         #: what carries plans out for the one-shot commands and the steps, fenced by the lease

@@ -78,3 +78,34 @@ def test_a_lease_answer_without_a_resource_version_is_one_line(cluster, fake_tim
     c.lease.client.read_lease = lambda name: {"metadata": {}, "spec": {}}
     with pytest.raises(ClusterObjectError, match=rf"^Lease gpu-policy/{LEASE_NAME}: metadata.resourceVersion: must be "):
         c.lease.acquire()
+
+
+@pytest.mark.parametrize("refusal", ["budget", "503"])
+def test_a_write_is_not_sent_again_once_the_lease_is_lost(api, cluster, fake_time, refusal):
+    """An eviction a PodDisruptionBudget refuses (429), or one the API server fails (503), is
+    retried for up to a minute; another planner takes the Lease over after the first attempt, and
+    no attempt goes out once this one knows it lost the Lease: each retry passes the fence."""
+    from gpu_policy.actions.cycle import apply_plan_once
+    from tests.kubernetes.test_checkpoint_first import reclaim_cluster
+
+    reclaim_cluster(api)
+    if refusal == "budget":
+        api.block_eviction("a", "borrow-0")  # 429 without Retry-After, every time
+    else:
+        api.inject(503, method="POST", path="/api/v1/namespaces/a/pods/borrow-0/eviction", times=None)
+    c = cluster(lease_duration_s=15)
+    sent = []  # for each eviction attempt: why the Lease was lost when it went out (None: held)
+    attempt = c.client._attempt
+
+    def each_attempt(what, *args):
+        if what.startswith("evict pod"):
+            sent.append(c.lease.lost)
+            if len(sent) == 1:
+                foreign_lease(api, fake_time, leaseDurationSeconds=15)
+        return attempt(what, *args)
+
+    c.client._attempt = each_attempt
+    with pytest.raises(ClusterBusy, match="lost the planning lease"):
+        apply_plan_once(c, execute=True)
+    assert len(sent) >= 2 and not any(sent)  # retried while it held the Lease, never after
+    assert c.lease.lost

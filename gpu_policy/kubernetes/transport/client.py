@@ -97,7 +97,7 @@ class KubeClient(Sender):
         ns = self.settings.namespace
         body = self._models.V1ConfigMap(metadata=self._models.V1ObjectMeta(name=name, namespace=ns), data=data)
         answer = self._request(f"create ConfigMap {ns}/{name}", lambda **kw: self._core.create_namespaced_config_map(
-            namespace=ns, body=body, **kw), accept={409})
+            namespace=ns, body=body, **kw), accept={409}, fenced=True)
         return None if answer.status == 409 else answer.body
 
     @needs("update", "configmaps", own_namespace=True)
@@ -107,7 +107,7 @@ class KubeClient(Sender):
         meta = self._models.V1ObjectMeta(name=name, namespace=ns, resource_version=resource_version)
         body = self._models.V1ConfigMap(metadata=meta, data=data)
         answer = self._request(f"update ConfigMap {ns}/{name}", lambda **kw: self._core.replace_namespaced_config_map(
-            name=name, namespace=ns, body=body, **kw), accept={409})
+            name=name, namespace=ns, body=body, **kw), accept={409}, fenced=True)
         return None if answer.status == 409 else answer.body
 
     @needs("get", "leases", group="coordination.k8s.io", own_namespace=True)
@@ -151,7 +151,7 @@ class KubeClient(Sender):
         """Merge annotations and labels into the pod's; None when the pod is gone."""
         meta = {k: v for k, v in (("annotations", annotations), ("labels", labels)) if v}
         answer = self._request(f"patch pod {namespace}/{name}", lambda **kw: self._core.patch_namespaced_pod(
-            name=name, namespace=namespace, body={"metadata": meta}, **kw), accept={404})
+            name=name, namespace=namespace, body={"metadata": meta}, **kw), accept={404}, fenced=True)
         return None if answer.status == 404 else answer.body
 
     @needs("create", "pods/eviction")
@@ -163,7 +163,7 @@ class KubeClient(Sender):
         body = self._models.V1Eviction(metadata=self._models.V1ObjectMeta(name=name, namespace=namespace),
                                        delete_options=options)
         return self._request(f"evict pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod_eviction(
-            name=name, namespace=namespace, body=body, **kw), accept={404, 429})
+            name=name, namespace=namespace, body=body, **kw), accept={404, 429}, fenced=True)
 
     # -- composition: the CDI operator's ComposabilityRequests (cluster-scoped) ---------------------
     @needs("get", CRO_PLURAL, group=CRO_GROUP)
@@ -179,7 +179,7 @@ class KubeClient(Sender):
         what = f"create ComposabilityRequest {body['metadata']['name']}"
         return self._admitted(what, self._request(what, lambda **kw: self._custom.create_cluster_custom_object(
             group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, body=body, **kw),
-            accept={403, 404, 409, 422}, deadline_s=deadline_s))
+            accept={403, 404, 409, 422}, deadline_s=deadline_s, fenced=True))
 
     @needs("patch", CRO_PLURAL, group=CRO_GROUP)
     def patch_composability_request(self, name: str, patch: dict, deadline_s: float) -> Answer:
@@ -187,13 +187,13 @@ class KubeClient(Sender):
         what = f"patch ComposabilityRequest {name}"
         return self._admitted(what, self._request(what, lambda **kw: self._custom.patch_cluster_custom_object(
             group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, body=patch, **kw),
-            accept={403, 404, 422}, deadline_s=deadline_s))
+            accept={403, 404, 422}, deadline_s=deadline_s, fenced=True))
 
     @needs("delete", CRO_PLURAL, group=CRO_GROUP)
     def delete_composability_request(self, name: str) -> Answer:
         """200 or 202: the operator detaches its devices (Cleaning), then lets it go (Deleting); 404 gone."""
         return self._request(f"delete ComposabilityRequest {name}", lambda **kw: self._custom.delete_cluster_custom_object(
-            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, **kw), accept={404})
+            group=CRO_GROUP, version=CRO_VERSION, plural=CRO_PLURAL, name=name, **kw), accept={404}, fenced=True)
 
     # -- the controller: its informer (LIST once, then WATCH), releases and Events ---------------
     def list_kind(self, kind: str) -> tuple[list[dict] | None, str]:
@@ -233,19 +233,19 @@ class KubeClient(Sender):
         """A JSON patch (RFC 6902) of a pod: 200 done; 404 gone; 409 or 422 a `test` failed or
         the API server refused the change (the pod changed since it was read)."""
         return self._request(f"patch pod {namespace}/{name}", lambda **kw: self._core.patch_namespaced_pod(
-            name=name, namespace=namespace, body=operations, **kw), accept={404, 409, 422})
+            name=name, namespace=namespace, body=operations, **kw), accept={404, 409, 422}, fenced=True)
 
     @needs("create", "events", group="events.k8s.io")
     def create_event(self, namespace: str, body: dict) -> Answer:
         """An events.k8s.io/v1 Event; best effort: 201, or the refusal."""
         return self._request(f"create Event in {namespace}", lambda **kw: self._events.create_namespaced_event(
-            namespace=namespace, body=body, **kw), accept=_EVENT_REFUSALS)
+            namespace=namespace, body=body, **kw), accept=_EVENT_REFUSALS, fenced=True)
 
     @needs("patch", "events", group="events.k8s.io")
     def patch_event(self, namespace: str, name: str, patch: dict) -> Answer:
         """A merge of `patch` into the Event (its series); 404 when it expired."""
         return self._request(f"patch Event {namespace}/{name}", lambda **kw: self._events.patch_namespaced_event(
-            name=name, namespace=namespace, body=patch, **kw), accept=_EVENT_REFUSALS)
+            name=name, namespace=namespace, body=patch, **kw), accept=_EVENT_REFUSALS, fenced=True)
 
     def _lease_spec(self, spec: dict):
         def moment(text):

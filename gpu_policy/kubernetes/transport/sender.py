@@ -35,6 +35,9 @@ class Sender:
         self.where = where
         self.settings = settings
         self.stats = ApiStats()
+        #: raises to stop a write from being sent again (429, 5xx): the planning lease's fence
+        #: (`KubernetesCluster`), so no retry goes out once another planner may have taken over
+        self.fence: Callable[[], None] | None = None
         self._sleep = sleep
         self._monotonic = monotonic
         self._jitter = jitter
@@ -59,9 +62,10 @@ class Sender:
                        sleep=sleep or self._sleep, monotonic=monotonic or self._monotonic, draw=self._jitter)
 
     def _request(self, what: str, call: Callable[..., Any], accept: set[int] = frozenset(),
-                 deadline_s: float | None = None) -> Answer:
+                 deadline_s: float | None = None, fenced: bool = False) -> Answer:
         """Send one request, retrying 429, 5xx and unreachable within the deadline
-        (`deadline_s`, else the settings')."""
+        (`deadline_s`, else the settings'); a `fenced` one (a write under the planning lease)
+        passes the `fence` before each retry, as the first attempt's caller did before it."""
         s = self.settings
         deadline_s = s.deadline_s if deadline_s is None else deadline_s
         backoff = self.backoff(deadline_s)
@@ -70,6 +74,8 @@ class Sender:
             if self.requests_left() <= 0:
                 raise ClusterUnavailable(f"{self.where}: {what}: this round already sent {s.max_requests_per_round} "
                                          "requests (max_requests_per_round); the rest waits for the next round")
+            if attempts and fenced and self.fence is not None:
+                self.fence()
             attempts += 1
             answer, problem, asked = self._attempt(what, call, accept, backoff.deadline)
             if answer is not None:

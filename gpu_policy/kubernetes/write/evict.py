@@ -45,7 +45,7 @@ def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list
     blocked = []
     for ref in live:
         check()
-        if not _evict(client, ref, (grace or {}).get(ref.uid), sleep, monotonic):
+        if not _evict(client, ref, (grace or {}).get(ref.uid), check, sleep, monotonic):
             check()
             client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
             blocked.append(str(ref))
@@ -71,9 +71,10 @@ def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[],
                                           "out", names)
 
 
-def _evict(client: KubeClient, ref: PodRef, grace_s: int | None, sleep: Callable[[float], None],
-           monotonic: Callable[[], float]) -> bool:
-    """Evict one pod; False when a disruption budget still refuses at the deadline."""
+def _evict(client: KubeClient, ref: PodRef, grace_s: int | None, check: Callable[[], None],
+           sleep: Callable[[float], None], monotonic: Callable[[], float]) -> bool:
+    """Evict one pod; False when a disruption budget still refuses at the deadline. Each attempt
+    after the first passes `check` too: the lease may be lost while a budget refuses."""
     backoff = client.backoff(client.settings.eviction_deadline_s, sleep, monotonic)
     while True:
         answer = client.evict_pod(ref.namespace, ref.name, grace_s)
@@ -81,3 +82,4 @@ def _evict(client: KubeClient, ref: PodRef, grace_s: int | None, sleep: Callable
             return True
         if not backoff.pause(answer.retry_after):
             return False
+        check()
