@@ -76,7 +76,7 @@ class ScenarioCluster:
                             f"{describe(c)}" + (f": {c.reason}" if c.reason else ""), [c.node])
                     for c in plan.compositions]
         outcomes += [Outcome(d.name, d.action, result, d.reason, [r.node for r in d.replicas])
-                     for d in plan.jobs if d.action in ("preempt", "move")]
+                     for d in plan.jobs if d.stops]
         if step is not None and plan.job(step.name).action == "start":
             outcomes.append(Outcome(step.name, "reserve", result, "it runs where the plan put it",
                                     [r.node for r in plan.job(step.name).replicas]))

@@ -20,7 +20,7 @@ from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.kubernetes.read.snapshot import Snapshot
 from gpu_policy.kubernetes.write.actuator import Witness
 from gpu_policy.model.cluster import Outcome
-from gpu_policy.model.plan import Plan
+from gpu_policy.model.plan import STOPS, Plan
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.planner.rules.victims import lost_work
 
@@ -59,7 +59,7 @@ class ControllerWitness(Witness):
         jobs = {j.name: j for j in snap.scenario.jobs}
         for outcome in outcomes:
             log.info("%s", outcome.line())
-            if (outcome.result == "done" and outcome.action in ("preempt", "move") and outcome.job in planned
+            if (outcome.result == "done" and outcome.action in STOPS and outcome.job in planned
                     and outcome.job in jobs):
                 d = planned[outcome.job]
                 if d.action == "preempt":

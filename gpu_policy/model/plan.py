@@ -17,6 +17,10 @@ class Placement:
     gpu_indices: list[int]
 
 
+#: the actions that stop a job where it runs (its victims)
+STOPS = ("preempt", "move")
+
+
 @dataclass(slots=True)
 class JobDecision:
     name: str
@@ -26,6 +30,11 @@ class JobDecision:
     reason: str = ""
     code: str = ""  # the reason's stable code (gpu_policy.planner.codes.CODES); "" for keep
     evict_after_s: float | None = None  # a preempt or move at the victim's checkpoint due in this many seconds
+
+    @property
+    def stops(self) -> bool:
+        """The plan stops it where it runs: a victim, preempted or moved."""
+        return self.action in STOPS
 
 
 @dataclass

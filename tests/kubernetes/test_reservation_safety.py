@@ -84,3 +84,27 @@ def test_a_wait_that_would_never_end_is_refused(api, cluster, option, value):
     with pytest.raises(UsageError, match=rf"^{option}: must be a number of seconds from [\d.]+ to 2,592,000, got "):
         wait_for_step(cluster(), Job("steps/first", "team-a", 8), execute=True, **{option: value})
     assert api.requests == []  # refused before looking
+
+
+def test_a_reservation_the_plan_gives_away_releases_nothing_and_is_said_on_the_pod(api, cluster, fake_time):
+    """A step's reservation (queue b, borrowing all 8 GPUs of n1) whose pod has appeared, gated,
+    while a's own job asks for its deserved 8: the plan preempts the reservation, so its pod stays
+    gated and is told why (an Event), the reservation goes, and only a's pod is released."""
+    from tests.kubernetes.controller_harness import cluster_of, described, gated_pod, new_controller, released, settle
+
+    cluster_of(api, nodes=1, gpus=8, queues=[{"name": "a", "deserved": 8}, {"name": "b", "deserved": 0}])
+    r = Reservation("jobs", "r", "b", 8, 1, ["n1"], [list(range(8))], fake_time.time() + 600)
+    api.put({"kind": "ConfigMap", "data": {r.key: r.value()},
+             "metadata": {"name": names.RESERVATIONS_CONFIGMAP, "namespace": names.DEFAULT_NAMESPACE}})
+    api.put(gated_pod("r-0", "b", gpus=8, job="r"))
+    api.put(gated_pod("a-0", "a", gpus=8))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: c.plans >= 1)
+        settle(c, fake_time, turns=3)
+        assert released(api) == {"a-0": "n1"}  # 8 GPUs promised once
+        notes = [e["note"] for e in described(api, "jobs", "r-0")]
+        assert any("its reservation is given back: reclaimed for a" in note for note in notes), notes
+        assert not (api.get("configmaps", names.RESERVATIONS_CONFIGMAP, names.DEFAULT_NAMESPACE) or {}).get("data")
+    finally:
+        c.stop.set()

@@ -107,7 +107,9 @@ class Admission:
             d = decided.get(name)
             queue = d.queue if d is not None else (jobs[name].queue if name in jobs else "")
             reservation = snap.reservations.get(name)
-            if reservation is not None:
+            if reservation is not None and d is not None and d.stops:  # the plan gives its GPUs away
+                patches = WaitReason(d.code, f"its reservation is given back: {d.reason}")
+            elif reservation is not None:
                 places = _unheld([Placement(n, reservation.gpus, list(ix)) for n, ix in
                                   zip(reservation.nodes, reservation.gpu_indices or [[]] * len(reservation.nodes))],
                                  snap.held.get(name, []))

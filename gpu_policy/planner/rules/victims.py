@@ -211,7 +211,7 @@ class Victims(Rule):
         if self.reclaim_wait_s > 0:
             victims = {job.name: job for job in self.inputs.scenario.jobs if job.running}
             for d in changes:
-                if d.action in ("preempt", "move"):
+                if d.stops:
                     d.evict_after_s = self.loss(victims[d.name]).evict_after_s
         return []
 
