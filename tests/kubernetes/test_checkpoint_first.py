@@ -203,3 +203,16 @@ def test_a_step_on_the_gpus_of_a_victim_asked_to_save_waits_and_reserves_nothing
     decision = wait_for_step(cluster(), Job("b/step", "team-b", 8), execute=True)
     assert not decision.can_start and decision.reason.startswith("WaitingForCheckpoint: waits for the GPUs of a/borrow")
     assert api.get("configmaps", names.RESERVATIONS_CONFIGMAP, names.DEFAULT_NAMESPACE) is None
+
+
+@pytest.mark.parametrize("notes", [{"last_checkpoint": "2026-01-31 12:00:00"}, {"checkpoint_save_s": "fast"}])
+def test_a_running_pod_whose_checkpoint_annotation_does_not_read_still_holds_its_gpus(api, cluster, notes):
+    """A bad annotation on a running pod (its trainer's, not gpu-policy's) must not hide the GPUs
+    it holds: it is counted as unmanaged, with a warning naming the field, and never touched; the
+    job that wants them waits rather than being released onto a full node."""
+    reclaim_cluster(api, **notes)
+    plan, outcomes = apply_plan_once(cluster(), execute=True, release=True)
+    assert released(api, "b") == {} and api.evictions == [] and results(outcomes) == []
+    assert plan.job("b/owner").action == "wait"
+    field = "metadata.annotations.gpu-policy.io/" + next(iter(notes)).replace("_", "-")
+    assert [w for w in plan.warnings if w.startswith("pod a/borrow-0") and field in w and "counted as unmanaged" in w]

@@ -4,7 +4,9 @@
 (docs/kubernetes.md, "Pods -> jobs"). A value gpu-policy's own labels or annotations
 cannot hold (a `gpu-fraction` of 1.5) is bad input: a `ClusterObjectError` naming the
 pod and the field. A pod whose GPU request gpu-policy cannot read at all (another GPU
-resource) is kept with `unreadable` set: the snapshot counts it as unmanaged.
+resource), or a pod bound to a node whose GPUs read but whose other fields do not (a bad
+`last-checkpoint`), is kept with `unreadable` set: the snapshot counts it as unmanaged, so the
+GPUs it holds are never promised to another pod, and it is never touched.
 """
 
 from __future__ import annotations
@@ -33,9 +35,24 @@ def read_pod(pod: dict, gpu_resource: str) -> PodView:
     spec = pod.get("spec") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     where = f"pod {ns}/{name}"
+    gpus = _gpus(spec, meta.get("annotations") or {}, gpu_resource, where)
+    try:
+        return _read_pod(pod, gpu_resource, gpus, where)
+    except ClusterObjectError as e:
+        if not (spec.get("nodeName") and gpus > 0):
+            raise  # it holds no GPUs: left out (gpu_policy.kubernetes.read.isolate)
+        return PodView(namespace=ns, name=name, uid=meta.get("uid", ""), node=spec["nodeName"], gpus=gpus, cpu=None,
+                       memory_gib=None, priority=0, created=0.0, deleting=bool(meta.get("deletionTimestamp")),
+                       queue_label=None, group=name, preemptible=None, gpu_model=None, gpu_indices=None,
+                       checkpoint_at=None, unreadable=f"{e.field}: {e.problem}", bound=True)
+
+
+def _read_pod(pod: dict, gpu_resource: str, gpus: float, where: str) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
     labels = meta.get("labels") or {}
     notes = meta.get("annotations") or {}
-    gpus = _gpus(spec, notes, gpu_resource, where)
     shared = _effective(spec, gpu_resource + SHARED_RESOURCE_SUFFIX, where)
     workload = read_workload(meta, where)
     mig_request = _mig_request(spec, gpu_resource, gpus or shared, where)
