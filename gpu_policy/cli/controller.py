@@ -20,8 +20,9 @@ def register(sub) -> None:
     add_cluster_options(c)
     c.add_argument("--metrics-port", type=number(0, 65535, whole=True), default=8080, metavar="PORT",
                    help="port of /metrics, /healthz and /readyz (default 8080; 0: any free port)")
-    c.add_argument("--lease-duration", type=positive(float, 3600), default=15.0, metavar="S",
-                   help="seconds the Lease is valid without renewal; renewed every third of it (default 15)")
+    c.add_argument("--lease-duration", type=lease_duration, default=15.0, metavar="S",
+                   help="seconds the Lease is valid without renewal; renewed every third of it (default 15; at "
+                        "most 120, the longest Lease another replica honours)")
     c.add_argument("--debounce", type=number(0, 60), default=0.2, metavar="S",
                    help="seconds from the first change that can matter to the plan (default 0.2)")
     c.add_argument("--resync", type=positive(float, 86400), default=60.0, metavar="S",
@@ -40,6 +41,19 @@ def register(sub) -> None:
     add_solver_options(c)
     add_telemetry_options(c, without="none, plans on allocations alone and detaches no idle GPU")
     c.set_defaults(func=run)
+
+
+def lease_duration(text: str) -> float:
+    """An argparse type: seconds of a Lease, within what the settings allow (their own check:
+    no longer than another replica honours a Lease)."""
+    from gpu_policy.kubernetes import KubernetesSettings
+
+    value = positive(float, 3600)(text)
+    try:
+        KubernetesSettings(lease_duration_s=value).validate()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("lease_duration_s: ")) from None
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -130,4 +130,7 @@ class KubernetesSettings:
             value = getattr(self, f.name)
             if f.name.endswith("_s") and (not isinstance(value, (int, float)) or not 0 < value < math.inf):
                 raise ValueError(f"{f.name}: must be > 0 seconds, got {value!r}")
+        if self.lease_duration_s > self.max_foreign_lease_s:  # another replica would take it over early
+            raise ValueError(f"lease_duration_s: must be at most max_foreign_lease_s ({self.max_foreign_lease_s:g} s, "
+                             f"the longest Lease another planner honours), got {self.lease_duration_s!r}")
         return self

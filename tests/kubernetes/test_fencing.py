@@ -109,3 +109,18 @@ def test_a_write_is_not_sent_again_once_the_lease_is_lost(api, cluster, fake_tim
         apply_plan_once(c, execute=True)
     assert len(sent) >= 2 and not any(sent)  # retried while it held the Lease, never after
     assert c.lease.lost
+
+
+def test_a_lease_longer_than_another_planner_honours_is_refused(capsys):
+    """Another replica honours a Lease at most `max_foreign_lease_s`: a longer one of ours would be
+    taken over while we still act on it (two leaders), so it is refused, in the settings and on
+    the command line (one line, exit 2)."""
+    from gpu_policy.cli import main
+    from gpu_policy.kubernetes import KubernetesSettings
+
+    with pytest.raises(ValueError, match=r"lease_duration_s: must be at most max_foreign_lease_s \(120 s"):
+        KubernetesSettings(lease_duration_s=600).validate()
+    assert KubernetesSettings(lease_duration_s=120).validate().lease_duration_s == 120
+    assert main(["controller", "--cluster", "k8s://", "--lease-duration", "600"]) == 2
+    err = capsys.readouterr().err
+    assert "--lease-duration: must be at most max_foreign_lease_s (120 s" in err and err.count("\n") == 1
