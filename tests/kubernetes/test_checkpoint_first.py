@@ -216,3 +216,16 @@ def test_a_running_pod_whose_checkpoint_annotation_does_not_read_still_holds_its
     assert plan.job("b/owner").action == "wait"
     field = "metadata.annotations.gpu-policy.io/" + next(iter(notes)).replace("_", "-")
     assert [w for w in plan.warnings if w.startswith("pod a/borrow-0") and field in w and "counted as unmanaged" in w]
+
+
+def test_a_one_shot_run_that_evicts_says_why_on_the_victim_first(api, cluster):
+    """`apply --execute` without `--release` (no admission) still writes GpuPolicyPreempted on
+    each victim pod before it evicts it, as the controller does."""
+    reclaim_cluster(api)
+    _, outcomes = apply_plan_once(cluster(), execute=True)
+    assert results(outcomes) == [("preempt", "a/borrow", "done")] and api.evictions == [("a", "borrow-0")]
+    assert reasons(api, "a", "borrow-0") == ["GpuPolicyPreempted"]
+    event = next(r for r in api.requests if r.method == "POST" and r.path.endswith("/events"))
+    eviction = next(r for r in api.requests if r.method == "POST" and r.path.endswith("/eviction"))
+    assert api.requests.index(event) < api.requests.index(eviction)
+    assert released(api, "b") == {}  # releasing stays the controller's (or --release's)

@@ -124,10 +124,9 @@ class KubernetesActuator:
         held = holding(plan, verdicts)
         if orders.step is not None and orders.step.name in held:
             reserving.started = None  # the step starts on GPUs that are not free yet: no reservation
-        if orders.execute:
+        if orders.execute:  # every eviction is said on its pod first, whoever carries the plan out
             self.fence()
-            if orders.admit:
-                self._tell_victims(plan, snap, verdicts)
+            self._tell_victims(plan, snap, verdicts)
         outcomes = self._compose(plan, snap, orders.execute)
         outcomes += self._evict(plan, snap, orders.execute, reserving, verdicts)
         outcomes += self._reserve(reserving, orders.execute)
