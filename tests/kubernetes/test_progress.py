@@ -92,26 +92,34 @@ def test_the_snapshot_writes_them_so_a_plan_reproduces_offline(base, kubeconfig,
     ({"saves_on_request": "yes"}, "saves-on-request", 'must be "true" or "false", got "yes"'),
     ({"checkpoint_requested": "yesterday"}, "checkpoint-requested", "must be an RFC 3339 time"),
 ])
-def test_a_bad_value_leaves_the_pod_out_naming_the_field(base, cluster, notes, field, problem):
+def test_a_bad_value_names_the_field_and_a_running_pod_still_holds_its_gpus(base, cluster, notes, field, problem):
+    """A pod not on a node yet is left out; one running holds its GPUs whatever else it says:
+    counted as unmanaged (never touched), with the same field named."""
     base.put(trainer_pod("fine"))
-    base.put(trainer_pod("odd", **notes))
+    base.put(trainer_pod("odd", node=None, **notes))
+    base.put(trainer_pod("runs", **notes))
     jobs, obs = observed(cluster)
-    assert list(jobs) == ["ml/fine"]
+    assert sorted(jobs) == ["ml/fine", "ml/runs"] and jobs["ml/runs"].queue == names.UNMANAGED_QUEUE
+    assert jobs["ml/runs"].running == ["n"] and jobs["ml/runs"].gpus == 2
     (warning,) = obs.object_warnings
     assert (warning.object, warning.field) == ("pod ml/odd", f"metadata.annotations.gpu-policy.io/{field}")
     assert problem in warning.line()
+    (line,) = [w for w in obs.warnings if w.startswith("pod ml/runs ")]
+    assert f"metadata.annotations.gpu-policy.io/{field}: " in line and problem in line and "counted as unmanaged" in line
 
 
-def test_a_bad_start_time_or_grace_period_leaves_the_pod_out(base, cluster):
+def test_a_bad_start_time_or_grace_period_counts_a_running_pod_as_unmanaged(base, cluster):
     late = trainer_pod("late")
     late["status"]["startTime"] = "soon"
     graceless = trainer_pod("graceless")
     graceless["spec"]["terminationGracePeriodSeconds"] = -1
     base.put(late)
     base.put(graceless)
-    _, obs = observed(cluster)
-    assert sorted((w.object, w.field) for w in obs.object_warnings) == [
-        ("pod ml/graceless", "spec.terminationGracePeriodSeconds"), ("pod ml/late", "status.startTime")]
+    jobs, obs = observed(cluster)
+    assert obs.object_warnings == [] and {j.queue for j in jobs.values()} == {names.UNMANAGED_QUEUE}
+    assert sorted(w.partition(": counted")[0] for w in obs.warnings if "counted as unmanaged" in w) == [
+        'pod ml/graceless spec.terminationGracePeriodSeconds: must be a whole number of seconds >= 0, got -1',
+        'pod ml/late status.startTime: must be an RFC 3339 time in UTC such as 2026-01-31T12:00:00Z, got "soon"']
 
 
 @pytest.mark.parametrize("text,message", [
