@@ -49,10 +49,10 @@ CONTRACT = {
     ("scheduling.run.ai", "queues", False): {"get", "list", "watch"},
     # issue 27: DRA and PodGroups, listed by a look when a GPU pod has resourceClaims or names a
     # PodGroup, and watched by the controller
-    **{("resource.k8s.io", plural, False): {"list", "watch"}
+    **{("resource.k8s.io", plural, False): {"get", "list", "watch"}
        for plural in ("resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses",
                       "devicetaintrules")},
-    **{(group, "podgroups", False): {"list", "watch"}
+    **{(group, "podgroups", False): {"get", "list", "watch"}
        for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io")},
     # issue 43: a TrainJob's numNodes sizes the gang of its pods
     ("trainer.kubeflow.org", "trainjobs", False): {"list", "watch"},
@@ -220,7 +220,11 @@ def controller_landed() -> bool:
 CONTRACT_ONLY = {Permission("get", "", "nodes"), Permission("get", "", "namespaces"),
                  Permission("get", "scheduling.run.ai", "queues"), Permission("get", "kueue.x-k8s.io", "topologies"),
                  Permission("update", "cro.hpsys.ibm.ie.com", "composabilityrequests"),
-                 Permission("patch", "", "configmaps", own_namespace=True)}
+                 Permission("patch", "", "configmaps", own_namespace=True),
+                 *(Permission("get", "resource.k8s.io", plural) for plural in (
+                     "resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses", "devicetaintrules")),
+                 *(Permission("get", group, "podgroups")
+                   for group in ("scheduling.run.ai", "scheduling.volcano.sh", "scheduling.x-k8s.io"))}
 
 
 @pytest.mark.skipif(not controller_landed(), reason="the controller (`gpu-policy controller`) has not landed")
