@@ -23,6 +23,10 @@ def test_a_victim_is_told_why_before_it_is_evicted(api, cluster, fake_time):
         first_eviction = min(i for i, path in posts if path.endswith("/eviction"))
         told = [i for i, path in posts if path == "/apis/events.k8s.io/v1/namespaces/a/events"]
         assert len(told) == 2 and max(told) < first_eviction  # said before it goes
+        # each victim pod costs its annotation and its eviction: the controller reads it from its cache
+        for r in range(2):
+            path = f"/api/v1/namespaces/a/pods/borrow-{r}"
+            assert [q.method for q in api.requests if q.path in (path, path + "/eviction")] == ["PATCH", "POST"]
     finally:
         c.shut_down()
 

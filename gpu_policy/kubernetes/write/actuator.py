@@ -100,8 +100,8 @@ class _Reserving:
 
 class KubernetesActuator:
     """Carries plans out on a live cluster through `client`; `fence` runs before every write
-    (`events` runs it too). `read_pod` gives a gated pod's object as it is now (default: a GET;
-    the controller passes its cache); `witness` hears what was written."""
+    (`events` runs it too). `read_pod` gives a pod's object as it is now, before it is released or
+    evicted (default: a GET; the controller passes its cache); `witness` hears what was written."""
 
     def __init__(self, client: KubeClient, settings: KubernetesSettings, fence: Callable[[], None],
                  events: EventWriter, clocks: Clocks = Clocks(),
@@ -109,8 +109,9 @@ class KubernetesActuator:
         self.client, self.settings, self.fence, self.events, self.clocks = client, settings, fence, events, clocks
         self.witness = witness or Witness()
         self.in_flight = InFlight(settings.max_requests_in_flight)
-        self.admission = Admission(client, fence, self.events, read_pod or client.read_pod, self.witness,
-                                   self.expires_at, self.in_flight)
+        self.read_pod = read_pod or client.read_pod
+        self.admission = Admission(client, fence, self.events, self.read_pod, self.witness, self.expires_at,
+                                   self.in_flight)
 
     def expires_at(self) -> float:
         """When a reservation written now lapses."""
@@ -252,7 +253,7 @@ class KubernetesActuator:
                    grace: dict[str, int] | None = None) -> Outcome:
         """Annotate and evict every pod of a job (all of a gang's together), or say so in a dry run."""
         if execute:
-            return evict_job(self.client, name, action, reason, pods, self.fence, self.clocks.sleep,
+            return evict_job(self.client, name, action, reason, pods, self.fence, self.read_pod, self.clocks.sleep,
                              self.clocks.monotonic, grace)
         seconds = sorted(set((grace or {}).values()))
         return Outcome(name, action, "dry run", f"would annotate and evict {len(pods)} pod"

@@ -24,16 +24,18 @@ from gpu_policy.kubernetes.names import PREEMPTED_ANNOTATION
 from gpu_policy.kubernetes.read.pods import PodRef
 
 def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list[PodRef], check: Callable[[], None],
-              sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
-              grace: dict[str, int] | None = None) -> Outcome:
+              read_pod: Callable[[str, str], dict | None], sleep: Callable[[float], None] = time.sleep,
+              monotonic: Callable[[], float] = time.monotonic, grace: dict[str, int] | None = None) -> Outcome:
     """Annotate every pod of the job, then evict each, with `grace[uid]` seconds to stop (a pod
     not in it: its own grace period); `check` runs before every write (it raises when the
-    planning lease was lost)."""
+    planning lease was lost). Each pod is read again first (`read_pod`: a GET in a one-shot
+    command; the controller reads its cache, so an eviction costs its annotation and its
+    eviction only)."""
     names = [str(p) for p in pods]
     live, gone = [], []
     for ref in pods:
         check()
-        pod = client.read_pod(ref.namespace, ref.name)
+        pod = read_pod(ref.namespace, ref.name)
         if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
             gone.append(str(ref))  # finished, or replaced by a new pod since we looked
         elif (pod.get("metadata") or {}).get("deletionTimestamp"):
