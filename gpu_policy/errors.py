@@ -79,7 +79,12 @@ class ClusterError(GpuPolicyError):
 
 
 class ClusterUnavailable(ClusterError):
-    """The API server did not answer, or kept refusing within the deadline (429, 5xx)."""
+    """The API server did not answer, or kept refusing within the deadline (429, 5xx);
+    `retry_after`: the seconds its last answer asked to wait (Retry-After), where it did."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ClusterAccessDenied(ClusterError):

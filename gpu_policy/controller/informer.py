@@ -93,7 +93,7 @@ class Informer:
             except (ClusterUnavailable, ClusterAccessDenied) as e:
                 log.warning("%s; resuming from resourceVersion %s", e, version)
                 self.on_restart(kind)
-                pause.pause()
+                pause.pause(e.retry_after if isinstance(e, ClusterUnavailable) else None)  # what a 429 asked
 
     def _relist_or_wait(self, kind: str, version: str) -> str | None:
         """The relisted kind's resourceVersion (None: no longer served); `version` when the LIST failed."""

@@ -114,3 +114,38 @@ def test_dra_kinds_and_pod_groups_are_listed_once_then_watched(api, cluster, fak
         assert c.plans >= 5
     finally:
         c.stop.set()
+
+
+def test_a_refused_watch_waits_as_long_as_the_api_server_asked(api, cluster):
+    """A watch answered 429 with Retry-After: 30 is tried again after 30 s, not after the
+    informer's own 1 s (the contract: 429 and 5xx are retried with Retry-After, or doubling
+    backoff when the answer has none). Driven on the informer's own stop event: no time passes."""
+    import queue
+    import threading
+
+    from gpu_policy.controller.informer import Informer
+    from gpu_policy.kubernetes.transport.kinds import NODES
+
+    class Stop(threading.Event):
+        """Records each wait, and stops the watch after `waits` of them."""
+
+        def __init__(self, waits: int):
+            super().__init__()
+            self.waited, self.waits = [], waits
+
+        def wait(self, timeout=None):
+            self.waited.append(timeout)
+            if len(self.waited) >= self.waits:
+                self.set()
+            return self.is_set()
+
+    cluster_of(api)
+    k8s = cluster()
+    api.inject(429, method="GET", path="/api/v1/nodes", times=2, retry_after=30)
+    stop = Stop(waits=2)
+    Informer(k8s.client, [NODES], queue.Queue(), stop)._watch(NODES, "1")
+    assert stop.waited == [30.0, 30.0]
+    api.inject(503, method="GET", path="/api/v1/nodes", times=2)  # no Retry-After: the informer's own doubling
+    stop = Stop(waits=2)
+    Informer(k8s.client, [NODES], queue.Queue(), stop)._watch(NODES, "1")
+    assert stop.waited == [1.0, 2.0]

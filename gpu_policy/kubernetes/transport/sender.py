@@ -207,7 +207,7 @@ class Sender:
             if answer.status in (401, 403):
                 raise self._denied(what, answer) from None
             raise ClusterUnavailable(f"{self.where}: {what}: the API server answered {answer.status}"
-                                     f"{': ' + answer.message if answer.message else ''}") from None
+                                     f"{': ' + answer.message if answer.message else ''}", answer.retry_after) from None
         except (HTTPError, OSError) as e:
             raise ClusterUnavailable(f"{self.where}: {what}: the API server is unreachable ({cause(e)})") from None
         body = BoundedBody(response, time.monotonic() + timeout_s + window, self.settings.max_response_bytes)
