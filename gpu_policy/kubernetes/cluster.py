@@ -25,7 +25,8 @@ from gpu_policy.kubernetes.clocks import Clocks, wait_for
 from gpu_policy.kubernetes.read.isolate import read_each
 from gpu_policy.kubernetes.read.look import look
 from gpu_policy.kubernetes.read.nodes import read_node
-from gpu_policy.kubernetes.read.pods import read_pod
+from gpu_policy.kubernetes.names import ADMISSION_GATE
+from gpu_policy.kubernetes.read.pods import gates_of, read_pod
 from gpu_policy.kubernetes.read.requests import RequestView
 from gpu_policy.kubernetes.read.reservations import key_of
 from gpu_policy.kubernetes.read.settle import DevicePluginLag
@@ -77,11 +78,13 @@ class KubernetesCluster:
         self.client.fence = self.lease.check  # a write sent again (429, 5xx) passes the fence again
         #: which Online devices each composable node's allocatable counts, across this cluster's looks
         self.device_plugin_lag = DevicePluginLag(self.settings.composition_settle_s)
+        #: the last look's gated and unreadable pods as listed: what a release and its Events read
+        self._listed: dict[tuple[str, str], dict] = {}
         #: what carries plans out for the one-shot commands and the steps, fenced by the lease
         #: (the controller builds its own, on its cache: gpu_policy.controller.loop)
         self.actuator = KubernetesActuator(self.client, self.settings, self.lease.check,
                                            EventWriter(self.client, self.lease.identity, clock, self.lease.check),
-                                           self.clocks)
+                                           self.clocks, read_pod=self._read_pod)
 
     @classmethod
     def from_url(cls, url: str, **options) -> KubernetesCluster:
@@ -92,13 +95,22 @@ class KubernetesCluster:
         began, before = time.perf_counter(), dataclasses.replace(self.client.stats)
         gpu = self.settings.gpu_resource
         nodes, bad_nodes = read_each(self.client.list_nodes(), "node", NODE, lambda n: read_node(n, gpu))
-        pods, bad_pods = read_each(self.client.list_pods(), "pod", POD, lambda p: read_pod(p, gpu))
+        listed = self.client.list_pods()
+        pods, bad_pods = read_each(listed, "pod", POD, lambda p: read_pod(p, gpu))
+        self._listed = _gated_or_left_out(listed, {w.pod for w in bad_pods if w.pod is not None})
         snap, warnings, bad = look(self.client, self.settings, nodes, pods, self.clocks.wall(), self.url,
                                    self.device_plugin_lag, bad_nodes + bad_pods)
         cost = self.client.stats.since(before)
         observed = {"source": self.url, "api_calls": cost.calls, "objects": cost.objects, "bytes": cost.bytes,
                     "seconds": round(time.perf_counter() - began, 3)}
         return Observation(snap.scenario, observed, warnings + snap.warnings, backend=snap, object_warnings=bad)
+
+    def _read_pod(self, namespace: str, name: str) -> dict | None:
+        """A pod as the last look listed it where it was gated or left out (a release and its Event
+        need no GET per pod: a release's patch tests the gate it removes, so a pod changed since is
+        refused, not harmed); any other pod (a victim before its eviction) by a GET."""
+        pod = self._listed.get((namespace, name))
+        return pod if pod is not None else self.client.read_pod(namespace, name)
 
     def planning(self):
         """Hold the planning lease (observe -> decide -> act, one planner at a time)."""
@@ -137,3 +149,18 @@ class KubernetesCluster:
                                                  "a label value (letters, digits, -_., at most 63) as NAME, "
                                                  f"got {job.name!r}")
         return dataclasses.replace(job, name=f"{namespace}/{name}")
+
+
+def _gated_or_left_out(pods: list, left_out: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """(namespace, name) -> pod, of the listed pods gpu-policy's gate holds or the look left out."""
+    out = {}
+    for pod in pods:
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        spec = pod.get("spec") if isinstance(pod, dict) else None
+        if not isinstance(meta, dict) or not isinstance(spec, dict):
+            continue
+        key = (meta.get("namespace"), meta.get("name"))
+        gates = spec.get("schedulingGates")
+        if key in left_out or (isinstance(gates, list) and ADMISSION_GATE in gates_of(spec)):
+            out[key] = pod
+    return out
