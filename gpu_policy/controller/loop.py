@@ -68,8 +68,9 @@ class Controller:
                                   self.settings.resync_s, self.metrics.event_failures.inc)
         self.witness = ControllerWitness(self.cache, self.metrics, self.clocks, config)
         self.actuator = KubernetesActuator(cluster.client, cluster.settings, self.lease.check, self.events, self.clocks,
-                                           self.cache.pod, self.witness)
-        self.usage = UsageKeeper(cluster.client, cluster.settings.namespace, self.lease.check)
+                                           self.cache.pod, self.witness, self.cache.read_config_map)
+        self.usage = UsageKeeper(cluster.client, cluster.settings.namespace, self.lease.check,
+                                 self.cache.read_config_map)
         # Kueue's Topologies where served: a change re-plans (the look decides which one is used)
         kinds = [NODES, PODS, NAMESPACES, CONFIG_MAPS, COMPOSABILITY_REQUESTS, *DRA_AND_POD_GROUPS,
                  KUEUE_TOPOLOGY_OBJECTS]

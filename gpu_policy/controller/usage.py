@@ -47,10 +47,11 @@ def held_after(snap: Snapshot, outcomes: list[Outcome]) -> dict[str, float]:
 
 class UsageKeeper:
     """The history the leader keeps; called by each look (a `UsageLook`) for the queues' usage.
-    `client` reads and writes the ConfigMap; `check` is the fence every write passes."""
+    `client` reads and writes the ConfigMap; `check` is the fence every write passes;
+    `read_config_map` reads it before each write (the controller's cache: no GET per write)."""
 
-    def __init__(self, client, namespace: str, check):
-        self.client, self.namespace, self.check = client, namespace, check
+    def __init__(self, client, namespace: str, check, read_config_map=None):
+        self.client, self.namespace, self.check, self.read_config_map = client, namespace, check, read_config_map
         self.history: UsageHistory | None = None  # None: not kept (standing by, or no half-life)
         self.held: dict[str, float] = {}  # GPUs per queue since the last look
         self.problem: str | None = None  # what was wrong with the ConfigMap, until a write replaces it
@@ -103,7 +104,7 @@ class UsageKeeper:
         an API server that does not answer is said in a log line, and tried again a minute later."""
         self.history.add(self.held, now - self.history.at)
         try:
-            write_usage(self.client, self.history, self.check)
+            write_usage(self.client, self.history, self.check, self.read_config_map)
         except (ClusterUnavailable, ClusterAccessDenied) as e:
             log.warning("could not write the usage history: %s; trying again in %g s", e, WRITE_EVERY_S)
         else:

@@ -83,6 +83,7 @@ def test_two_leaders_in_turn_keep_one_history_and_lose_at_most_a_minute(api, clu
         # once a minute, neither more nor less, on the controller's clock; the standby wrote none
         assert len(times) == 10 and all(later - earlier == WRITE_EVERY_S for earlier, later in zip(times, times[1:]))
         assert api.calls(USAGE_PATH, "PUT") == 9  # created once, then replaced
+        assert api.calls(USAGE_PATH, "GET") == 1  # read when it took the lead; each write reads the cache
         usage, at = written(api)
         assert usage["a"] == pytest.approx(held_all_along(8, at - began), abs=1e-6)  # as written: to the millionth
 

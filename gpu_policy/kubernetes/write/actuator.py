@@ -101,17 +101,20 @@ class _Reserving:
 class KubernetesActuator:
     """Carries plans out on a live cluster through `client`; `fence` runs before every write
     (`events` runs it too). `read_pod` gives a pod's object as it is now, before it is released or
-    evicted (default: a GET; the controller passes its cache); `witness` hears what was written."""
+    evicted, and `read_config_map` one of gpu-policy's ConfigMaps before it is written (default: a
+    GET; the controller passes its cache); `witness` hears what was written."""
 
     def __init__(self, client: KubeClient, settings: KubernetesSettings, fence: Callable[[], None],
                  events: EventWriter, clocks: Clocks = Clocks(),
-                 read_pod: Callable[[str, str], dict | None] | None = None, witness: Witness | None = None):
+                 read_pod: Callable[[str, str], dict | None] | None = None, witness: Witness | None = None,
+                 read_config_map: Callable[[str], dict | None] | None = None):
         self.client, self.settings, self.fence, self.events, self.clocks = client, settings, fence, events, clocks
         self.witness = witness or Witness()
         self.in_flight = InFlight(settings.max_requests_in_flight)
         self.read_pod = read_pod or client.read_pod
+        self.read_config_map = read_config_map or client.read_config_map
         self.admission = Admission(client, fence, self.events, self.read_pod, self.witness, self.expires_at,
-                                   self.in_flight)
+                                   self.in_flight, self.read_config_map)
 
     def expires_at(self) -> float:
         """When a reservation written now lapses."""
@@ -266,7 +269,7 @@ class KubernetesActuator:
         if reserving.started is not None:
             reserving.write.append(reserving.started)
         if execute and (reserving.write or reserving.stale):
-            write_reservations(self.client, reserving.write, reserving.stale, self.fence)
+            write_reservations(self.client, reserving.write, reserving.stale, self.fence, self.read_config_map)
         until = time.strftime("%H:%M:%S", time.gmtime(self.expires_at()))
         return [Outcome(r.job_name, "reserve", "done" if execute else "dry run",
                         f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "

@@ -63,16 +63,18 @@ class Sorted:
 
 class Admission:
     """Releases gated jobs and tells gated pods why they wait; every write runs `fence` first.
-    `read_pod` gives a pod's object as it is now (the controller's cache, or a GET), `witness`
+    `read_pod` gives a pod's object as it is now (the controller's cache, or a GET), and
+    `read_config_map` the reservations ConfigMap before a gang's reservation is written; `witness`
     hears of each release and of the gangs' reservation (gpu_policy.kubernetes.write.actuator.Witness),
     `expires_at()` is when a reservation written now lapses; the releases and Events go out
     side by side through `in_flight`."""
 
     def __init__(self, client: KubeClient, fence: Callable[[], None], events: EventWriter,
                  read_pod: Callable[[str, str], dict | None], witness, expires_at: Callable[[], float],
-                 in_flight: InFlight):
+                 in_flight: InFlight, read_config_map: Callable[[str], dict | None]):
         self.client, self.fence, self.events, self.read_pod = client, fence, events, read_pod
         self.witness, self.expires_at, self.in_flight = witness, expires_at, in_flight
+        self.read_config_map = read_config_map
 
     def admit(self, plan: Plan, snap: Snapshot, bad: list[ObjectWarning], attaching: list[Outcome],
               execute: bool, held: dict[str, WaitReason] | None = None) -> tuple[list[Outcome], list[Waiting]]:
@@ -137,7 +139,7 @@ class Admission:
         for r in gangs:
             r.check()
         if gangs:
-            self.witness.gangs_reserved(write_reservations(self.client, gangs, set(), self.fence))
+            self.witness.gangs_reserved(write_reservations(self.client, gangs, set(), self.fence, self.read_config_map))
 
     def _this_round(self, releases: list[Release]) -> tuple[list[Release], list[Waiting]]:
         """The releases this round's request budget holds, in order (a patch and an Admitted Event

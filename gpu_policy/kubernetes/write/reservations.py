@@ -16,14 +16,14 @@ def reservation_for(job: Job, decision: JobDecision, expires_at: float) -> Reser
                        [list(r.gpu_indices) for r in decision.replicas], expires_at, job.priority)
 
 
-def write_reservations(client, add: list[Reservation], stale: set[str], check) -> dict | None:
+def write_reservations(client, add: list[Reservation], stale: set[str], check, read=None) -> dict | None:
     """Add `add` and drop the `stale` keys (expired, or whose pods are bound) in one
     optimistic write of the ConfigMap, read again on a conflict. `check` runs before each
-    write (it raises when the planning lease was lost). Returns the ConfigMap as it now is
-    (None: it does not exist and nothing was to be written)."""
+    write (it raises when the planning lease was lost), `read` reads it first (`update_config_map`).
+    Returns the ConfigMap as it now is (None: it does not exist and nothing was to be written)."""
     def change(data: dict[str, str]) -> dict[str, str]:
         new = {key: value for key, value in data.items() if key not in stale}
         new.update({r.key: r.value() for r in add})
         return new
 
-    return update_config_map(client, RESERVATIONS_CONFIGMAP, change, check, "the reservation")
+    return update_config_map(client, RESERVATIONS_CONFIGMAP, change, check, "the reservation", read)

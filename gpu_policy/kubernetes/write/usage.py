@@ -19,8 +19,8 @@ def usage_data(history: UsageHistory) -> dict[str, str]:
     return {USAGE_KEY: yaml.safe_dump(entries, sort_keys=False)}
 
 
-def write_usage(client, history: UsageHistory, check) -> dict:
+def write_usage(client, history: UsageHistory, check, read=None) -> dict:
     """Replace the ConfigMap's data with `history` (created when it does not exist); `check`
-    runs before each write. Returns the ConfigMap as written."""
+    runs before each write, `read` reads it first (`update_config_map`). Returns the ConfigMap as written."""
     data = usage_data(history)
-    return update_config_map(client, USAGE_CONFIGMAP, lambda _: data, check, "the usage history")
+    return update_config_map(client, USAGE_CONFIGMAP, lambda _: data, check, "the usage history", read)
