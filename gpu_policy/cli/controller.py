@@ -20,7 +20,8 @@ def register(sub) -> None:
     add_cluster_options(c)
     c.add_argument("--metrics-port", type=number(0, 65535, whole=True), default=8080, metavar="PORT",
                    help="port of /metrics, /healthz and /readyz (default 8080; 0: any free port)")
-    c.add_argument("--lease-duration", type=lease_duration, default=15.0, metavar="S",
+    c.add_argument("--lease-duration", type=number(0, 3600, above=True, then=within_foreign_leases), default=15.0,
+                   metavar="S",
                    help="seconds the Lease is valid without renewal; renewed every third of it (default 15; at "
                         "most 120, the longest Lease another replica honours)")
     c.add_argument("--debounce", type=number(0, 60), default=0.2, metavar="S",
@@ -43,12 +44,11 @@ def register(sub) -> None:
     c.set_defaults(func=run)
 
 
-def lease_duration(text: str) -> float:
-    """An argparse type: seconds of a Lease, within what the settings allow (their own check:
-    no longer than another replica honours a Lease)."""
+def within_foreign_leases(value: float) -> float:
+    """Seconds of a Lease, within what the settings allow (their own check: no longer than
+    another replica honours a Lease)."""
     from gpu_policy.kubernetes import KubernetesSettings
 
-    value = positive(float, 3600)(text)
     try:
         KubernetesSettings(lease_duration_s=value).validate()
     except ValueError as e:
