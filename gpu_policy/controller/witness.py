@@ -19,7 +19,7 @@ from gpu_policy.kubernetes.clocks import Clocks
 from gpu_policy.kubernetes.read.pods import PodRef, PodView
 from gpu_policy.kubernetes.read.snapshot import Snapshot
 from gpu_policy.kubernetes.write.actuator import Witness
-from gpu_policy.model.cluster import Outcome, WaitReason
+from gpu_policy.model.cluster import Outcome
 from gpu_policy.model.plan import STOPS, Plan
 from gpu_policy.planner import PlannerConfig
 from gpu_policy.planner.rules.victims import lost_work
@@ -49,8 +49,6 @@ class ControllerWitness(Witness):
         #: a job a plan starts on its victims' GPUs -> when the first such plan acted (wall), until its release
         self.reclaimed_at: dict[str, float] = {}
         self._claimant_of: dict[str, str] = {}  # gated pod uid -> that job
-        #: such a job -> its victims' pods and why it waits for them, until they have ended or it is released
-        self._awaiting: dict[str, tuple[list[PodRef], WaitReason]] = {}
 
     def request_written(self, name: str, answer: dict) -> None:
         self.requests.seen(name, answer)
@@ -72,9 +70,7 @@ class ControllerWitness(Witness):
                 self.metrics.lost_work.observe(loss.gpu_seconds)
         waiting = {uid for refs in snap.gated.values() for uid in (r.uid for r in refs)}
         for uid in set(self._claimant_of) - waiting:  # released elsewhere, or deleted while gated
-            job = self._claimant_of.pop(uid)
-            self.reclaimed_at.pop(job, None)
-            self._awaiting.pop(job, None)
+            self.reclaimed_at.pop(self._claimant_of.pop(uid), None)
 
     def pod_annotated(self, answer: dict) -> None:
         self.cache.apply(PODS, "MODIFIED", answer)  # seen at once: the next round does not ask again
@@ -82,24 +78,10 @@ class ControllerWitness(Witness):
     def checkpoint_request_ended(self, job: str, result: str) -> None:
         self.metrics.checkpoint_requests.labels(result).inc()
 
-    def reclaiming(self, job: str, pods: list[PodRef], victims: list[PodRef], why: WaitReason) -> None:
+    def reclaiming(self, job: str, pods: list[PodRef]) -> None:
         self.reclaimed_at.setdefault(job, self.clocks.wall())
         for ref in pods:
             self._claimant_of[ref.uid] = job
-        self._awaiting[job] = (victims, why)
-
-    def waits_for_victims(self, job: str) -> WaitReason | None:
-        """The reason of the plan that started `job` on its victims' GPUs, while any of their pods
-        is still in the cache (shutting down): the contract's WaitingForCheckpoint, until they end."""
-        victims, why = self._awaiting.get(job, ([], None))
-        if any(self._alive(ref) for ref in victims):
-            return why
-        self._awaiting.pop(job, None)
-        return None
-
-    def _alive(self, ref: PodRef) -> bool:
-        pod = self.cache.pod(ref.namespace, ref.name)
-        return pod is not None and (pod.get("metadata") or {}).get("uid") == ref.uid
 
     def gangs_reserved(self, config_map: dict | None) -> None:
         self.cache.apply(CONFIG_MAPS, "MODIFIED", config_map)
@@ -111,7 +93,6 @@ class ControllerWitness(Witness):
         self.cache.apply(PODS, "MODIFIED", answer)  # seen at once: the next round does not release it again
         self.unbound[pod.uid] = Released(pod, node, self.clocks.monotonic())
         claimant = self._claimant_of.pop(pod.uid, None)
-        self._awaiting.pop(claimant, None)
         if claimant in self.reclaimed_at:  # a gang's first pod released: its wait is over
             self.metrics.reclaim_wait.observe(max(0.0, self.clocks.wall() - self.reclaimed_at.pop(claimant)))
         created = self.cache.views[PODS].get((pod.namespace, pod.name))

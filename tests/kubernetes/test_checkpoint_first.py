@@ -229,28 +229,3 @@ def test_a_one_shot_run_that_evicts_says_why_on_the_victim_first(api, cluster):
     eviction = next(r for r in api.requests if r.method == "POST" and r.path.endswith("/eviction"))
     assert api.requests.index(event) < api.requests.index(eviction)
     assert released(api, "b") == {}  # releasing stays the controller's (or --release's)
-
-
-@pytest.mark.parametrize("saves", ["true", "false"])
-def test_the_claimant_waits_for_checkpoint_until_the_victims_pods_have_ended(api, cluster, fake_time, saves):
-    """The controller keeps the job that takes a victim's GPUs gated with the reason
-    WaitingForCheckpoint, naming the victim, until the victim's pods have ended (asked to save,
-    or evicted at once), then releases it: no other reason in between."""
-    from tests.kubernetes.controller_harness import new_controller, settle
-
-    reclaim_cluster(api, saves_on_request=saves, checkpoint_save_s="100")
-    c = new_controller(cluster)
-    try:
-        if saves == "true":
-            settle(c, fake_time, lambda: names.CHECKPOINT_REQUESTED_ANNOTATION in annotations(api, "borrow-0"))
-            answer(api, "borrow-0", annotations(api, "borrow-0")[names.CHECKPOINT_REQUESTED_ANNOTATION])
-        settle(c, fake_time, lambda: api.evictions != [])
-        settle(c, fake_time, turns=4)  # the victim shuts down (its 130 s grace period): rounds go by
-        assert released(api, "b") == {}
-        codes = {e["note"].split(":")[0] for e in described(api, "b", "owner")}
-        assert codes == {"WaitingForCheckpoint"}
-        assert 'gpu_policy_pending_pods{queue="team-b",reason="WaitingForCheckpoint"} 1.0' in c.metrics.text().decode()
-        api.finish_terminating()
-        settle(c, fake_time, lambda: released(api, "b") == {"owner": "n"})
-    finally:
-        c.shut_down()

@@ -47,7 +47,7 @@ from gpu_policy.kubernetes.write.evict import evict_job, unmark
 from gpu_policy.kubernetes.write.events import EventWriter
 from gpu_policy.kubernetes.write.inflight import InFlight
 from gpu_policy.kubernetes.write.reservations import reservation_for, write_reservations
-from gpu_policy.model.cluster import Acted, Observation, Orders, Outcome, Waiting, WaitReason
+from gpu_policy.model.cluster import Acted, Observation, Orders, Outcome, Waiting
 from gpu_policy.model.plan import JobDecision, Plan
 
 #: why a broken gang's pods are evicted (gpu_policy.kubernetes.read.workloads)
@@ -83,14 +83,8 @@ class Witness:
         """A victim asked to checkpoint was evicted on its answer (`saved`), at its deadline
         (`deadline`), or a later plan kept it (`withdrawn`)."""
 
-    def reclaiming(self, job: str, pods: list[PodRef], victims: list[PodRef], why: WaitReason) -> None:
-        """The plan starts `job` (its gated `pods`) on the GPUs of the `victims`' pods: it waits
-        for them from now, for the reason `why`."""
-
-    def waits_for_victims(self, job: str) -> WaitReason | None:
-        """Why `job` still waits, where a plan started it on its victims' GPUs and their pods have
-        not all ended (the reason that plan gave); None when nothing is known of it."""
-        return None
+    def reclaiming(self, job: str, pods: list[PodRef]) -> None:
+        """The plan starts `job` (its gated `pods`) on its victims' GPUs: it waits for them from now."""
 
 
 @dataclass
@@ -142,9 +136,8 @@ class KubernetesActuator:
         outcomes += self._reserve(reserving, orders.execute)
         if orders.execute:
             self.witness.acted(plan, snap, outcomes)
-            for job, victims in claimants(plan, verdicts).items():
-                victim_pods = [ref for v in victims for ref in snap.pods.get(v, [])]
-                self.witness.reclaiming(job, snap.gated.get(job, []), victim_pods, held[job])
+            for job in claimants(plan, verdicts):
+                self.witness.reclaiming(job, snap.gated.get(job, []))
         recheck = recheck_in(verdicts, now)
         if not orders.admit:
             step = orders.step.name if orders.step is not None else None

@@ -120,8 +120,8 @@ class Admission:
                 patches = held.get(name) or waits_for_composition(d, snap, attaching) or \
                     release_patches(refs, d.replicas, jobs[name].is_fractional, self.read_pod)
                 share = d.queue
-            else:  # a job a plan started on its victims' GPUs waits for their pods to end, as that plan said
-                patches = self.witness.waits_for_victims(name) or _waiting_reason(name, d, snap)
+            else:
+                patches = _waiting_reason(name, d, snap)
             if isinstance(patches, WaitReason):
                 found.waiting.append(Waiting(name, queue, refs, patches))
             else:

@@ -61,8 +61,6 @@ class Verdict:
 
     def state(self) -> str:
         """Where it stands, in words (the waiting job's reason, the outcome)."""
-        if self.kind == PLAIN:
-            return f"evicted at {stamp(self.since)}, its pods are ending"
         if self.evict:
             how = "it saved its checkpoint" if self.result != "deadline" else "no answer by its deadline"
             return f"asked at {stamp(self.since)}; {how}: evicted, its pods are ending"
@@ -98,7 +96,7 @@ def judge(decision: JobDecision, job: Job | None, views: list[PodView], now: flo
         since = math.floor(now)
         deadline = since + math.ceil(checkpoint_wait_s(decision.evict_after_s, save_s))
         return Verdict(AWAITED, False, since, deadline, tuple(v.ref for v in views), grace=grace)
-    return Verdict(PLAIN, True, math.floor(now), grace=grace)
+    return Verdict(PLAIN, True, grace=grace)
 
 
 def _asked(views: list[PodView], save_s: float | None, now: float, cap: float, grace: dict[str, int]) -> Verdict:
@@ -149,12 +147,12 @@ def claimants(plan: Plan, victims: dict[str, Verdict]) -> dict[str, list[str]]:
 
 
 def holding(plan: Plan, verdicts: dict[str, Verdict]) -> dict[str, WaitReason]:
-    """Each job the plan starts on the GPUs of a victim -> why it stays gated: the victims, when
-    they were asked (or evicted), and when they go. A victim evicted at once holds its GPUs too
-    while its pods end (their grace period), so its claimant waits for that as well."""
+    """Each job the plan starts on the GPUs of an asked or awaited victim -> why it stays gated:
+    the victims, when they were asked, and when they go."""
+    waiting = {name: v for name, v in verdicts.items() if v.kind != PLAIN}
     return {job: WaitReason("WaitingForCheckpoint", "waits for the GPUs of " + "; ".join(
-        f"{name} ({verdicts[name].state()})" for name in victims) + "; released once their pods have ended")
-        for job, victims in claimants(plan, verdicts).items()}
+        f"{name} ({waiting[name].state()})" for name in victims) + "; released once their pods have ended")
+        for job, victims in claimants(plan, waiting).items()}
 
 
 def recheck_in(verdicts: dict[str, Verdict], now: float) -> float | None:
