@@ -44,8 +44,11 @@ def what_was_written(api) -> dict:
     reservations = api.get("configmaps", names.RESERVATIONS_CONFIGMAP, "gpu-policy") or {}
     writes = [(r.method, r.path, r.status) for r in api.requests if r.method in WRITES and not r.path.startswith(LEASE)]
     kinds = [path.split("/")[-2] if method == "PATCH" else path.rpartition("/")[2] for method, path, _ in writes]
+    uids = {p["metadata"]["uid"]: p["metadata"]["name"] for ns in ("a", "b", "jobs") for p in api.objects("pods", ns)}
+    patches = [(ns, name, [{**op, "value": uids[op["value"]]} if op.get("path") == "/metadata/uid" else op for op in ops])
+               for ns, name, ops in api.patches]  # each server makes its own uids: named by their pod
     return {"writes": sorted(writes), "kinds": [k for i, k in enumerate(kinds) if not i or kinds[i - 1] != k],
-            "patches": sorted(api.patches, key=repr), "events": events, "reservations": reservations.get("data")}
+            "patches": sorted(patches, key=repr), "events": events, "reservations": reservations.get("data")}
 
 
 def one_controller_round(api, tmp_path, fake_time) -> None:

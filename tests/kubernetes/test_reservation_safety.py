@@ -108,3 +108,50 @@ def test_a_reservation_the_plan_gives_away_releases_nothing_and_is_said_on_the_p
         assert not (api.get("configmaps", names.RESERVATIONS_CONFIGMAP, names.DEFAULT_NAMESPACE) or {}).get("data")
     finally:
         c.stop.set()
+
+
+def test_a_pod_made_again_under_its_name_since_the_look_is_neither_released_nor_evicted(api, cluster):
+    """A one-shot run releases gated pods as its look listed them, and a controller evicts victims
+    as its cache has them: a pod deleted and made again under the same name since (a StatefulSet's)
+    is another pod, which no plan looked at. Its release patch tests the uid read, and its
+    eviction carries the uid as a precondition, so neither touches the new one."""
+    from gpu_policy.actions.cycle import apply_plan_once
+    from tests.kubernetes.controller_harness import cluster_of, gated_pod, released
+
+    cluster_of(api, nodes=1, gpus=8, queues=[{"name": "a", "deserved": 8}])
+    api.put(gated_pod("a-0", "a", gpus=8))
+    c = cluster()
+    observe = c.observe
+
+    def observe_then_make_again():
+        seen = observe()
+        api.delete("pods", "a-0", "jobs")
+        api.put(gated_pod("a-0", "a", gpus=8))  # the same name, another uid
+        return seen
+
+    c.observe = observe_then_make_again
+    _, outcomes = apply_plan_once(c, execute=True, release=True)
+    assert released(api) == {} and [(o.action, o.result) for o in outcomes] == [("release", "failed")]
+
+
+def test_a_victim_made_again_under_its_name_is_not_evicted(api, cluster):
+    from gpu_policy.kubernetes.read.pods import PodRef
+    from gpu_policy.kubernetes.write.evict import evict_job
+    from tests.kubernetes.test_act import eviction_cluster
+
+    eviction_cluster(api)
+    old = api.get("pods", "borrow-0", "a")
+    ref = PodRef("a", "borrow-0", old["metadata"]["uid"])
+    api.delete("pods", "borrow-0", "a")
+    api.put({**old, "metadata": {k: v for k, v in old["metadata"].items() if k not in ("uid", "resourceVersion")}})
+    made_again = api.get("pods", "borrow-0", "a")
+    assert made_again["metadata"]["uid"] != ref.uid
+    k8s = cluster()
+    # as a cache that has not seen the new pod yet: the old object
+    outcome = evict_job(k8s.client, "a/borrow", "preempt", "reclaimed", [ref], lambda: None, lambda ns, name: old)
+    assert outcome.result == "gone" and api.evictions == []
+    notes = api.get("pods", "borrow-0", "a")["metadata"].get("annotations") or {}
+    assert names.PREEMPTED_ANNOTATION not in notes  # marked by name, then unmarked: not ours to stop
+    # and the Eviction API itself refuses another pod than the uid given
+    answer = k8s.client.evict_pod("a", "borrow-0", None, ref.uid)
+    assert answer.status == 409 and api.evictions == []

@@ -155,15 +155,18 @@ class KubeClient(Sender):
         return None if answer.status == 404 else answer.body
 
     @needs("create", "pods/eviction")
-    def evict_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> Answer:
+    def evict_pod(self, namespace: str, name: str, grace_period_s: int | None = None, uid: str | None = None) -> Answer:
         """Ask the Eviction API (policy/v1) to evict the pod, with `grace_period_s` as its
-        deleteOptions.gracePeriodSeconds (None: the pod's own grace period).
-        201: accepted; 429: refused for now (a PodDisruptionBudget); 404: already gone."""
-        options = None if grace_period_s is None else self._models.V1DeleteOptions(grace_period_seconds=grace_period_s)
+        deleteOptions.gracePeriodSeconds (None: the pod's own grace period) and `uid` as a
+        precondition (the pod read, not one made since under its name). 201: accepted; 429:
+        refused for now (a PodDisruptionBudget); 404: already gone; 409: another pod of that name."""
+        preconditions = None if uid is None else self._models.V1Preconditions(uid=uid)
+        options = None if grace_period_s is None and uid is None else \
+            self._models.V1DeleteOptions(grace_period_seconds=grace_period_s, preconditions=preconditions)
         body = self._models.V1Eviction(metadata=self._models.V1ObjectMeta(name=name, namespace=namespace),
                                        delete_options=options)
         return self._request(f"evict pod {namespace}/{name}", lambda **kw: self._core.create_namespaced_pod_eviction(
-            name=name, namespace=namespace, body=body, **kw), accept={404, 429}, fenced=True)
+            name=name, namespace=namespace, body=body, **kw), accept={404, 409, 429}, fenced=True)
 
     # -- composition: the CDI operator's ComposabilityRequests (cluster-scoped) ---------------------
     @needs("get", CRO_PLURAL, group=CRO_GROUP)

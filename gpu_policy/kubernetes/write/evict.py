@@ -40,24 +40,40 @@ def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list
             gone.append(str(ref))  # finished, or replaced by a new pod since we looked
         elif (pod.get("metadata") or {}).get("deletionTimestamp"):
             gone.append(str(ref))  # already on its way out
-        elif client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: reason}) is None:
-            gone.append(str(ref))
-        else:
+        elif _annotated(client, ref, reason):
             live.append(ref)
-    blocked = []
+        else:
+            gone.append(str(ref))
+    blocked, evicted = [], []
     for ref in live:
         check()
-        if not _evict(client, ref, (grace or {}).get(ref.uid), check, sleep, monotonic):
+        answer = _evict(client, ref, (grace or {}).get(ref.uid), check, sleep, monotonic)
+        if answer == 429:
             check()
             client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
             blocked.append(str(ref))
+        elif answer == 201:
+            evicted.append(ref)
     if blocked:
         return Outcome(job, action, "blocked", f"a PodDisruptionBudget refused the eviction for "
                                                f"{client.settings.eviction_deadline_s:g} s; still running: "
                                                f"{', '.join(blocked)}", names)
-    if not live:
+    if not evicted:
         return Outcome(job, action, "gone", "its pods had already stopped", names)
-    return Outcome(job, action, "done", f"evicted {len(live)} pod{'s' if len(live) > 1 else ''}: {reason}", names)
+    return Outcome(job, action, "done", f"evicted {len(evicted)} pod{'s' if len(evicted) > 1 else ''}: {reason}",
+                   names)
+
+
+def _annotated(client: KubeClient, ref: PodRef, reason: str) -> bool:
+    """Mark the pod preempted; False when it is gone, or when the pod of that name is another one
+    than was read (made since under the same name: the mark is taken off it again)."""
+    answer = client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: reason})
+    if answer is None:
+        return False
+    if (answer.get("metadata") or {}).get("uid") != ref.uid:
+        client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
+        return False
+    return True
 
 
 def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[], None], execute: bool) -> Outcome:
@@ -74,14 +90,13 @@ def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[],
 
 
 def _evict(client: KubeClient, ref: PodRef, grace_s: int | None, check: Callable[[], None],
-           sleep: Callable[[float], None], monotonic: Callable[[], float]) -> bool:
-    """Evict one pod; False when a disruption budget still refuses at the deadline. Each attempt
-    after the first passes `check` too: the lease may be lost while a budget refuses."""
+           sleep: Callable[[float], None], monotonic: Callable[[], float]) -> int:
+    """Evict one pod, the one read (its uid a precondition): 201 evicted, 404 gone, 409 another pod
+    of that name now, 429 a disruption budget still refusing at the deadline. Each attempt after
+    the first passes `check` too: the lease may be lost while a budget refuses."""
     backoff = client.backoff(client.settings.eviction_deadline_s, sleep, monotonic)
     while True:
-        answer = client.evict_pod(ref.namespace, ref.name, grace_s)
-        if answer.status != 429:  # 201 accepted, 404 already gone
-            return True
-        if not backoff.pause(answer.retry_after):
-            return False
+        answer = client.evict_pod(ref.namespace, ref.name, grace_s, ref.uid)
+        if answer.status != 429 or not backoff.pause(answer.retry_after):
+            return answer.status
         check()

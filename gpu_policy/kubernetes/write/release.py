@@ -47,7 +47,9 @@ def release_operations(pod: dict, node: str, gpu_index: list[int] | None) -> lis
         return WaitReason("PinnedToOtherNode",
                           f"pinned to node {pinned} by its nodeSelector, but the plan placed it on {node}")
     at = gates.index(ADMISSION_GATE)
-    ops = [{"op": "test", "path": f"/spec/schedulingGates/{at}/name", "value": ADMISSION_GATE},
+    # the pod read, not one made since under its name (a StatefulSet's), and our gate where it was read
+    ops = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+           {"op": "test", "path": f"/spec/schedulingGates/{at}/name", "value": ADMISSION_GATE},
            {"op": "remove", "path": f"/spec/schedulingGates/{at}"}]
     if not pinned:
         if spec.get("nodeSelector"):

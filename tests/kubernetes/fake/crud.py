@@ -179,10 +179,14 @@ def _evict(fake: FakeKubernetes, namespace: str, name: str, body):
                                             "message": "The disruption budget gpu-pdb needs 1 healthy pods and has 1 "
                                                        "currently"}]})
         return code, body, ({"Retry-After": f"{block.retry_after:g}"} if block.retry_after is not None else {})
+    options = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
+    wanted = (options.get("preconditions") or {}).get("uid")
+    if wanted is not None and wanted != pod["metadata"].get("uid"):
+        return status(409, "Conflict", f"Precondition failed: UID in precondition: {wanted}, UID in object meta: "
+                                       f"{pod['metadata'].get('uid')}")
     if not pod["metadata"].get("deletionTimestamp"):
         pod = copy.deepcopy(pod)  # stored objects are replaced, never changed: list snapshots share them
         pod["metadata"]["deletionTimestamp"] = now_rfc3339()
-        options = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
         grace = options.get("gracePeriodSeconds")
         if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or grace < 0):
             return status(422, "Invalid", f"deleteOptions.gracePeriodSeconds: must be a whole number >= 0, got {grace!r}")
