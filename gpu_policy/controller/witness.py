@@ -79,12 +79,15 @@ class ControllerWitness(Witness):
         self.metrics.checkpoint_requests.labels(result).inc()
 
     def reclaiming(self, job: str, pods: list[PodRef]) -> None:
+        if not pods:  # nothing of it is gated: no release of ours ends its wait, so none is measured
+            return
         self.reclaimed_at.setdefault(job, self.clocks.wall())
         for ref in pods:
             self._claimant_of[ref.uid] = job
 
-    def gangs_reserved(self, config_map: dict | None) -> None:
-        self.cache.apply(CONFIG_MAPS, "MODIFIED", config_map)
+    def reservations_written(self, config_map: dict | None) -> None:
+        if config_map is not None:  # seen at once: the round's next write starts from it
+            self.cache.apply(CONFIG_MAPS, "MODIFIED", config_map)
 
     def carried_over(self, jobs: list[str]) -> None:
         self.carried = jobs

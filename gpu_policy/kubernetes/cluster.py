@@ -160,6 +160,8 @@ def _gated_or_left_out(pods: list, left_out: set[tuple[str, str]]) -> dict[tuple
         if not isinstance(meta, dict) or not isinstance(spec, dict):
             continue
         key = (meta.get("namespace"), meta.get("name"))
+        if not all(isinstance(part, str) for part in key):
+            continue  # no pod a release or an Event could name (the look left it out)
         gates = spec.get("schedulingGates")
         if key in left_out or (isinstance(gates, list) and ADMISSION_GATE in gates_of(spec)):
             out[key] = pod

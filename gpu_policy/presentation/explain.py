@@ -23,7 +23,7 @@ from gpu_policy.errors import GpuPolicyError
 from gpu_policy.model import Job, Node, Queue, Scenario
 from gpu_policy.model.apply import apply_plan
 from gpu_policy.model.layout import running_layout
-from gpu_policy.model.plan import JobDecision, Plan
+from gpu_policy.model.plan import STOPS, JobDecision, Plan
 from gpu_policy.model.topology import Domains
 from gpu_policy.planner import PlannerConfig, plan, start_order
 
@@ -402,7 +402,7 @@ def _what_stops(s: Scenario, job: Job, prober: Prober) -> list[Change]:
                           submitted_at=-1) for i in range(count)]
             return _with_jobs(s, [*s.jobs, *claims])
 
-        best = prober.smallest(1, max(1, s.gpus_total), changed, job.name, ("preempt", "move"))
+        best = prober.smallest(1, max(1, s.gpus_total), changed, job.name, STOPS)
         if best:
             count, scenario, stopped = best
             found.append(Change("claim", count,

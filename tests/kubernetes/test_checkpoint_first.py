@@ -229,3 +229,23 @@ def test_a_one_shot_run_that_evicts_says_why_on_the_victim_first(api, cluster):
     eviction = next(r for r in api.requests if r.method == "POST" and r.path.endswith("/eviction"))
     assert api.requests.index(event) < api.requests.index(eviction)
     assert released(api, "b") == {}  # releasing stays the controller's (or --release's)
+
+
+def test_a_claimant_with_no_gated_pod_leaves_nothing_behind_in_the_controller(api, cluster, fake_time):
+    """A pending pod without gpu-policy's gate that the plan starts on a victim's GPUs: no release
+    of the controller's ends its wait, so the controller keeps nothing of it (a long-running
+    controller would otherwise keep one entry per such job for its lifetime)."""
+    from tests.kubernetes.controller_harness import new_controller, settle
+
+    reclaim_cluster(api)
+    api.delete("pods", "owner", "b")
+    api.put(gated_pod("owner", "team-b", gpus=8, namespace="b", gates=()))
+    c = new_controller(cluster)
+    try:
+        settle(c, fake_time, lambda: api.evictions != [])
+        api.finish_terminating()
+        api.delete("pods", "owner", "b")
+        settle(c, fake_time, turns=4)
+        assert c.witness.reclaimed_at == {} and c.witness._claimant_of == {}
+    finally:
+        c.shut_down()

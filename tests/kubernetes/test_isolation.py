@@ -146,3 +146,19 @@ def test_one_pod_asking_2000_gpus_on_a_large_cluster(api, cluster):
     result = plan(observation.scenario)
     assert result.solver.status.lower().startswith(("optimal", "feasible"))
     assert len(result.jobs) == len(observation.scenario.jobs) > 250
+
+
+
+def test_a_pod_named_by_no_string_is_a_warning_in_a_one_shot_look_too():
+    """The one-shot look keeps its gated and left-out pods as listed (for their releases and
+    Events): a pod whose name is no string is left out with a warning there too, never a crash."""
+    from gpu_policy.kubernetes.cluster import _gated_or_left_out
+    from gpu_policy.kubernetes.read.isolate import read_each
+    from gpu_policy.kubernetes.read.pods import read_pod
+    from gpu_policy.kubernetes.read.shape import POD
+
+    odd = {"metadata": {"name": ["x"], "namespace": "a"}, "spec": {"containers": [],
+                                                                   "schedulingGates": [{"name": names.ADMISSION_GATE}]}}
+    views, bad = read_each([odd], "pod", POD, lambda p: read_pod(p, "nvidia.com/gpu"))
+    assert views == [] and len(bad) == 1
+    assert _gated_or_left_out([odd], {w.pod for w in bad if w.pod is not None}) == {}

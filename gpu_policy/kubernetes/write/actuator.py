@@ -66,8 +66,8 @@ class Witness:
     def acted(self, plan: Plan, snap: Snapshot, outcomes: list[Outcome]) -> None:
         """The plan's own actions are done (compositions, evictions, reservations), before any release."""
 
-    def gangs_reserved(self, config_map: dict | None) -> None:
-        """The reservations ConfigMap as written before the gangs' first releases."""
+    def reservations_written(self, config_map: dict | None) -> None:
+        """The reservations ConfigMap as written (None: it does not exist, nothing was to be)."""
 
     def released(self, pod: PodRef, node: str, answer: dict) -> None:
         """A gated pod was released onto `node`; `answer` is the pod as patched."""
@@ -153,7 +153,7 @@ class KubernetesActuator:
         jobs = {j.name: j for j in snap.scenario.jobs}
         return {d.name: judge(d, jobs.get(d.name), [snap.views[r.uid] for r in snap.pods.get(d.name, [])
                                                     if r.uid in snap.views], now, self.settings.checkpoint_deadline_s)
-                for d in plan.jobs if d.action in VICTIM_EVENTS and d.name not in snap.reservations}
+                for d in plan.jobs if d.stops and d.name not in snap.reservations}
 
     def _reservations(self, plan: Plan, observation: Observation, orders: Orders) -> _Reserving:
         """Every reservation this plan may write, checked before the first action (nothing half done)."""
@@ -189,7 +189,7 @@ class KubernetesActuator:
         """Unmark the pods the plan keeps and withdraw their checkpoint requests, evict broken
         gangs, then carry out the plan's victims; a moved job evicted (not blocked) is to be
         reserved, a preempted reservation dropped."""
-        victims = {d.name for d in plan.jobs if d.action in VICTIM_EVENTS}
+        victims = {d.name for d in plan.jobs if d.stops}
         outcomes = [unmark(self.client, job, refs, self.fence, execute) for job, refs in sorted(snap.marked.items())
                     if job not in victims and job not in snap.broken]
         outcomes += [self._withdraw(job, refs, snap, execute) for job, refs in sorted(snap.asked.items())
@@ -199,7 +199,7 @@ class KubernetesActuator:
         gets = claimants(plan, verdicts)
         return outcomes + [self._victim(d, snap, execute, reserving, verdicts.get(d.name),
                                         sorted(j for j, victims in gets.items() if d.name in victims))
-                           for d in plan.jobs if d.action in VICTIM_EVENTS]
+                           for d in plan.jobs if d.stops]
 
     def _victim(self, d: JobDecision, snap: Snapshot, execute: bool, reserving: _Reserving, verdict: Verdict | None,
                 gets: list[str]) -> Outcome:
@@ -269,7 +269,8 @@ class KubernetesActuator:
         if reserving.started is not None:
             reserving.write.append(reserving.started)
         if execute and (reserving.write or reserving.stale):
-            write_reservations(self.client, reserving.write, reserving.stale, self.fence, self.read_config_map)
+            self.witness.reservations_written(write_reservations(self.client, reserving.write, reserving.stale,
+                                                                 self.fence, self.read_config_map))
         until = time.strftime("%H:%M:%S", time.gmtime(self.expires_at()))
         return [Outcome(r.job_name, "reserve", "done" if execute else "dry run",
                         f"{r.gpus:g} GPUs x {r.replicas} on {', '.join(r.nodes)} until its pods are bound, "

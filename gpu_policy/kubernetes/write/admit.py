@@ -139,7 +139,8 @@ class Admission:
         for r in gangs:
             r.check()
         if gangs:
-            self.witness.gangs_reserved(write_reservations(self.client, gangs, set(), self.fence, self.read_config_map))
+            written = write_reservations(self.client, gangs, set(), self.fence, self.read_config_map)
+            self.witness.reservations_written(written)
 
     def _this_round(self, releases: list[Release]) -> tuple[list[Release], list[Waiting]]:
         """The releases this round's request budget holds, in order (a patch and an Admitted Event
