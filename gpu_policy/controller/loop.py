@@ -297,7 +297,7 @@ class Controller:
         unbound = self.witness.unbound
         for uid, r in list(unbound.items()):
             pod = self.cache.pod(r.pod.namespace, r.pod.name)
-            if pod is None or (pod.get("metadata") or {}).get("uid") != uid or (pod.get("spec") or {}).get("nodeName"):
+            if not r.pod.names(pod) or (pod.get("spec") or {}).get("nodeName"):
                 del unbound[uid]
             elif not r.reported and now - r.at >= self.settings.bind_timeout_s:
                 r.reported = True

@@ -19,6 +19,11 @@ class PodRef:
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def names(self, pod: dict | None) -> bool:
+        """Whether `pod` (an object read, or a write's answer) is this pod, not one gone or made
+        since under its name."""
+        return pod is not None and (pod.get("metadata") or {}).get("uid") == self.uid
+
 
 @dataclass(frozen=True)
 class TopologyAsk:

@@ -36,7 +36,7 @@ def evict_job(client: KubeClient, job: str, action: str, reason: str, pods: list
     for ref in pods:
         check()
         pod = read_pod(ref.namespace, ref.name)
-        if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
+        if not ref.names(pod):
             gone.append(str(ref))  # finished, or replaced by a new pod since we looked
         elif (pod.get("metadata") or {}).get("deletionTimestamp"):
             gone.append(str(ref))  # already on its way out
@@ -68,12 +68,9 @@ def _annotated(client: KubeClient, ref: PodRef, reason: str) -> bool:
     """Mark the pod preempted; False when it is gone, or when the pod of that name is another one
     than was read (made since under the same name: the mark is taken off it again)."""
     answer = client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: reason})
-    if answer is None:
-        return False
-    if (answer.get("metadata") or {}).get("uid") != ref.uid:
+    if answer is not None and not ref.names(answer):
         client.patch_pod_metadata(ref.namespace, ref.name, {PREEMPTED_ANNOTATION: None})
-        return False
-    return True
+    return ref.names(answer)
 
 
 def unmark(client: KubeClient, job: str, pods: list[PodRef], check: Callable[[], None], execute: bool) -> Outcome:

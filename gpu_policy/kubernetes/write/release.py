@@ -75,7 +75,7 @@ def release_patches(pods: list[PodRef], placements: list[Placement], fractional:
     patches = []
     for ref, place in zip(pods, placements):
         pod = read(ref.namespace, ref.name)
-        if pod is None or (pod.get("metadata") or {}).get("uid") != ref.uid:
+        if not ref.names(pod):
             return WaitReason("ReleaseFailed", f"pod {ref} changed since the plan looked")
         ops = release_operations(pod, place.node, list(place.gpu_indices) if fractional else None)
         if isinstance(ops, WaitReason):
